@@ -1,0 +1,1 @@
+"""Backends: reference (NumPy interpreter), native (wgpu-py), browser (gpu.mjs)."""

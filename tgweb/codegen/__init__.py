@@ -1,0 +1,1 @@
+"""WGSL generation: one emitter per op family, and the Program they fill."""

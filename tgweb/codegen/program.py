@@ -1,0 +1,123 @@
+"""The Program: plain, versioned, JSON-serialisable data; the only thing a backend sees.
+
+A Program is what one compiled function (a training step, or an inference
+forward) needs on the GPU:
+
+buffers   every GPU buffer: id (its index in the list), size in bytes (a multiple
+          of 4, at least 4), kind (param, grad, state, input, intermediate, output,
+          capture, scalars) and a label for debugging. All buffers are STORAGE |
+          COPY_SRC | COPY_DST.
+kernels   in execution order. Each has WGSL text with entry point `main`, its
+          bindings (binding i of @group(0) is bindings[i]: a buffer id and an
+          access, "read" or "read_write"), the workgroup counts (x, y, z) to
+          dispatch, and for error messages the op kinds it computes and the user's
+          call site. Kernels with the same WGSL share a pipeline.
+inputs, params, states, outputs, captures
+          name -> Slot: the buffer holding that tensor (at byte offset 0), its
+          shape and dtype. f32 is float32, i32 is int32, bool is one u32 (0 or 1)
+          per element.
+scalars   the per-step host scalars, in order: each is one 32-bit word of the
+          buffer `scalars_buffer`, an "f32" or a "u32" (learning rate, bias
+          corrections, PRNG seed, ...). The host writes them before each step.
+
+Running a step: write each input's bytes and the scalars; dispatch every kernel
+in order in one compute pass (WebGPU orders storage writes between dispatches);
+submit once; read back the outputs and captures asked for. Parameters and
+optimizer states persist in their buffers between steps; the host uploads their
+initial values once and may read or overwrite them at any time between steps.
+Two Programs can share parameters: a backend instantiating a Program may be handed
+existing buffers for (some of) its params by name, and then allocates none for them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+VERSION = 1
+BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
+
+
+@dataclass
+class Buffer:
+    id: int
+    size: int
+    kind: str
+    label: str = ""
+
+
+@dataclass
+class Binding:
+    buffer: int
+    access: str  # "read" | "read_write"
+
+
+@dataclass
+class Kernel:
+    name: str
+    wgsl: str
+    bindings: list[Binding]
+    dispatch: tuple[int, int, int]
+    ops: list[str] = field(default_factory=list)
+    site: str = ""
+
+
+@dataclass
+class Slot:
+    buffer: int
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class Scalar:
+    name: str
+    type: str  # "f32" | "u32"
+
+
+@dataclass
+class Program:
+    buffers: list[Buffer] = field(default_factory=list)
+    kernels: list[Kernel] = field(default_factory=list)
+    inputs: dict[str, Slot] = field(default_factory=dict)
+    params: dict[str, Slot] = field(default_factory=dict)
+    states: dict[str, Slot] = field(default_factory=dict)
+    outputs: dict[str, Slot] = field(default_factory=dict)
+    captures: dict[str, Slot] = field(default_factory=dict)
+    scalars: list[Scalar] = field(default_factory=list)
+    scalars_buffer: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # limits needed, counts, memory report
+    version: int = VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Program":
+        d = json.loads(text)
+        if d.get("version") != VERSION:
+            raise ValueError(f"Program version {d.get('version')!r} is not {VERSION}")
+
+        def slots(m):
+            return {k: Slot(v["buffer"], tuple(v["shape"]), v["dtype"]) for k, v in m.items()}
+
+        return cls(
+            buffers=[Buffer(**b) for b in d["buffers"]],
+            kernels=[Kernel(k["name"], k["wgsl"], [Binding(**b) for b in k["bindings"]],
+                            tuple(k["dispatch"]), list(k["ops"]), k["site"]) for k in d["kernels"]],
+            inputs=slots(d["inputs"]), params=slots(d["params"]), states=slots(d["states"]),
+            outputs=slots(d["outputs"]), captures=slots(d["captures"]),
+            scalars=[Scalar(**s) for s in d["scalars"]], scalars_buffer=d["scalars_buffer"],
+            meta=d["meta"], version=d["version"],
+        )
+
+    def pipelines(self) -> int:
+        """Unique pipelines: kernels deduplicated by WGSL text."""
+        return len({k.wgsl for k in self.kernels})
+
+    def bytes_by_kind(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for b in self.buffers:
+            out[b.kind] = out.get(b.kind, 0) + b.size
+        return out

@@ -1,0 +1,288 @@
+"""The graph: dtypes, tensors, the op-kind registry and tracing.
+
+Every op call during tracing appends one Tensor (a node) to the current Graph.
+Shapes and dtypes are checked at that moment, and errors name the user's line.
+Nothing here imports NumPy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+DTYPES = ("f32", "i32", "bool")
+ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}  # bool is stored as one u32 per element
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class TraceError(ValueError):
+    """A shape, dtype or usage error found while tracing; names the user's call site."""
+
+    def __init__(self, message: str, site: str = "") -> None:
+        self.site = site
+        super().__init__(f"{message}\n  at {site}" if site else message)
+
+
+class OpError(ValueError):
+    """Raised by shape rules; turned into a TraceError carrying the call site."""
+
+
+def user_site() -> str:
+    """The first stack frame outside the tgweb package, as 'file:line'."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIR + os.sep):
+            return f"{f.f_code.co_filename}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+def prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# --------------------------------------------------------------------------
+# The op-kind registry
+
+
+NO_GRAD = "no-grad"  # marks an op kind whose inputs receive no gradient
+
+
+@dataclass
+class OpDef:
+    """One op kind: how it infers its shape, differentiates, evaluates, and (later) its WGSL.
+
+    infer(inputs, attrs) -> (shape, dtype); raises OpError on bad input.
+    grad(t, g) -> list of cotangents (Tensor or None), one per input; or NO_GRAD.
+    ref(np, args, t) -> array; args are the input arrays, t the node (attrs, shape, dtype).
+    """
+
+    kind: str
+    family: str
+    infer: Callable[..., tuple[tuple[int, ...], str]]
+    grad: Any
+    ref: Callable[..., Any]
+    alias: bool = False  # output shares its input's memory (reshape, stop_gradient)
+    elementwise: bool = False
+    wgsl: Any = None  # filled by tgweb.codegen
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(kind: str, *, family: str, infer, grad, ref, alias: bool = False,
+             elementwise: bool = False) -> OpDef:
+    if kind in REGISTRY:
+        raise RuntimeError(f"op kind {kind!r} registered twice")
+    d = OpDef(kind, family, infer, grad, ref, alias, elementwise)
+    REGISTRY[kind] = d
+    return d
+
+
+# --------------------------------------------------------------------------
+# Tensors and graphs
+
+
+class TensorOps:
+    """Operators shared by Tensor and nn.Parameter; each forwards to tgweb.ops."""
+
+    def _t(self) -> "Tensor":
+        raise NotImplementedError  # pragma: no cover - overridden by both subclasses
+
+    def __add__(self, o): return _ops().add(self, o)
+    def __radd__(self, o): return _ops().add(o, self)
+    def __sub__(self, o): return _ops().sub(self, o)
+    def __rsub__(self, o): return _ops().sub(o, self)
+    def __mul__(self, o): return _ops().mul(self, o)
+    def __rmul__(self, o): return _ops().mul(o, self)
+    def __truediv__(self, o): return _ops().div(self, o)
+    def __rtruediv__(self, o): return _ops().div(o, self)
+    def __pow__(self, o): return _ops().pow(self, o)
+    def __matmul__(self, o): return _ops().matmul(self, o)
+    def __rmatmul__(self, o): return _ops().matmul(o, self)
+    def __neg__(self): return _ops().neg(self)
+    def __abs__(self): return _ops().abs(self)
+    def __lt__(self, o): return _ops().less(self, o)
+    def __gt__(self, o): return _ops().greater(self, o)
+    def __le__(self, o): return _ops().less_equal(self, o)
+    def __ge__(self, o): return _ops().greater_equal(self, o)
+    def __getitem__(self, idx): return _ops().getitem(self, idx)
+
+    __hash__ = object.__hash__
+
+    @property
+    def T(self): return _ops().transpose(self)
+    @property
+    def mT(self): return _ops().swapaxes(self, -1, -2)
+    @property
+    def ndim(self) -> int: return len(self.shape)
+    @property
+    def size(self) -> int: return prod(self.shape)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _ops().reshape(self, shape)
+
+    def sum(self, axis=None, keepdims=False): return _ops().sum(self, axis, keepdims)
+    def mean(self, axis=None, keepdims=False): return _ops().mean(self, axis, keepdims)
+    def max(self, axis=None, keepdims=False): return _ops().max(self, axis, keepdims)
+    def min(self, axis=None, keepdims=False): return _ops().min(self, axis, keepdims)
+    def argmax(self, axis=-1, keepdims=False): return _ops().argmax(self, axis, keepdims)
+    def argmin(self, axis=-1, keepdims=False): return _ops().argmin(self, axis, keepdims)
+    def permute(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _ops().permute(self, axes)
+    def transpose(self, *axes): return _ops().transpose(self, axes or None)
+    def swapaxes(self, a, b): return _ops().swapaxes(self, a, b)
+    def squeeze(self, axis=None): return _ops().squeeze(self, axis)
+    def unsqueeze(self, axis): return _ops().unsqueeze(self, axis)
+    def broadcast_to(self, shape): return _ops().broadcast_to(self, shape)
+    def astype(self, dtype): return _ops().cast(self, dtype)
+    def exp(self): return _ops().exp(self)
+    def log(self): return _ops().log(self)
+    def sqrt(self): return _ops().sqrt(self)
+    def tanh(self): return _ops().tanh(self)
+    def sigmoid(self): return _ops().sigmoid(self)
+    def relu(self): return _ops().relu(self)
+    def square(self): return _ops().square(self)
+
+
+def _ops():
+    from . import ops
+    return ops
+
+
+class Tensor(TensorOps):
+    """A node of the graph: the one output of an op. Shapes are static tuples."""
+
+    __slots__ = ("id", "kind", "inputs", "attrs", "shape", "dtype", "site", "graph")
+
+    def __init__(self, graph: "Graph", kind: str, inputs: tuple["Tensor", ...],
+                 attrs: dict, shape: tuple[int, ...], dtype: str, site: str) -> None:
+        self.graph = graph
+        self.id = len(graph.tensors)
+        self.kind = kind
+        self.inputs = inputs
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        self.site = site
+
+    def _t(self) -> "Tensor":
+        return self
+
+    def __repr__(self) -> str:
+        return f"Tensor(%{self.id} {self.kind} {self.dtype}{list(self.shape)})"
+
+    def __bool__(self):
+        raise TraceError("a traced tensor has no truth value; use tg.where for conditions",
+                         user_site())
+
+    def __eq__(self, o):  # type: ignore[override]
+        return _ops().equal(self, o)
+
+    __hash__ = TensorOps.__hash__
+
+
+@dataclass
+class Graph:
+    """Tensors in creation (topological) order plus the named entry and exit points."""
+
+    tensors: list[Tensor] = field(default_factory=list)
+    inputs: dict[str, Tensor] = field(default_factory=dict)
+    params: dict[str, Tensor] = field(default_factory=dict)
+    captures: dict[str, Tensor] = field(default_factory=dict)
+    outputs: dict[str, Tensor] = field(default_factory=dict)
+    param_tensors: dict[int, Tensor] = field(default_factory=dict)  # id(Parameter) -> node
+    rng_ops: int = 0  # counter that gives each stochastic op its own stream
+    _site_override: str | None = None
+
+    def add(self, kind: str, inputs: tuple[Tensor, ...], attrs: dict,
+            shape: tuple[int, ...], dtype: str, site: str | None = None) -> Tensor:
+        t = Tensor(self, kind, inputs, attrs, shape, dtype,
+                   site or self._site_override or user_site())
+        self.tensors.append(t)
+        return t
+
+    def input(self, name: str, shape: tuple[int, ...], dtype: str = "f32") -> Tensor:
+        check_name(name, "input")
+        if name in self.inputs:
+            raise TraceError(f"input {name!r} declared twice")
+        check_shape(shape, f"input {name!r}")
+        if dtype not in DTYPES:
+            raise TraceError(f"input {name!r}: dtype must be one of {DTYPES}, got {dtype!r}")
+        t = self.add("input", (), {"name": name}, tuple(shape), dtype)
+        self.inputs[name] = t
+        return t
+
+    def param(self, name: str, shape: tuple[int, ...]) -> Tensor:
+        t = self.add("param", (), {"name": name}, tuple(shape), "f32")
+        self.params[name] = t
+        return t
+
+    @contextlib.contextmanager
+    def site_override(self, site: str) -> Iterator[None]:
+        """Nodes built inside (grad and optimizer ops) point at the forward op's site."""
+        old, self._site_override = self._site_override, site
+        try:
+            yield
+        finally:
+            self._site_override = old
+
+
+def check_name(name: Any, what: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise TraceError(f"{what} name must be a non-empty string, got {name!r}")
+
+
+def check_shape(shape: Any, what: str) -> None:
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise TraceError(f"{what}: shape must be a tuple of positive ints, got {shape!r}")
+
+
+# --------------------------------------------------------------------------
+# Tracing context
+
+_STACK: list[Graph] = []
+
+
+@contextlib.contextmanager
+def tracing(graph: Graph) -> Iterator[Graph]:
+    _STACK.append(graph)
+    try:
+        yield graph
+    finally:
+        _STACK.pop()
+
+
+def current_graph() -> Graph | None:
+    return _STACK[-1] if _STACK else None
+
+
+def make(kind: str, inputs: tuple[Tensor, ...] | list[Tensor], **attrs) -> Tensor:
+    """Build one node: check the inputs with the kind's shape rule and append it."""
+    inputs = tuple(inputs)
+    graph = inputs[0].graph if inputs else current_graph()
+    if graph is None:
+        raise TraceError(f"{kind}: tgweb ops run only while tracing (inside tg.compile, "
+                         "tg.value_and_grad or tg.trace)", user_site())
+    for t in inputs:
+        if t.graph is not graph:
+            raise TraceError(f"{kind}: tensors from different traces were mixed", user_site())
+    d = REGISTRY[kind]
+    try:
+        shape, dtype = d.infer(inputs, attrs)
+    except OpError as e:
+        raise TraceError(f"{kind}: {e}", graph._site_override or user_site()) from None
+    return graph.add(kind, inputs, attrs, tuple(shape), dtype)

@@ -1,0 +1,84 @@
+"""Helpers shared by every op family: argument coercion, broadcasting, axes."""
+
+from __future__ import annotations
+
+import functools
+
+from ..ir import OpError, Tensor, TensorOps, TraceError, make, user_site
+
+
+def op(fn):
+    """Public op functions: an OpError raised by their own checks names the call site."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except OpError as e:
+            raise TraceError(f"{fn.__name__}: {e}", user_site()) from None
+    return wrapper
+
+
+def as_tensor(x, like: Tensor | None = None, dtype: str | None = None) -> Tensor:
+    """A Tensor for x: tensors and parameters as they are, Python numbers as constants."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, TensorOps):
+        return x._t()
+    if isinstance(x, (bool, int, float)):
+        if dtype is None:
+            dtype = "bool" if isinstance(x, bool) else "i32" if isinstance(x, int) else "f32"
+        return make("full", (), shape=(), value=_coerce(x, dtype), dtype=dtype) if like is None \
+            else _const_like(like, x, dtype)
+    raise TraceError(f"expected a tensor or a number, got {type(x).__name__}", user_site())
+
+
+def _const_like(like: Tensor, x, dtype: str) -> Tensor:
+    from ..ir import tracing
+    with tracing(like.graph):
+        return make("full", (), shape=(), value=_coerce(x, dtype), dtype=dtype)
+
+
+def _coerce(x, dtype: str):
+    if dtype == "f32":
+        return float(x)
+    if dtype == "i32":
+        return int(x)
+    return bool(x)
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(n):
+        dims = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise OpError("shapes do not broadcast: " + ", ".join(str(tuple(s)) for s in shapes))
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def norm_axis(axis: int, ndim: int, shape=None) -> int:
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise OpError(f"axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise OpError(f"axis {axis} is out of range for shape {tuple(shape) if shape is not None else ndim}")
+    return axis % ndim
+
+
+def norm_axes(axis, ndim: int, shape=None) -> tuple[int, ...]:
+    """None means all axes; an int or a sequence of ints, each checked and made positive."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    axes = tuple(sorted(norm_axis(a, ndim, shape) for a in axis))
+    if len(set(axes)) != len(axes):
+        raise OpError(f"repeated axis in {axis!r}")
+    return axes
+
+
+def require_float(name: str, *ts: Tensor) -> None:
+    for t in ts:
+        if t.dtype != "f32":
+            raise OpError(f"{name} needs a float (f32) tensor, got {t.dtype} of shape {t.shape}")

@@ -1,0 +1,493 @@
+"""Elementwise ops: binary arithmetic with NumPy broadcasting, comparisons, where,
+unary math and activations, casts, and constants.
+
+Each kind's reference implementation is a NumPy expression; its WGSL is an
+expression too (tgweb.codegen.elementwise), so chains of them fuse.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, make, register
+from .base import as_tensor, broadcast_shapes, op
+
+_RANK = {"bool": 0, "i32": 1, "f32": 2}
+
+
+def _promote(a, b, float_only=False, name=""):
+    """Tensors for two operands; a Python number takes the other operand's dtype
+    (a float promotes an integer tensor to f32), mixed tensor dtypes promote upward."""
+    ta = a if isinstance(a, (bool, int, float)) else as_tensor(a)
+    tb = b if isinstance(b, (bool, int, float)) else as_tensor(b)
+    if not isinstance(ta, Tensor) and not isinstance(tb, Tensor):
+        ta = as_tensor(ta)
+    like = ta if isinstance(ta, Tensor) else tb
+
+    def dt(x):
+        if isinstance(x, Tensor):
+            return x.dtype
+        return "f32" if isinstance(x, float) else ("bool" if isinstance(x, bool) else "i32")
+
+    da, db = dt(ta), dt(tb)
+    # a Python int never raises a tensor's dtype above i32; a float gives f32
+    target = max(da, db, key=_RANK.__getitem__)
+    if float_only:
+        target = "f32"
+    if name in ("add", "sub", "mul", "maximum", "minimum") and target == "bool":
+        target = "i32"
+    return _to(ta, target, like), _to(tb, target, like)
+
+
+def _to(x, dtype, like):
+    if isinstance(x, Tensor):
+        return x if x.dtype == dtype else cast(x, dtype)
+    return as_tensor(x, like=like, dtype=dtype)
+
+
+# ---------------------------------------------------------------- binary
+
+
+def _infer_binary(ins, attrs):
+    a, b = ins
+    if a.dtype != b.dtype:
+        raise OpError(f"dtypes differ: {a.dtype} and {b.dtype}")
+    return broadcast_shapes(a.shape, b.shape), a.dtype
+
+
+def _infer_compare(ins, attrs):
+    shape, _ = _infer_binary(ins, attrs)
+    return shape, "bool"
+
+
+def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Sum g down to shape: undo NumPy broadcasting in a gradient."""
+    from . import reduce
+    from . import shape as shp
+    if g.shape == tuple(shape):
+        return g
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = reduce.sum(g, axes)
+    return shp.reshape(g, tuple(shape))
+
+
+def _g_add(t, g):
+    a, b = t.inputs
+    return [unbroadcast(g, a.shape), unbroadcast(g, b.shape)]
+
+
+def _g_sub(t, g):
+    a, b = t.inputs
+    return [unbroadcast(g, a.shape), unbroadcast(neg(g), b.shape)]
+
+
+def _g_mul(t, g):
+    a, b = t.inputs
+    return [unbroadcast(g * b, a.shape), unbroadcast(g * a, b.shape)]
+
+
+def _g_div(t, g):
+    a, b = t.inputs
+    return [unbroadcast(g / b, a.shape), unbroadcast(neg(g) * t / b, b.shape)]
+
+
+def _g_maximum(t, g):
+    a, b = t.inputs
+    pick_a = greater_equal(a, b) if t.kind == "maximum" else less_equal(a, b)
+    return [unbroadcast(where(pick_a, g, 0.0), a.shape),
+            unbroadcast(where(pick_a, 0.0, g), b.shape)]
+
+
+_BINARY = {
+    "add": (lambda np, a, b: a + b, _g_add),
+    "sub": (lambda np, a, b: a - b, _g_sub),
+    "mul": (lambda np, a, b: a * b, _g_mul),
+    "div": (lambda np, a, b: a / b, _g_div),
+    "maximum": (lambda np, a, b: np.maximum(a, b), _g_maximum),
+    "minimum": (lambda np, a, b: np.minimum(a, b), _g_maximum),
+    "less": (lambda np, a, b: a < b, NO_GRAD),
+    "greater": (lambda np, a, b: a > b, NO_GRAD),
+    "less_equal": (lambda np, a, b: a <= b, NO_GRAD),
+    "greater_equal": (lambda np, a, b: a >= b, NO_GRAD),
+    "equal": (lambda np, a, b: a == b, NO_GRAD),
+    "logical_and": (lambda np, a, b: a & b, NO_GRAD),
+    "logical_or": (lambda np, a, b: a | b, NO_GRAD),
+}
+
+
+def _binary_ref(fn):
+    def ref(ctx, args, t):
+        a, b = args
+        out = fn(ctx.np, a, b)
+        return ctx.cast(out, t.dtype)
+    return ref
+
+
+for _k, (_fn, _g) in _BINARY.items():
+    register(_k, family="elementwise", elementwise=True, ref=_binary_ref(_fn), grad=_g,
+             infer=_infer_compare if _g is NO_GRAD else _infer_binary)
+
+
+@op
+def add(a, b) -> Tensor:
+    return make("add", _promote(a, b, name="add"))
+
+
+@op
+def sub(a, b) -> Tensor:
+    return make("sub", _promote(a, b, name="sub"))
+
+
+@op
+def mul(a, b) -> Tensor:
+    return make("mul", _promote(a, b, name="mul"))
+
+
+@op
+def div(a, b) -> Tensor:
+    """True division; integer operands are promoted to f32."""
+    return make("div", _promote(a, b, float_only=True))
+
+
+@op
+def maximum(a, b) -> Tensor:
+    return make("maximum", _promote(a, b, name="maximum"))
+
+
+@op
+def minimum(a, b) -> Tensor:
+    return make("minimum", _promote(a, b, name="minimum"))
+
+
+@op
+def less(a, b) -> Tensor:
+    return make("less", _promote(a, b))
+
+
+@op
+def greater(a, b) -> Tensor:
+    return make("greater", _promote(a, b))
+
+
+@op
+def less_equal(a, b) -> Tensor:
+    return make("less_equal", _promote(a, b))
+
+
+@op
+def greater_equal(a, b) -> Tensor:
+    return make("greater_equal", _promote(a, b))
+
+
+@op
+def equal(a, b) -> Tensor:
+    return make("equal", _promote(a, b))
+
+
+@op
+def logical_and(a, b) -> Tensor:
+    a, b = _promote(a, b)
+    if a.dtype != "bool":
+        raise OpError(f"logical_and needs bool tensors, got {a.dtype}")
+    return make("logical_and", (a, b))
+
+
+@op
+def logical_or(a, b) -> Tensor:
+    a, b = _promote(a, b)
+    if a.dtype != "bool":
+        raise OpError(f"logical_or needs bool tensors, got {a.dtype}")
+    return make("logical_or", (a, b))
+
+
+# ---------------------------------------------------------------- where
+
+
+def _infer_where(ins, attrs):
+    c, a, b = ins
+    if c.dtype != "bool":
+        raise OpError(f"condition must be bool, got {c.dtype} of shape {c.shape}")
+    if a.dtype != b.dtype:
+        raise OpError(f"branch dtypes differ: {a.dtype} and {b.dtype}")
+    return broadcast_shapes(c.shape, a.shape, b.shape), a.dtype
+
+
+def _g_where(t, g):
+    c, a, b = t.inputs
+    return [None, unbroadcast(where(c, g, 0.0), a.shape), unbroadcast(where(c, 0.0, g), b.shape)]
+
+
+register("where", family="elementwise", elementwise=True, infer=_infer_where, grad=_g_where,
+         ref=lambda ctx, args, t: ctx.cast(ctx.np.where(*args), t.dtype))
+
+
+@op
+def where(cond, a, b) -> Tensor:
+    """Pick a where cond is true, else b (broadcasting); a and b may be numbers."""
+    cond = as_tensor(cond)
+    if all(isinstance(v, (bool, int, float)) for v in (a, b)):
+        dtype = "f32" if any(isinstance(v, float) for v in (a, b)) else "i32"
+        a, b = as_tensor(a, like=cond, dtype=dtype), as_tensor(b, like=cond, dtype=dtype)
+    else:
+        a, b = _promote(a, b)
+    return make("where", (cond, a, b))
+
+
+# ---------------------------------------------------------------- unary
+
+
+def _infer_float_unary(ins, attrs):
+    (x,) = ins
+    if x.dtype != "f32":
+        raise OpError(f"needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
+    return x.shape, "f32"
+
+
+def _infer_numeric_unary(ins, attrs):
+    (x,) = ins
+    if x.dtype == "bool":
+        raise OpError(f"needs a numeric tensor, got bool of shape {x.shape}")
+    return x.shape, x.dtype
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _np_erf(np, x):
+    vec = np.frompyfunc(math.erf, 1, 1)
+    return vec(x).astype(x.dtype)
+
+
+def _np_gelu(np, x, approximate):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + _np_erf(np, x * _INV_SQRT_2))
+
+
+def _g_gelu(t, g):
+    (x,) = t.inputs
+    if t.attrs["approximate"] == "tanh":
+        u = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        th = tanh(u)
+        du = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+        d = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du
+    else:
+        cdf = 0.5 * (1.0 + erf(x * _INV_SQRT_2))
+        pdf = exp(-0.5 * x * x) * _INV_SQRT_2PI
+        d = cdf + x * pdf
+    return [g * d]
+
+
+def _np_softplus(np, x):
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+# kind -> (float only, reference, grad(t, g, x) or NO_GRAD)
+_UNARY = {
+    "neg": (False, lambda np, x, a: -x, lambda t, g, x: -g),
+    "abs": (False, lambda np, x, a: np.abs(x), lambda t, g, x: g * sign(x)),
+    "sign": (False, lambda np, x, a: np.sign(x), NO_GRAD),
+    "square": (False, lambda np, x, a: x * x, lambda t, g, x: g * (2.0 * x)),
+    "exp": (True, lambda np, x, a: np.exp(x), lambda t, g, x: g * t),
+    "log": (True, lambda np, x, a: np.log(x), lambda t, g, x: g / x),
+    "sqrt": (True, lambda np, x, a: np.sqrt(x), lambda t, g, x: g * 0.5 / t),
+    "rsqrt": (True, lambda np, x, a: 1 / np.sqrt(x), lambda t, g, x: g * (-0.5) * t * t * t),
+    "tanh": (True, lambda np, x, a: np.tanh(x), lambda t, g, x: g * (1.0 - t * t)),
+    "sigmoid": (True, lambda np, x, a: 1 / (1 + np.exp(-x)), lambda t, g, x: g * t * (1.0 - t)),
+    "relu": (True, lambda np, x, a: np.maximum(x, 0), lambda t, g, x: where(x > 0.0, g, 0.0)),
+    "leaky_relu": (True, lambda np, x, a: np.where(x > 0, x, x * a["alpha"]),
+                   lambda t, g, x: where(x > 0.0, g, g * t.attrs["alpha"])),
+    "gelu": (True, lambda np, x, a: _np_gelu(np, x, a["approximate"]),
+             lambda t, g, x: _g_gelu(t, g)[0]),
+    "silu": (True, lambda np, x, a: x / (1 + np.exp(-x)),
+             lambda t, g, x: g * (sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))))),
+    "softplus": (True, lambda np, x, a: _np_softplus(np, x), lambda t, g, x: g * sigmoid(x)),
+    "erf": (True, lambda np, x, a: _np_erf(np, x),
+            lambda t, g, x: g * (2.0 / math.sqrt(math.pi)) * exp(-(x * x))),
+    "sin": (True, lambda np, x, a: np.sin(x), lambda t, g, x: g * cos(x)),
+    "cos": (True, lambda np, x, a: np.cos(x), lambda t, g, x: -(g * sin(x))),
+    "pow": (True, lambda np, x, a: x ** a["exponent"],
+            lambda t, g, x: g * (t.attrs["exponent"] * pow(x, t.attrs["exponent"] - 1.0))),
+    "clamp": (False, lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
+              lambda t, g, x: where(logical_and(x >= t.attrs["lo"], x <= t.attrs["hi"]), g, 0.0)),
+}
+
+
+def _unary_ref(fn):
+    def ref(ctx, args, t):
+        return ctx.cast(fn(ctx.np, args[0], t.attrs), t.dtype)
+    return ref
+
+
+def _unary_grad(fn):
+    def grad(t, g):
+        return [fn(t, g, t.inputs[0])]
+    return grad
+
+
+for _k, (_float, _fn, _g) in _UNARY.items():
+    register(_k, family="elementwise", elementwise=True, ref=_unary_ref(_fn),
+             grad=_g if _g is NO_GRAD else _unary_grad(_g),
+             infer=_infer_float_unary if _float else _infer_numeric_unary)
+
+
+def _unary(kind, x, **attrs):
+    return make(kind, (as_tensor(x),), **attrs)
+
+
+@op
+def neg(x): return _unary("neg", x)
+@op
+def abs(x): return _unary("abs", x)  # noqa: A001 - NumPy's name
+@op
+def sign(x): return _unary("sign", x)
+@op
+def square(x): return _unary("square", x)
+@op
+def exp(x): return _unary("exp", x)
+@op
+def log(x): return _unary("log", x)
+@op
+def sqrt(x): return _unary("sqrt", x)
+@op
+def rsqrt(x): return _unary("rsqrt", x)
+@op
+def tanh(x): return _unary("tanh", x)
+@op
+def sigmoid(x): return _unary("sigmoid", x)
+@op
+def relu(x): return _unary("relu", x)
+@op
+def silu(x): return _unary("silu", x)
+@op
+def softplus(x): return _unary("softplus", x)
+@op
+def erf(x): return _unary("erf", x)
+@op
+def sin(x): return _unary("sin", x)
+@op
+def cos(x): return _unary("cos", x)
+
+
+@op
+def leaky_relu(x, negative_slope: float = 0.01):
+    return _unary("leaky_relu", x, alpha=float(negative_slope))
+
+
+@op
+def gelu(x, approximate: str = "none"):
+    """GELU; approximate='tanh' gives the tanh approximation, as in PyTorch."""
+    if approximate not in ("none", "tanh"):
+        raise OpError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _unary("gelu", x, approximate=approximate)
+
+
+@op
+def pow(x, exponent):  # noqa: A001 - NumPy's name
+    """x ** exponent for a number exponent."""
+    if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
+        raise OpError(f"the exponent must be a number, got {type(exponent).__name__}")
+    if exponent == 2:
+        return square(x)
+    return _unary("pow", x, exponent=float(exponent))
+
+
+@op
+def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
+    if min is None and max is None:
+        raise OpError("clamp needs min, max or both")
+    lo = -math.inf if min is None else float(min)
+    hi = math.inf if max is None else float(max)
+    if lo > hi:
+        raise OpError(f"min {lo} is greater than max {hi}")
+    return _unary("clamp", x, lo=lo, hi=hi)
+
+
+# ---------------------------------------------------------------- casts and constants
+
+
+def _infer_cast(ins, attrs):
+    return ins[0].shape, attrs["dtype"]
+
+
+def _g_cast(t, g):
+    x = t.inputs[0]
+    return [g if x.dtype == "f32" and t.dtype == "f32" else None]
+
+
+register("cast", family="elementwise", elementwise=True, infer=_infer_cast, grad=_g_cast,
+         ref=lambda ctx, args, t: ctx.cast(args[0], t.dtype))
+
+
+@op
+def cast(x, dtype: str) -> Tensor:
+    """Convert to 'f32', 'i32' or 'bool' (f32 -> i32 truncates toward zero)."""
+    if dtype not in DTYPES:
+        raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    x = as_tensor(x)
+    return x if x.dtype == dtype else make("cast", (x,), dtype=dtype)
+
+
+def _infer_full(ins, attrs):
+    return attrs["shape"], attrs["dtype"]
+
+
+register("full", family="elementwise", elementwise=True, infer=_infer_full, grad=NO_GRAD,
+         ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)))
+
+
+def _check_shape(shape):
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(shape)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise OpError(f"shape must be a tuple of positive ints, got {shape!r}")
+    return shape
+
+
+@op
+def full(shape, value, dtype: str | None = None) -> Tensor:
+    shape = _check_shape(shape)
+    if dtype is None:
+        dtype = "f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i32"
+    if dtype not in DTYPES:
+        raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    value = float(value) if dtype == "f32" else bool(value) if dtype == "bool" else int(value)
+    return make("full", (), shape=shape, value=value, dtype=dtype)
+
+
+def zeros(shape, dtype: str = "f32") -> Tensor:
+    return full(shape, 0, dtype)
+
+
+def ones(shape, dtype: str = "f32") -> Tensor:
+    return full(shape, 1, dtype)
+
+
+register("arange", family="elementwise", elementwise=True, grad=NO_GRAD,
+         infer=lambda ins, a: ((a["n"],), a["dtype"]),
+         ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(
+             t.attrs["n"])).astype(ctx.npdtype(t.dtype)))
+
+
+@op
+def arange(start, stop=None, step=1, dtype: str | None = None) -> Tensor:
+    """Like numpy.arange: i32 for integer arguments, else f32."""
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise OpError(f"arange takes numbers, got {v!r}")
+    if step == 0:
+        raise OpError("step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    if n == 0:
+        raise OpError(f"arange({start}, {stop}, {step}) is empty")
+    if dtype is None:
+        dtype = "i32" if all(isinstance(v, int) for v in (start, stop, step)) else "f32"
+    return make("arange", (), n=n, start=start, step=step, dtype=dtype)

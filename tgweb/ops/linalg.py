@@ -1,0 +1,87 @@
+"""Matrix multiplication with NumPy batch broadcasting.
+
+The node kind "matmul" takes flags ta/tb: the stored operand is the transpose
+(over its last two axes) of the logical one. Gradients use them, so the backward
+pass reads transposed operands through strides instead of copying them.
+"""
+
+from __future__ import annotations
+
+from ..ir import OpError, Tensor, make, register
+from .base import as_tensor, broadcast_shapes, op
+
+
+def _logical(t: Tensor, trans: bool) -> tuple[int, int]:
+    r, c = t.shape[-2], t.shape[-1]
+    return (c, r) if trans else (r, c)
+
+
+def _infer_matmul(ins, attrs):
+    a, b = ins
+    if a.dtype != "f32" or b.dtype != "f32":
+        raise OpError(f"needs float (f32) tensors, got {a.dtype} {a.shape} and {b.dtype} {b.shape}")
+    if a.ndim < 2 or b.ndim < 2:
+        raise OpError(f"operands need rank >= 2, got {a.shape} and {b.shape}")
+    m, k = _logical(a, attrs["ta"])
+    k2, n = _logical(b, attrs["tb"])
+    if k != k2:
+        raise OpError(f"inner dimensions differ: {a.shape} @ {b.shape}"
+                      + (" (transposed)" if attrs["ta"] or attrs["tb"] else ""))
+    try:
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except OpError:
+        raise OpError(f"batch dimensions do not broadcast: {a.shape} @ {b.shape}") from None
+    return batch + (m, n), "f32"
+
+
+def _g_matmul(t, g):
+    from .elementwise import unbroadcast
+    a, b = t.inputs
+    ta, tb = t.attrs["ta"], t.attrs["tb"]
+    # C = A B with A = op(a), B = op(b):  dA = g B^T,  dB = A^T g
+    if ta:   # a stores A^T, so da = dA^T = B g^T
+        da = make("matmul", (b, g), ta=tb, tb=True)
+    else:
+        da = make("matmul", (g, b), ta=False, tb=not tb)
+    if tb:   # b stores B^T, so db = dB^T = g^T A
+        db = make("matmul", (g, a), ta=True, tb=ta)
+    else:
+        db = make("matmul", (a, g), ta=not ta, tb=False)
+    return [unbroadcast(da, a.shape), unbroadcast(db, b.shape)]
+
+
+def _ref_matmul(ctx, args, t):
+    a, b = args
+    if t.attrs["ta"]:
+        a = ctx.np.swapaxes(a, -1, -2)
+    if t.attrs["tb"]:
+        b = ctx.np.swapaxes(b, -1, -2)
+    return ctx.np.matmul(a, b)
+
+
+register("matmul", family="linalg", infer=_infer_matmul, grad=_g_matmul, ref=_ref_matmul)
+
+
+@op
+def matmul(a, b) -> Tensor:
+    """a @ b as in NumPy: batch dims broadcast, 1-D operands get a unit axis added and removed."""
+    from .shape import reshape
+    a, b = as_tensor(a), as_tensor(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise OpError(f"matmul does not take scalars: {a.shape} @ {b.shape}")
+    va, vb = a.ndim == 1, b.ndim == 1
+    if va:
+        a = reshape(a, (1,) + a.shape)
+    if vb:
+        b = reshape(b, b.shape + (1,))
+    if a.shape[-1] != b.shape[-2]:
+        raise OpError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    out = make("matmul", (a, b), ta=False, tb=False)
+    if va or vb:
+        shape = out.shape
+        if vb:
+            shape = shape[:-1]
+        if va:
+            shape = shape[:-2] + shape[-1:] if not vb else shape[:-1]
+        out = reshape(out, shape)
+    return out

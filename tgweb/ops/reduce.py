@@ -1,0 +1,119 @@
+"""Reductions over any axes with keepdims: sum, mean, max, min; argmax, argmin."""
+
+from __future__ import annotations
+
+from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
+from .base import as_tensor, norm_axes, norm_axis, op
+
+
+def _reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _infer_reduce(ins, attrs):
+    (x,) = ins
+    if x.dtype == "bool":
+        raise OpError(f"cannot reduce a bool tensor of shape {x.shape}; cast it first")
+    return _reduced_shape(x.shape, attrs["axes"], attrs["keepdims"]), x.dtype
+
+
+def _expand_back(t, g):
+    """g (shape of t) reshaped with kept dims and broadcast to t's input shape."""
+    from .shape import broadcast_to, reshape
+    x = t.inputs[0]
+    kept = _reduced_shape(x.shape, t.attrs["axes"], True)
+    return broadcast_to(reshape(g, kept), x.shape)
+
+
+def _g_sum(t, g):
+    return [_expand_back(t, g)]
+
+
+def _g_max(t, g):
+    from .elementwise import cast, equal
+    x = t.inputs[0]
+    kept = _reduced_shape(x.shape, t.attrs["axes"], True)
+    from .shape import reshape
+    mask = cast(equal(x, reshape(t, kept)), "f32")  # ties share the gradient equally
+    count = sum(mask, t.attrs["axes"], keepdims=True)
+    return [mask * reshape(g, kept) / count]
+
+
+def _ref_reduce(fn):
+    def ref(ctx, args, t):
+        out = getattr(ctx.np, fn)(args[0], axis=t.attrs["axes"], keepdims=t.attrs["keepdims"])
+        return ctx.cast(out, t.dtype)
+    return ref
+
+
+register("sum", family="reduce", infer=_infer_reduce, grad=_g_sum, ref=_ref_reduce("sum"))
+register("max", family="reduce", infer=_infer_reduce, grad=_g_max, ref=_ref_reduce("max"))
+register("min", family="reduce", infer=_infer_reduce, grad=_g_max, ref=_ref_reduce("min"))
+
+
+def _reduce(kind, x, axis, keepdims):
+    x = as_tensor(x)
+    axes = norm_axes(axis, x.ndim, x.shape)
+    if not axes:
+        return x
+    return make(kind, (x,), axes=axes, keepdims=bool(keepdims))
+
+
+@op
+def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's name
+    return _reduce("sum", x, axis, keepdims)
+
+
+@op
+def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's name
+    return _reduce("max", x, axis, keepdims)
+
+
+@op
+def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's name
+    return _reduce("min", x, axis, keepdims)
+
+
+@op
+def mean(x, axis=None, keepdims: bool = False) -> Tensor:
+    x = as_tensor(x)
+    if x.dtype != "f32":
+        raise OpError(f"mean needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
+    axes = norm_axes(axis, x.ndim, x.shape)
+    n = prod(tuple(x.shape[a] for a in axes))
+    return sum(x, axes, keepdims) * (1.0 / n)
+
+
+def _infer_arg(ins, attrs):
+    (x,) = ins
+    if x.dtype == "bool":
+        raise OpError(f"cannot take arg-extremes of a bool tensor of shape {x.shape}")
+    return _reduced_shape(x.shape, (attrs["axis"],), attrs["keepdims"]), "i32"
+
+
+def _ref_arg(fn):
+    def ref(ctx, args, t):
+        out = getattr(ctx.np, fn)(args[0], axis=t.attrs["axis"])
+        if t.attrs["keepdims"]:
+            out = ctx.np.expand_dims(out, t.attrs["axis"])
+        return out.astype(ctx.np.int32)
+    return ref
+
+
+register("argmax", family="reduce", infer=_infer_arg, grad=NO_GRAD, ref=_ref_arg("argmax"))
+register("argmin", family="reduce", infer=_infer_arg, grad=NO_GRAD, ref=_ref_arg("argmin"))
+
+
+@op
+def argmax(x, axis: int = -1, keepdims: bool = False) -> Tensor:
+    """Index of the largest value along one axis (the first on ties), as i32."""
+    x = as_tensor(x)
+    return make("argmax", (x,), axis=norm_axis(axis, x.ndim, x.shape), keepdims=bool(keepdims))
+
+
+@op
+def argmin(x, axis: int = -1, keepdims: bool = False) -> Tensor:
+    x = as_tensor(x)
+    return make("argmin", (x,), axis=norm_axis(axis, x.ndim, x.shape), keepdims=bool(keepdims))

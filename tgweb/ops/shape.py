@@ -1,0 +1,343 @@
+"""Shape ops. reshape and stop_gradient are aliases (no copy); permute,
+broadcast_to, slice, pad and concat move data. The rest are built from these."""
+
+from __future__ import annotations
+
+from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
+from .base import as_tensor, norm_axis, op
+
+# ---------------------------------------------------------------- reshape
+
+
+def _infer_reshape(ins, attrs):
+    (x,) = ins
+    if prod(attrs["shape"]) != x.size:
+        raise OpError(f"cannot reshape {x.shape} into {attrs['shape']}")
+    return attrs["shape"], x.dtype
+
+
+register("reshape", family="shape", alias=True, infer=_infer_reshape,
+         grad=lambda t, g: [reshape(g, t.inputs[0].shape)],
+         ref=lambda ctx, args, t: args[0].reshape(t.shape))
+
+
+@op
+def reshape(x, shape) -> Tensor:
+    """Reshape; one dimension may be -1. Free: the result aliases x's memory."""
+    x = as_tensor(x)
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(shape)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and (d >= 1 or d == -1)
+               for d in shape):
+        raise OpError(f"shape entries must be positive ints or -1, got {shape}")
+    if shape.count(-1) > 1:
+        raise OpError(f"only one -1 is allowed in a shape, got {shape} for a tensor of shape {x.shape}")
+    if -1 in shape:
+        known = prod(tuple(d for d in shape if d != -1))
+        if x.size % known:
+            raise OpError(f"cannot reshape {x.shape} into {shape}")
+        shape = tuple(x.size // known if d == -1 else d for d in shape)
+    if shape == x.shape:
+        return x
+    return make("reshape", (x,), shape=shape)
+
+
+# ---------------------------------------------------------------- stop_gradient
+
+
+register("stop_gradient", family="shape", alias=True, grad=NO_GRAD,
+         infer=lambda ins, a: (ins[0].shape, ins[0].dtype), ref=lambda ctx, args, t: args[0])
+
+
+@op
+def stop_gradient(x) -> Tensor:
+    """x, through which no gradient flows. Free: an alias."""
+    return make("stop_gradient", (as_tensor(x),))
+
+
+# ---------------------------------------------------------------- permute
+
+
+def _infer_permute(ins, attrs):
+    (x,) = ins
+    return tuple(x.shape[p] for p in attrs["perm"]), x.dtype
+
+
+def _g_permute(t, g):
+    inv = [0] * len(t.attrs["perm"])
+    for i, p in enumerate(t.attrs["perm"]):
+        inv[p] = i
+    return [permute(g, tuple(inv))]
+
+
+register("permute", family="shape", infer=_infer_permute, grad=_g_permute,
+         ref=lambda ctx, args, t: ctx.np.ascontiguousarray(args[0].transpose(t.attrs["perm"])))
+
+
+@op
+def permute(x, axes) -> Tensor:
+    x = as_tensor(x)
+    axes = tuple(axes)
+    if len(axes) != x.ndim:
+        raise OpError(f"permutation {axes} does not match the rank of shape {x.shape}")
+    perm = tuple(norm_axis(a, x.ndim, x.shape) for a in axes)
+    if sorted(perm) != list(range(x.ndim)):
+        raise OpError(f"{axes} is not a permutation of the axes of shape {x.shape}")
+    if perm == tuple(range(x.ndim)):
+        return x
+    # moving only size-1 axes keeps the memory order: a reshape does it for free
+    if [p for p in perm if x.shape[p] != 1] == [i for i in range(x.ndim) if x.shape[i] != 1]:
+        return reshape(x, tuple(x.shape[p] for p in perm))
+    return make("permute", (x,), perm=perm)
+
+
+@op
+def transpose(x, axes=None) -> Tensor:
+    """NumPy's transpose: axes reversed, or permuted by axes."""
+    x = as_tensor(x)
+    return permute(x, tuple(reversed(range(x.ndim))) if axes is None else axes)
+
+
+@op
+def swapaxes(x, a: int, b: int) -> Tensor:
+    x = as_tensor(x)
+    a, b = norm_axis(a, x.ndim, x.shape), norm_axis(b, x.ndim, x.shape)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, perm)
+
+
+# ---------------------------------------------------------------- broadcast_to
+
+
+def _infer_broadcast(ins, attrs):
+    (x,) = ins
+    shape = attrs["shape"]
+    lead = len(shape) - x.ndim
+    if lead < 0 or any(d != 1 and d != shape[lead + i] for i, d in enumerate(x.shape)):
+        raise OpError(f"cannot broadcast shape {x.shape} to {shape}")
+    return shape, x.dtype
+
+
+def _g_broadcast(t, g):
+    from .elementwise import unbroadcast
+    return [unbroadcast(g, t.inputs[0].shape)]
+
+
+register("broadcast_to", family="shape", infer=_infer_broadcast, grad=_g_broadcast,
+         ref=lambda ctx, args, t: ctx.np.ascontiguousarray(ctx.np.broadcast_to(args[0], t.shape)))
+
+
+@op
+def broadcast_to(x, shape) -> Tensor:
+    x = as_tensor(x)
+    shape = tuple(shape)
+    if shape == x.shape:
+        return x
+    if prod(shape) == x.size:  # only adds leading or size-1 axes: a reshape
+        _infer_broadcast((x,), {"shape": shape})
+        return reshape(x, shape)
+    return make("broadcast_to", (x,), shape=shape)
+
+
+# ---------------------------------------------------------------- squeeze / unsqueeze
+
+
+@op
+def squeeze(x, axis=None) -> Tensor:
+    x = as_tensor(x)
+    if axis is None:
+        return reshape(x, tuple(d for d in x.shape if d != 1))
+    axes = {norm_axis(a, x.ndim, x.shape) for a in ((axis,) if isinstance(axis, int) else axis)}
+    for a in axes:
+        if x.shape[a] != 1:
+            raise OpError(f"cannot squeeze axis {a} of size {x.shape[a]} in shape {x.shape}")
+    return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+@op
+def unsqueeze(x, axis: int) -> Tensor:
+    x = as_tensor(x)
+    a = norm_axis(axis, x.ndim + 1, x.shape)
+    return reshape(x, x.shape[:a] + (1,) + x.shape[a:])
+
+
+# ---------------------------------------------------------------- slice and pad
+
+
+def _infer_slice(ins, attrs):
+    (x,) = ins
+    a, start, stop = attrs["axis"], attrs["start"], attrs["stop"]
+    return x.shape[:a] + (stop - start,) + x.shape[a + 1:], x.dtype
+
+
+def _ref_slice(ctx, args, t):
+    a = t.attrs["axis"]
+    idx = (slice(None),) * a + (slice(t.attrs["start"], t.attrs["stop"]),)
+    return ctx.np.ascontiguousarray(args[0][idx])
+
+
+register("slice", family="shape", infer=_infer_slice, ref=_ref_slice,
+         grad=lambda t, g: [pad(g, t.attrs["axis"], t.attrs["start"],
+                                t.inputs[0].shape[t.attrs["axis"]] - t.attrs["stop"])])
+
+
+def _infer_pad(ins, attrs):
+    (x,) = ins
+    a = attrs["axis"]
+    return x.shape[:a] + (attrs["before"] + x.shape[a] + attrs["after"],) + x.shape[a + 1:], x.dtype
+
+
+def _ref_pad(ctx, args, t):
+    widths = [(0, 0)] * args[0].ndim
+    widths[t.attrs["axis"]] = (t.attrs["before"], t.attrs["after"])
+    return ctx.np.pad(args[0], widths)
+
+
+register("pad", family="shape", infer=_infer_pad, ref=_ref_pad,
+         grad=lambda t, g: [narrow(g, t.attrs["axis"], t.attrs["before"],
+                                   t.inputs[0].shape[t.attrs["axis"]])])
+
+
+@op
+def narrow(x, axis: int, start: int, length: int) -> Tensor:
+    """x's elements start .. start+length-1 along axis (torch.narrow)."""
+    x = as_tensor(x)
+    a = norm_axis(axis, x.ndim, x.shape)
+    n = x.shape[a]
+    if start < 0:
+        start += n
+    if not (0 <= start and length >= 1 and start + length <= n):
+        raise OpError(f"narrow({start}, {length}) is out of range for axis {a} of shape {x.shape}")
+    if length == n:
+        return x
+    return make("slice", (x,), axis=a, start=start, stop=start + length)
+
+
+@op
+def pad(x, axis: int, before: int, after: int) -> Tensor:
+    """Zero padding on one axis."""
+    x = as_tensor(x)
+    a = norm_axis(axis, x.ndim, x.shape)
+    if before < 0 or after < 0:
+        raise OpError(f"pad widths must be >= 0, got {before}, {after}")
+    if before == after == 0:
+        return x
+    return make("pad", (x,), axis=a, before=before, after=after)
+
+
+# ---------------------------------------------------------------- concat, stack, split
+
+
+def _infer_concat(ins, attrs):
+    a = attrs["axis"]
+    first = ins[0]
+    for t in ins[1:]:
+        if t.dtype != first.dtype:
+            raise OpError(f"dtypes differ: {first.dtype} and {t.dtype}")
+        if t.ndim != first.ndim or any(
+                d != e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != a):
+            raise OpError("shapes differ off the concat axis: "
+                          + ", ".join(str(x.shape) for x in ins))
+    return first.shape[:a] + (sum(t.shape[a] for t in ins),) + first.shape[a + 1:], first.dtype
+
+
+def _g_concat(t, g):
+    out, off = [], 0
+    for x in t.inputs:
+        out.append(narrow(g, t.attrs["axis"], off, x.shape[t.attrs["axis"]]))
+        off += x.shape[t.attrs["axis"]]
+    return out
+
+
+register("concat", family="shape", infer=_infer_concat, grad=_g_concat,
+         ref=lambda ctx, args, t: ctx.np.concatenate(args, axis=t.attrs["axis"]))
+
+
+@op
+def concat(xs, axis: int = 0) -> Tensor:
+    xs = [as_tensor(x) for x in xs]
+    if not xs:
+        raise OpError("concat needs at least one tensor")
+    if len(xs) == 1:
+        return xs[0]
+    a = norm_axis(axis, xs[0].ndim, xs[0].shape)
+    return make("concat", xs, axis=a)
+
+
+@op
+def stack(xs, axis: int = 0) -> Tensor:
+    xs = [as_tensor(x) for x in xs]
+    if not xs:
+        raise OpError("stack needs at least one tensor")
+    for x in xs[1:]:
+        if x.shape != xs[0].shape:
+            raise OpError("stack needs equal shapes, got " + ", ".join(str(x.shape) for x in xs))
+    a = norm_axis(axis, xs[0].ndim + 1, xs[0].shape)
+    return concat([unsqueeze(x, a) for x in xs], a)
+
+
+@op
+def split(x, sections, axis: int = 0) -> list[Tensor]:
+    """Split into `sections` equal parts, or into parts of the given sizes."""
+    x = as_tensor(x)
+    a = norm_axis(axis, x.ndim, x.shape)
+    n = x.shape[a]
+    if isinstance(sections, int):
+        if sections < 1 or n % sections:
+            raise OpError(f"axis {a} of shape {x.shape} does not split into {sections} equal parts")
+        sizes = [n // sections] * sections
+    else:
+        sizes = list(sections)
+        if sum(sizes) != n or any(s < 1 for s in sizes):
+            raise OpError(f"sizes {sizes} do not add up to {n} (axis {a} of shape {x.shape})")
+    out, off = [], 0
+    for s in sizes:
+        out.append(narrow(x, a, off, s))
+        off += s
+    return out
+
+
+# ---------------------------------------------------------------- indexing
+
+
+@op
+def getitem(x, idx) -> Tensor:
+    """Basic indexing: ints, slices with step 1, ..., and None."""
+    x = as_tensor(x)
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise OpError("only one ... is allowed in an index")
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if n_real > x.ndim:
+        raise OpError(f"too many indices ({n_real}) for shape {x.shape}")
+    if Ellipsis in idx:
+        e = idx.index(Ellipsis)
+        idx = idx[:e] + (slice(None),) * (x.ndim - n_real) + idx[e + 1:]
+    else:
+        idx = idx + (slice(None),) * (x.ndim - n_real)
+    out_shape, axis = [], 0
+    for i in idx:
+        if i is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(i, bool) or not isinstance(i, (int, slice)):
+            raise OpError(f"unsupported index {i!r}: use ints, slices, ... or None")
+        if isinstance(i, int):
+            j = i + n if i < 0 else i
+            if not 0 <= j < n:
+                raise OpError(f"index {i} is out of range for axis {axis} of shape {x.shape}")
+            x = narrow(x, axis, j, 1)
+        else:
+            if i.step not in (None, 1):
+                raise OpError(f"slice steps other than 1 are not supported (got {i.step})")
+            start, stop, _ = i.indices(n)
+            if stop <= start:
+                raise OpError(f"slice {i.start}:{i.stop} is empty on axis {axis} of shape {x.shape}")
+            x = narrow(x, axis, start, stop - start)
+            out_shape.append(stop - start)
+        axis += 1
+    return reshape(x, tuple(out_shape))

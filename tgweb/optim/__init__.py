@@ -1,0 +1,1 @@
+"""tgweb.optim."""

@@ -1,0 +1,1 @@
+"""Graph passes: dead-code elimination, elementwise fusion, buffer planning."""
