@@ -204,6 +204,9 @@ class Graph:
     captures: dict[str, Tensor] = field(default_factory=dict)
     outputs: dict[str, Tensor] = field(default_factory=dict)
     param_tensors: dict[int, Tensor] = field(default_factory=dict)  # id(Parameter) -> node
+    states: dict[str, Tensor] = field(default_factory=dict)  # persistent optimizer state
+    scalars: dict[str, Tensor] = field(default_factory=dict)  # per-step host scalars
+    updates: dict[str, Tensor] = field(default_factory=dict)  # param/state name -> next value
     rng_ops: int = 0  # counter that gives each stochastic op its own stream
     _site_override: str | None = None
 
@@ -229,6 +232,21 @@ class Graph:
         t = self.add("param", (), {"name": name}, tuple(shape), "f32")
         self.params[name] = t
         return t
+
+    def state(self, name: str, shape: tuple[int, ...], init: float = 0.0) -> Tensor:
+        """Persistent f32 state (optimizer moments), initialised to a constant."""
+        if name in self.states:
+            raise TraceError(f"state {name!r} declared twice")
+        t = self.add("state", (), {"name": name, "init": float(init)}, tuple(shape), "f32")
+        self.states[name] = t
+        return t
+
+    def scalar(self, name: str, dtype: str = "f32") -> Tensor:
+        """A per-step scalar the host writes before each step (lr, bias corrections, seed).
+        dtype f32, or i32 for a u32 word (the PRNG seed)."""
+        if name not in self.scalars:
+            self.scalars[name] = self.add("scalar", (), {"name": name}, (), dtype)
+        return self.scalars[name]
 
     @contextlib.contextmanager
     def site_override(self, site: str) -> Iterator[None]:
@@ -286,3 +304,13 @@ def make(kind: str, inputs: tuple[Tensor, ...] | list[Tensor], **attrs) -> Tenso
     except OpError as e:
         raise TraceError(f"{kind}: {e}", graph._site_override or user_site()) from None
     return graph.add(kind, inputs, attrs, tuple(shape), dtype)
+
+
+def _leaf(kind: str) -> None:
+    def ref(ctx, args, t):  # pragma: no cover - the evaluator feeds leaves itself
+        raise AssertionError(f"{kind} nodes are fed, not computed")
+    register(kind, family="leaf", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=ref)
+
+
+for _kind in ("input", "param", "state", "scalar"):
+    _leaf(_kind)

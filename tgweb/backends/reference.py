@@ -39,7 +39,8 @@ class Context:
 
 def evaluate(graph: Graph, outputs: Iterable[Tensor], feeds: dict[int, "np.ndarray"],
              ctx: Context | None = None) -> list[np.ndarray]:
-    """Values of outputs; feeds maps tensor ids of inputs and params to arrays."""
+    """Values of outputs; feeds maps tensor ids of inputs, params and states to arrays.
+    Scalars not fed come from ctx.scalars by name."""
     ctx = ctx or Context()
     outputs = list(outputs)
     last = max((t.id for t in outputs), default=-1)
@@ -48,7 +49,10 @@ def evaluate(graph: Graph, outputs: Iterable[Tensor], feeds: dict[int, "np.ndarr
     for t in graph.tensors[: last + 1]:
         if t.id not in needed:
             continue
-        if t.kind in ("input", "param"):
+        if t.kind == "scalar" and t.id not in feeds:
+            vals[t.id] = ctx.cast(ctx.scalars[t.attrs["name"]], t.dtype)
+            continue
+        if t.kind in ("input", "param", "state", "scalar"):
             if t.id not in feeds:
                 raise KeyError(f"no value fed for {t.kind} {t.attrs['name']!r}")
             v = ctx.cast(feeds[t.id], t.dtype)
