@@ -207,6 +207,7 @@ class Graph:
     states: dict[str, Tensor] = field(default_factory=dict)  # persistent optimizer state
     scalars: dict[str, Tensor] = field(default_factory=dict)  # per-step host scalars
     updates: dict[str, Tensor] = field(default_factory=dict)  # param/state name -> next value
+    grads: dict[str, Tensor] = field(default_factory=dict)  # param name -> its gradient
     rng_ops: int = 0  # counter that gives each stochastic op its own stream
     _site_override: str | None = None
 

@@ -13,8 +13,9 @@ kernels   in execution order. Each has WGSL text with entry point `main`, its
           dispatch, and for error messages the op kinds it computes and the user's
           call site. Kernels with the same WGSL share a pipeline.
 inputs, params, states, outputs, captures
-          name -> Slot: the buffer holding that tensor (at byte offset 0), its
-          shape and dtype. f32 is float32, i32 is int32, bool is one u32 (0 or 1)
+          name -> Slot: the buffer holding that tensor, its byte offset in it
+          (several tensors may share one buffer, e.g. all gradients packed in one
+          arena so a global norm is a single reduction), its shape and dtype. f32 is float32, i32 is int32, bool is one u32 (0 or 1)
           per element.
 scalars   the per-step host scalars, in order: each is one 32-bit word of the
           buffer `scalars_buffer`, an "f32" or a "u32" (learning rate, bias
@@ -68,6 +69,7 @@ class Slot:
     buffer: int
     shape: tuple[int, ...]
     dtype: str
+    offset: int = 0  # bytes from the buffer's start (kernels bake it into their WGSL)
 
 
 @dataclass
@@ -100,7 +102,8 @@ class Program:
             raise ValueError(f"Program version {d.get('version')!r} is not {VERSION}")
 
         def slots(m):
-            return {k: Slot(v["buffer"], tuple(v["shape"]), v["dtype"]) for k, v in m.items()}
+            return {k: Slot(v["buffer"], tuple(v["shape"]), v["dtype"], v["offset"])
+                    for k, v in m.items()}
 
         return cls(
             buffers=[Buffer(**b) for b in d["buffers"]],

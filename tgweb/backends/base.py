@@ -1,0 +1,46 @@
+"""The interface every GPU backend implements to run a Program (native: wgpu-py;
+browser: gpu.mjs through Pyodide). All calls are plain synchronous calls: in the
+browser worker, GPU readbacks are awaited with pyodide.ffi.run_sync (JSPI), so one
+user script runs unchanged in CPython and in the browser.
+
+Host data crosses as flat array.array buffers ('f' for f32, 'i' for i32, 'I' for bool).
+"""
+
+from __future__ import annotations
+
+import array
+from typing import Any
+
+from ..codegen.program import Program
+
+
+class Runtime:
+    """One instantiated Program: its buffers and pipelines on one device."""
+
+    name = "abstract"
+
+    def __init__(self, program: Program, shared: dict[str, Any] | None = None) -> None:
+        """Allocate buffers and create pipelines. `shared` maps param names to buffer
+        handles of another Runtime (from param_handle) to use instead of new buffers."""
+        raise NotImplementedError
+
+    def write(self, kind: str, name: str, data: array.array) -> None:
+        """Overwrite a param, state or input (kind 'params' | 'states' | 'inputs')."""
+        raise NotImplementedError
+
+    def read(self, kind: str, name: str) -> array.array:
+        """Read back a param, state, output or capture ('params' | 'states' | 'outputs' | 'captures')."""
+        raise NotImplementedError
+
+    def run(self, inputs: dict[str, array.array], scalars: dict[str, float | int],
+            read: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
+        """One execution: write inputs and scalars, dispatch every kernel in one pass,
+        one submit, then read back the (kind, name) slots listed in `read`."""
+        raise NotImplementedError
+
+    def param_handle(self, name: str) -> Any:
+        """The buffer holding a param, for sharing with another Runtime."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release GPU resources."""
