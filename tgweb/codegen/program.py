@@ -15,8 +15,8 @@ kernels   in execution order. Each has WGSL text with entry point `main`, its
 inputs, params, states, outputs, captures
           name -> Slot: the buffer holding that tensor, its byte offset in it
           (several tensors may share one buffer, e.g. all gradients packed in one
-          arena so a global norm is a single reduction), its shape and dtype. f32 is float32, i32 is int32, bool is one u32 (0 or 1)
-          per element.
+          arena so a global norm is a single reduction), its shape and dtype.
+          f32 is float32, i32 is int32, bool is one u32 (0 or 1) per element.
 scalars   the per-step host scalars, in order: each is one 32-bit word of the
           buffer `scalars_buffer`, an "f32" or a "u32" (learning rate, bias
           corrections, PRNG seed, ...). The host writes them before each step.
