@@ -1,0 +1,343 @@
+"""Neural-network ops: softmax family, one_hot, gathers and their scatter-add
+gradients, and the losses (cross_entropy, nll_loss, mse_loss).
+
+Kinds and attrs (what a kernel must implement):
+
+- ``softmax`` / ``log_softmax`` {axis}: over one axis, max-subtracted.
+- ``causal_softmax`` {}: softmax over the last axis of x [..., T, S] where entry
+  (i, j) of each T x S matrix is visible iff j <= i (top-left aligned, like
+  ``torch.tril``); hidden entries come out exactly 0.
+- ``one_hot`` {num_classes}: i32 [...] -> f32 [..., C]; indices outside [0, C)
+  give an all-zero row. No gradient.
+- ``embedding`` {}: (weight [N, D] f32, idx [...] i32) -> [..., D], row idx of
+  weight; an index outside [0, N) gives a zero row.
+- ``embedding_grad`` {num}: (g [..., D], idx [...]) -> [num, D], the scatter-add
+  of g's rows into the rows idx (out-of-range indices are skipped).
+- ``take_along_axis`` {axis}: (x, idx i32) with idx.shape equal to x.shape
+  except along axis -> idx.shape, out[..., k, ...] = x[..., idx[..., k, ...], ...];
+  out-of-range indices give 0.
+- ``take_along_axis_grad`` {axis, size}: (g, idx) -> g.shape with that axis of
+  length size: scatter-add of g along axis (out-of-range indices skipped).
+
+The losses compose these kinds; class axis last: logits [..., C] with integer
+targets [...] (shape logits.shape[:-1]), unlike PyTorch's [N, C, ...].
+"""
+
+from __future__ import annotations
+
+from ..ir import NO_GRAD, OpError, Tensor, make, register
+from .base import as_tensor, norm_axis, op, require_float
+
+
+def _infer_float_same(ins, attrs):
+    (x,) = ins
+    if x.dtype != "f32":
+        raise OpError(f"needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
+    return x.shape, "f32"
+
+
+# ---------------------------------------------------------------- softmax family
+
+
+def _np_softmax(np, x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _g_softmax(t, g):
+    from .reduce import sum as rsum
+    axis = t.attrs.get("axis", -1) % t.ndim
+    return [t * (g - rsum(g * t, axis, keepdims=True))]
+
+
+def _g_log_softmax(t, g):
+    from .elementwise import exp
+    from .reduce import sum as rsum
+    return [g - exp(t) * rsum(g, t.attrs["axis"], keepdims=True)]
+
+
+def _ref_log_softmax(ctx, args, t):
+    np, x, axis = ctx.np, args[0], t.attrs["axis"]
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+
+
+def _causal_mask(np, shape):
+    rows, cols = shape[-2], shape[-1]
+    return np.arange(cols)[None, :] <= np.arange(rows)[:, None]
+
+
+def _ref_causal_softmax(ctx, args, t):
+    np, x = ctx.np, args[0]
+    mask = _causal_mask(np, x.shape)
+    y = _np_softmax(np, np.where(mask, x, -np.inf), -1)
+    return np.where(mask, y, 0)
+
+
+def _infer_causal(ins, attrs):
+    (x,) = ins
+    if x.ndim < 2:
+        raise OpError(f"needs scores of rank >= 2 ([..., T, S]), got shape {x.shape}")
+    return _infer_float_same(ins, attrs)
+
+
+register("softmax", family="nn", infer=_infer_float_same, grad=_g_softmax,
+         ref=lambda ctx, args, t: _np_softmax(ctx.np, args[0], t.attrs["axis"]))
+register("log_softmax", family="nn", infer=_infer_float_same, grad=_g_log_softmax,
+         ref=_ref_log_softmax)
+register("causal_softmax", family="nn", infer=_infer_causal, grad=_g_softmax,
+         ref=_ref_causal_softmax)
+
+
+@op
+def softmax(x, axis: int = -1) -> Tensor:
+    x = as_tensor(x)
+    require_float("softmax", x)
+    return make("softmax", (x,), axis=norm_axis(axis, x.ndim, x.shape))
+
+
+@op
+def log_softmax(x, axis: int = -1) -> Tensor:
+    x = as_tensor(x)
+    require_float("log_softmax", x)
+    return make("log_softmax", (x,), axis=norm_axis(axis, x.ndim, x.shape))
+
+
+@op
+def causal_softmax(scores) -> Tensor:
+    """Softmax over the last axis of attention scores [..., T, S] with query i seeing
+    keys j <= i only; the hidden weights are exactly 0. One fused kernel."""
+    x = as_tensor(scores)
+    require_float("causal_softmax", x)
+    return make("causal_softmax", (x,))
+
+
+# ---------------------------------------------------------------- one_hot
+
+
+def _infer_one_hot(ins, attrs):
+    (x,) = ins
+    if x.dtype != "i32":
+        raise OpError(f"needs integer (i32) indices, got {x.dtype} of shape {x.shape}")
+    return x.shape + (attrs["num_classes"],), "f32"
+
+
+def _ref_one_hot(ctx, args, t):
+    np = ctx.np
+    return (args[0][..., None] == np.arange(t.attrs["num_classes"])).astype(ctx.f)
+
+
+register("one_hot", family="nn", infer=_infer_one_hot, grad=NO_GRAD, ref=_ref_one_hot)
+
+
+@op
+def one_hot(x, num_classes: int) -> Tensor:
+    """f32 [..., num_classes] from i32 indices [...]; out-of-range indices give zeros."""
+    x = as_tensor(x)
+    if not isinstance(num_classes, int) or isinstance(num_classes, bool) or num_classes < 1:
+        raise OpError(f"num_classes must be a positive int, got {num_classes!r}")
+    return make("one_hot", (x,), num_classes=num_classes)
+
+
+# ---------------------------------------------------------------- embedding (gather / scatter-add)
+
+
+def _infer_embedding(ins, attrs):
+    w, idx = ins
+    if w.dtype != "f32" or w.ndim != 2:
+        raise OpError(f"weight must be a float matrix [num, dim], got {w.dtype} of shape {w.shape}")
+    if idx.dtype != "i32":
+        raise OpError(f"indices must be integers (i32), got {idx.dtype} of shape {idx.shape}")
+    return idx.shape + (w.shape[1],), "f32"
+
+
+def _infer_embedding_grad(ins, attrs):
+    g, idx = ins
+    if g.dtype != "f32" or idx.dtype != "i32" or g.shape[:-1] != idx.shape:
+        raise OpError(f"bad operands {g.dtype}{g.shape} and {idx.dtype}{idx.shape}")
+    return (attrs["num"], g.shape[-1]), "f32"
+
+
+def _ref_embedding(ctx, args, t):
+    np = ctx.np
+    w, idx = args
+    valid = (idx >= 0) & (idx < w.shape[0])
+    return w[np.where(valid, idx, 0)] * valid[..., None]
+
+
+def _ref_embedding_grad(ctx, args, t):
+    np = ctx.np
+    g, idx = args
+    out = np.zeros((t.attrs["num"], g.shape[-1]), ctx.f)
+    valid = (idx >= 0) & (idx < t.attrs["num"])
+    np.add.at(out, idx[valid], g[valid])
+    return out
+
+
+def _g_embedding(t, g):
+    w, idx = t.inputs
+    return [make("embedding_grad", (g, idx), num=w.shape[0]), None]
+
+
+def _g_embedding_grad(t, g):
+    _, idx = t.inputs
+    return [make("embedding", (g, idx)), None]
+
+
+register("embedding", family="nn", infer=_infer_embedding, grad=_g_embedding, ref=_ref_embedding)
+register("embedding_grad", family="nn", infer=_infer_embedding_grad, grad=_g_embedding_grad,
+         ref=_ref_embedding_grad)
+
+
+@op
+def embedding(weight, idx) -> Tensor:
+    """Rows of weight [num, dim] picked by integer indices [...] -> [..., dim]
+    (torch.nn.functional.embedding's argument order is (idx, weight); tgweb takes
+    the table first). The gradient is a scatter-add into the table."""
+    from ..nn.module import Module
+    if isinstance(weight, Module):  # an nn.Embedding passed whole
+        weight = weight.weight
+    return make("embedding", (as_tensor(weight), as_tensor(idx)))
+
+
+# ---------------------------------------------------------------- take_along_axis
+
+
+def _infer_take(ins, attrs):
+    x, idx = ins
+    a = attrs["axis"]
+    if idx.dtype != "i32":
+        raise OpError(f"indices must be integers (i32), got {idx.dtype} of shape {idx.shape}")
+    if idx.ndim != x.ndim or any(d != e for i, (d, e) in enumerate(zip(x.shape, idx.shape))
+                                 if i != a):
+        raise OpError(f"indices of shape {idx.shape} must match {x.shape} except on axis {a}")
+    return idx.shape, x.dtype
+
+
+def _infer_take_grad(ins, attrs):
+    g, idx = ins
+    a = attrs["axis"]
+    if g.shape != idx.shape or g.dtype != "f32":
+        raise OpError(f"bad operands {g.dtype}{g.shape} and {idx.dtype}{idx.shape}")
+    return g.shape[:a] + (attrs["size"],) + g.shape[a + 1:], "f32"
+
+
+def _ref_take(ctx, args, t):
+    np = ctx.np
+    x, idx = args
+    a = t.attrs["axis"]
+    valid = (idx >= 0) & (idx < x.shape[a])
+    out = np.take_along_axis(x, np.where(valid, idx, 0), a)
+    return np.where(valid, out, 0)
+
+
+def _ref_take_grad(ctx, args, t):
+    np = ctx.np
+    g, idx = args
+    a = t.attrs["axis"]
+    out = np.zeros(t.shape, ctx.f)
+    valid = (idx >= 0) & (idx < t.attrs["size"])
+    where = list(np.indices(idx.shape))
+    where[a] = idx
+    np.add.at(out, tuple(w[valid] for w in where), g[valid])
+    return out
+
+
+def _g_take(t, g):
+    x, idx = t.inputs
+    if x.dtype != "f32":
+        return [None, None]
+    return [make("take_along_axis_grad", (g, idx), axis=t.attrs["axis"],
+                 size=x.shape[t.attrs["axis"]]), None]
+
+
+def _g_take_grad(t, g):
+    _, idx = t.inputs
+    return [make("take_along_axis", (g, idx), axis=t.attrs["axis"]), None]
+
+
+register("take_along_axis", family="nn", infer=_infer_take, grad=_g_take, ref=_ref_take)
+register("take_along_axis_grad", family="nn", infer=_infer_take_grad, grad=_g_take_grad,
+         ref=_ref_take_grad)
+
+
+@op
+def take_along_axis(x, indices, axis: int) -> Tensor:
+    """numpy.take_along_axis without broadcasting: indices (i32) have x's shape except
+    along axis; out-of-range indices give 0."""
+    x, idx = as_tensor(x), as_tensor(indices)
+    return make("take_along_axis", (x, idx), axis=norm_axis(axis, x.ndim, x.shape))
+
+
+# ---------------------------------------------------------------- losses
+
+
+def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
+    from .reduce import mean, sum
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return sum(loss)
+    return loss
+
+
+def _check_reduction(reduction) -> None:
+    if reduction not in ("mean", "sum", "none"):
+        raise OpError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _pick(logp: Tensor, targets: Tensor) -> Tensor:
+    """-logp[..., targets] for integer targets [...] or sum(-targets * logp) for
+    class probabilities [..., C]."""
+    from .reduce import sum
+    from .shape import reshape, unsqueeze
+    if targets.dtype == "f32":
+        if targets.shape != logp.shape:
+            raise OpError(f"probability targets must have the logits' shape {logp.shape}, "
+                          f"got {targets.shape}")
+        return -sum(targets * logp, -1)
+    if targets.dtype != "i32":
+        raise OpError(f"targets must be class indices (i32) or probabilities (f32), "
+                      f"got {targets.dtype} of shape {targets.shape}")
+    if targets.shape != logp.shape[:-1]:
+        raise OpError(f"targets of shape {targets.shape} do not match logits {logp.shape} "
+                      f"(class axis last: targets must have shape {logp.shape[:-1]})")
+    picked = take_along_axis(logp, unsqueeze(targets, -1), -1)
+    return -reshape(picked, targets.shape)
+
+
+@op
+def cross_entropy(logits, targets, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy. logits [..., C] (class axis LAST), targets [...] i32 class
+    indices (or f32 probabilities [..., C]). reduction 'mean' (over all targets), 'sum'
+    or 'none' (shape [...])."""
+    logits, targets = as_tensor(logits), as_tensor(targets)
+    _check_reduction(reduction)
+    require_float("cross_entropy", logits)
+    if logits.ndim < 1:
+        raise OpError(f"logits need a class axis, got shape {logits.shape}")
+    return _reduce_loss(_pick(log_softmax(logits, -1), targets), reduction)
+
+
+@op
+def nll_loss(log_probs, targets, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities [..., C] (class axis LAST) at
+    integer targets [...]."""
+    log_probs, targets = as_tensor(log_probs), as_tensor(targets)
+    _check_reduction(reduction)
+    require_float("nll_loss", log_probs)
+    if log_probs.ndim < 1:
+        raise OpError(f"log_probs need a class axis, got shape {log_probs.shape}")
+    return _reduce_loss(_pick(log_probs, targets), reduction)
+
+
+@op
+def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch's name
+    """Mean squared error; input and target must have the same shape."""
+    from .elementwise import square
+    a, b = as_tensor(input), as_tensor(target)
+    _check_reduction(reduction)
+    require_float("mse_loss", a, b)
+    if a.shape != b.shape:
+        raise OpError(f"input {a.shape} and target {b.shape} must have the same shape")
+    return _reduce_loss(square(a - b), reduction)

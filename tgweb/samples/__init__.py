@@ -1,0 +1,33 @@
+"""The canonical workloads of SAMPLES.md, one module each, plain Python (no NumPy).
+
+Every sample module exposes the same surface, so that the trainer page, the
+tests, the CLI and the benchmarks treat them alike:
+
+- ``Model``: an ``nn.Module`` subclass; ``Model()`` builds the sample's model.
+- ``loss_fn(model, **inputs)``: a scalar tensor, the training loss.
+- ``INPUTS``: input name -> shape (f32) or ``(shape, dtype)``, for training steps.
+- ``forward(model, **inputs)`` and ``EVAL_INPUTS``: the inference graph used by
+  ``metric`` (predictions or logits).
+- ``batch(step, rng=0)``: the training batch of one step as ``{name: array.array}``
+  (flat, row-major, shaped as in INPUTS); the same (step, rng) always gives the
+  same batch. ``rng`` is an int seed or a ``random.Random``.
+- ``metric(fn, ...)``: the success measure of SAMPLES.md given a function that
+  runs ``forward`` on a batch shaped as EVAL_INPUTS (see each module).
+- ``OPTIMIZER``: optimizer settings as plain data (the trainer builds the objects).
+- ``STEPS`` and ``SUCCESS``: the step budget and the success criterion.
+"""
+
+from __future__ import annotations
+
+from . import addition, sin
+from ._util import flatten, make_rng  # noqa: F401
+
+SAMPLES = {"sin": sin, "addition": addition}
+
+
+def get(name: str):
+    """The sample module called name ('sin', 'addition')."""
+    try:
+        return SAMPLES[name]
+    except KeyError:
+        raise KeyError(f"no sample {name!r}; known: {sorted(SAMPLES)}") from None
