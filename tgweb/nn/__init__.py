@@ -4,6 +4,7 @@ from . import init  # noqa: F401
 from .layers import (  # noqa: F401
     GELU,
     Conv2d,
+    Dropout,
     Embedding,
     LayerNorm,
     Linear,

@@ -116,3 +116,24 @@ class GELU(Module):
 
     def forward(self, x):
         return ops.gelu(x, self.approximate)
+
+
+class Dropout(Module):
+    """Zeroes elements with probability p while training (scaling the rest by
+    1 / (1 - p)); set ``.training = False`` (or call ``.eval()``) for inference."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        if not 0 <= p <= 1:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = float(p)
+        self.training = True
+
+    def train(self, mode: bool = True) -> "Dropout":
+        self.training = bool(mode)
+        return self
+
+    def eval(self) -> "Dropout":
+        return self.train(False)
+
+    def forward(self, x):
+        return ops.dropout(x, self.p, self.training)

@@ -1,6 +1,7 @@
 """User-facing ops, by family. Importing this package registers every op kind."""
 
 from .capture import capture  # noqa: F401
+from .conv import avg_pool2d, conv2d, max_pool2d, upsample_nearest2d  # noqa: F401
 from .elementwise import (  # noqa: F401
     abs,
     add,
@@ -55,6 +56,7 @@ from .nn import (  # noqa: F401
     softmax,
     take_along_axis,
 )
+from .random import categorical, dropout, rand, randn  # noqa: F401
 from .reduce import argmax, argmin, max, mean, min, sum  # noqa: F401
 from .shape import (  # noqa: F401
     broadcast_to,
@@ -79,15 +81,19 @@ __all__ = [
     "arange",
     "argmax",
     "argmin",
+    "avg_pool2d",
     "broadcast_to",
     "capture",
     "cast",
+    "categorical",
     "causal_softmax",
     "clamp",
     "concat",
+    "conv2d",
     "cos",
     "cross_entropy",
     "div",
+    "dropout",
     "embedding",
     "equal",
     "erf",
@@ -106,6 +112,7 @@ __all__ = [
     "logical_or",
     "matmul",
     "max",
+    "max_pool2d",
     "maximum",
     "mean",
     "min",
@@ -120,6 +127,8 @@ __all__ = [
     "pad",
     "permute",
     "pow",
+    "rand",
+    "randn",
     "relu",
     "reshape",
     "rsqrt",
@@ -143,6 +152,7 @@ __all__ = [
     "transpose",
     "unbroadcast",
     "unsqueeze",
+    "upsample_nearest2d",
     "where",
     "zeros",
 ]

@@ -1,0 +1,181 @@
+"""Stochastic ops from a counter-based PRNG: rand, randn, dropout, categorical.
+
+Every random number is a pure function of (seed, stream, counter), so a kernel
+computes its elements independently and the NumPy reference reproduces the WGSL
+kernels bit for bit. All arithmetic is on unsigned 32-bit integers, wrapping
+modulo 2**32 (WGSL u32 ``*``, ``+``, ``^``, ``>>``):
+
+    lowbias32(x):
+        x ^= x >> 16;  x *= 0x7FEB352D
+        x ^= x >> 15;  x *= 0x846CA68B
+        x ^= x >> 16
+        return x
+
+    key(seed, stream) = lowbias32(seed ^ lowbias32(stream * 0x9E3779B9 + 0x632BE5AB))
+    bits(seed, stream, c) = lowbias32(lowbias32(c ^ key) + key)
+    uniform(seed, stream, c) = f32(bits >> 8) * 2**-24          # in [0, 1), exact
+
+- ``seed`` is the per-step host scalar ``graph.scalar("seed", "i32")``: one 32-bit
+  word (reinterpreted as u32), which the trainer advances each step. It is the one
+  input of the ``rand`` and ``randn`` nodes.
+- ``stream`` is the node's attr ``stream``: a per-op constant, taken from
+  ``graph.rng_ops`` when the op is traced (so two random ops never share numbers).
+- ``c`` is a counter derived from the element's row-major linear index i.
+
+Kinds (both f32, no gradient, input: the seed scalar; attrs {shape, stream}):
+
+- ``rand``: element i = uniform(seed, stream, i).
+- ``randn``: Box-Muller with u1 = uniform(seed, stream, 2i), u2 = uniform(seed,
+  stream, 2i + 1):  element i = sqrt(-2 ln(1 - u1)) * cos(2 pi u2).  (1 - u1 is in
+  (0, 1], so the log is finite; log/cos/sqrt are only as exact as the platform's.)
+
+dropout and categorical compose ``rand`` with elementwise ops:
+dropout(x, p) = where(rand >= p, x * (1 / (1 - p)), 0); categorical(logits) =
+argmax(logits - log(-log(rand)), axis) (Gumbel-max; rand == 0 gives -inf noise).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, register
+from .base import as_tensor, norm_axis, op
+
+M32 = 0xFFFFFFFF
+GOLDEN = 0x9E3779B9
+STREAM_OFFSET = 0x632BE5AB
+
+
+# ---------------------------------------------------------------- the hash, in pure Python
+
+
+def lowbias32(x: int) -> int:
+    x &= M32
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & M32
+    x ^= x >> 16
+    return x
+
+
+def key(seed: int, stream: int) -> int:
+    return lowbias32((seed & M32) ^ lowbias32(((stream * GOLDEN) + STREAM_OFFSET) & M32))
+
+
+def bits(seed: int, stream: int, counter: int) -> int:
+    k = key(seed, stream)
+    return lowbias32((lowbias32((counter & M32) ^ k) + k) & M32)
+
+
+def uniform(seed: int, stream: int, counter: int) -> float:
+    """The value rand produces at counter (pure Python; for tests and the host)."""
+    return (bits(seed, stream, counter) >> 8) * 2.0 ** -24
+
+
+# ---------------------------------------------------------------- the hash in NumPy (reference)
+
+
+def _np_lowbias32(np, x):
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+
+def _np_uniform(ctx, seed_arr, stream: int, counters):
+    np = ctx.np
+    seed = np.uint32(int(np.asarray(seed_arr).astype(np.int64)) & M32)
+    k = int(key(int(seed), stream))
+    with np.errstate(over="ignore"):
+        c = counters.astype(np.uint32)
+        h = _np_lowbias32(np, _np_lowbias32(np, c ^ np.uint32(k)) + np.uint32(k))
+    return (h >> np.uint32(8)).astype(np.float64) * 2.0 ** -24
+
+
+def _ref_rand(ctx, args, t):
+    np = ctx.np
+    n = 1
+    for d in t.shape:
+        n *= d
+    u = _np_uniform(ctx, args[0], t.attrs["stream"], np.arange(n, dtype=np.uint64))
+    return u.astype(np.float32).astype(ctx.f).reshape(t.shape)
+
+
+def _ref_randn(ctx, args, t):
+    np = ctx.np
+    n = 1
+    for d in t.shape:
+        n *= d
+    i = np.arange(n, dtype=np.uint64)
+    u1 = _np_uniform(ctx, args[0], t.attrs["stream"], 2 * i)
+    u2 = _np_uniform(ctx, args[0], t.attrs["stream"], 2 * i + 1)
+    f = ctx.f
+    z = np.sqrt(-2.0 * np.log((1.0 - u1).astype(f))) * np.cos((2 * math.pi * u2).astype(f))
+    return z.astype(f).reshape(t.shape)
+
+
+def _infer_random(ins, attrs):
+    (seed,) = ins
+    if seed.shape != () or seed.dtype != "i32":
+        raise OpError(f"the seed must be an i32 scalar, got {seed.dtype} of shape {seed.shape}")
+    return attrs["shape"], "f32"
+
+
+register("rand", family="random", infer=_infer_random, grad=NO_GRAD, ref=_ref_rand)
+register("randn", family="random", infer=_infer_random, grad=NO_GRAD, ref=_ref_randn)
+
+
+def _random(kind: str, shape, graph=None) -> Tensor:
+    from .elementwise import _check_shape
+    shape = _check_shape(shape)
+    graph = graph or current_graph()
+    if graph is None:
+        raise OpError("random ops run only while tracing")
+    stream = graph.rng_ops
+    graph.rng_ops += 1
+    return make(kind, (graph.scalar("seed", "i32"),), shape=shape, stream=stream)
+
+
+@op
+def rand(shape) -> Tensor:
+    """Uniform [0, 1) floats of the given shape, new every step (the per-step seed)."""
+    return _random("rand", shape)
+
+
+@op
+def randn(shape) -> Tensor:
+    """Standard normal floats of the given shape, new every step."""
+    return _random("randn", shape)
+
+
+@op
+def dropout(x, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1 / (1 - p);
+    identity when not training or p == 0."""
+    from .elementwise import where
+    x = as_tensor(x)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise OpError(f"dropout probability must be in [0, 1], got {p!r}")
+    if x.dtype != "f32":
+        raise OpError(f"dropout needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    keep = _random("rand", x.shape, x.graph) >= float(p)
+    return where(keep, x * (1.0 / (1.0 - p)), 0.0)
+
+
+@op
+def categorical(logits, axis: int = -1) -> Tensor:
+    """One sample per row from softmax(logits) along axis, as i32 indices (Gumbel-max)."""
+    from .elementwise import log
+    from .reduce import argmax
+    x = as_tensor(logits)
+    if x.dtype != "f32":
+        raise OpError(f"categorical needs float (f32) logits, got {x.dtype} of shape {x.shape}")
+    a = norm_axis(axis, x.ndim, x.shape)
+    u = _random("rand", x.shape, x.graph)
+    return argmax(x - log(-log(u)), a)
