@@ -4,7 +4,8 @@ The public surface: ops as functions (tg.matmul, tg.softmax, ...), tg.nn, tg.opt
 tg.compile, tg.value_and_grad, tg.trace.
 """
 
-from . import nn  # noqa: F401
+from . import nn, optim  # noqa: F401
+from .compile import Trainer, compile  # noqa: F401
 from .host import Array, InputError  # noqa: F401
 from .ir import Graph, Tensor, TraceError  # noqa: F401
 from .ops import *  # noqa: F401,F403

@@ -1,19 +1,51 @@
-"""The buffer planner: which GPU buffer holds each stored value.
+"""The buffer planner: which GPU buffer (and byte offset) holds each stored value.
 
 Input: the values that need storage and the kernels (steps) in execution order,
 each with the values it reads and writes. Output: the buffer list and a map from
-value id to buffer id.
+value id to buffer id -- `buffers, buffer_of = plan(values, steps)` -- as a Plan
+(a 2-tuple) that also carries `offset_of` (value id -> byte offset in its
+buffer), `lifetime` (value id -> (first step, last step)) and `report`.
 
-Kinds param, grad, state, input, output, capture and scalars are never pooled.
-A value with `same_as` shares the buffer of that value (aliases such as reshape,
-and optimizer updates written in place).
+Rules
+- A value with `same_as` shares the memory of that value. With `inplace=False`
+  it is a view (reshape, stop_gradient); with `inplace=True` it is the next value
+  of a param/state written over the old one (an optimizer update). An in-place
+  write is accepted only if no step after the writing step reads the old value
+  (reads in the writing step itself are fine: updates are elementwise).
+  Every value linked by same_as forms one class with one storage kind, the first
+  of PRIORITY among its members.
+- Kinds param, state, input, output and capture get a buffer each; they are
+  never pooled. All "grad" values are packed into ONE arena buffer at
+  consecutive 16-byte aligned offsets (the padding is never written, so it stays
+  zero), so a global gradient norm is a single reduction over one range. All
+  "scalars" are packed the same way at consecutive 4-byte words.
+- Intermediates are pooled by liveness: a class lives from the first step that
+  touches it to the last; lifetimes are inclusive, so a step's output never
+  shares a buffer with any of that step's inputs. Assignment is greedy by start
+  step, best fit by size (buffers grow to their largest tenant), which uses as
+  many pool buffers as the most intermediates live at once.
+- A self-check verifies that no two classes whose lifetimes overlap share bytes,
+  that non-pooled classes never share bytes, and that intermediates are written
+  before they are read.
+
+`graph_values(graph)` derives values and steps from a Graph with one step per
+computing node (what an unfused lowering would run); `program_from_graph` builds
+a kernel-less Program (buffers, slots, scalars, meta["memory"]) from it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..codegen.program import Buffer
+from ..codegen.program import Buffer, Program, Scalar, Slot
+
+PRIORITY = ("param", "state", "input", "scalars", "grad", "output", "capture", "intermediate")
+POOLED = ("intermediate",)
+PACKED = {"grad": 16, "scalars": 4}  # kinds packed into one arena buffer -> alignment
+
+
+class PlanError(AssertionError):
+    """The values/steps handed to the planner are inconsistent (a lowering bug)."""
 
 
 @dataclass
@@ -23,29 +55,332 @@ class Value:
     kind: str
     label: str = ""
     same_as: int | None = None
+    inplace: bool = False  # same_as is the old value this one overwrites (an update)
 
 
 @dataclass
 class Step:
     reads: list[int] = field(default_factory=list)
     writes: list[int] = field(default_factory=list)
+    label: str = ""
 
 
-def plan(values: list[Value], steps: list[Step]) -> tuple[list[Buffer], dict[int, int]]:
-    """Assign buffers. This first version gives every value its own buffer."""
-    buffers: list[Buffer] = []
-    buffer_of: dict[int, int] = {}
-    by_id = {v.id: v for v in values}
+class Plan(tuple):
+    """(buffers, buffer_of) plus offset_of, lifetime, report."""
 
-    def root(v: Value) -> Value:
-        while v.same_as is not None:
-            v = by_id[v.same_as]
-        return v
+    buffers: list[Buffer]
+    buffer_of: dict[int, int]
+    offset_of: dict[int, int]
+    lifetime: dict[int, tuple[int, int]]
+    report: dict
 
+    def __new__(cls, buffers, buffer_of, offset_of, lifetime, report):
+        self = super().__new__(cls, (buffers, buffer_of))
+        self.buffers, self.buffer_of = buffers, buffer_of
+        self.offset_of, self.lifetime, self.report = offset_of, lifetime, report
+        return self
+
+
+def _round(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
+    """Assign buffers and offsets; pool=False gives every intermediate class its own buffer."""
+    by_id: dict[int, Value] = {}
     for v in values:
-        r = root(v)
-        if r.id not in buffer_of:
-            buffer_of[r.id] = len(buffers)
-            buffers.append(Buffer(len(buffers), max(4, (r.nbytes + 3) // 4 * 4), r.kind, r.label))
-        buffer_of[v.id] = buffer_of[r.id]
-    return buffers, buffer_of
+        if v.id in by_id:
+            raise PlanError(f"value {v.id} listed twice")
+        if v.kind not in PRIORITY:
+            raise PlanError(f"value {v.id}: unknown kind {v.kind!r}")
+        if v.nbytes < 0:
+            raise PlanError(f"value {v.id}: negative size")
+        by_id[v.id] = v
+
+    root_of: dict[int, int] = {}
+
+    def root(v: Value) -> int:
+        seen = []
+        while v.same_as is not None:
+            if v.id in root_of:
+                break
+            seen.append(v.id)
+            if v.same_as not in by_id:
+                raise PlanError(f"value {v.id} is same_as unknown value {v.same_as}")
+            v = by_id[v.same_as]
+            if v.id in seen:
+                raise PlanError(f"same_as cycle through value {v.id}")
+        r = root_of.get(v.id, v.id)
+        for i in seen:
+            root_of[i] = r
+        root_of[v.id] = r
+        return r
+
+    members: dict[int, list[Value]] = {}
+    for v in values:
+        members.setdefault(root(v), []).append(v)
+    kind = {r: min((m.kind for m in ms), key=PRIORITY.index) for r, ms in members.items()}
+    size = {r: max(max(m.nbytes for m in ms), 4) for r, ms in members.items()}
+    order = list(members)  # first appearance order
+
+    # lifetimes of classes, and the first step that reads or writes each class
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    first_write: dict[int, int] = {}
+    first_read: dict[int, int] = {}
+    for i, s in enumerate(steps):
+        for vid, is_write in [(x, False) for x in s.reads] + [(x, True) for x in s.writes]:
+            if vid not in by_id:
+                raise PlanError(f"step {i} ({s.label}) touches unknown value {vid}")
+            r = root_of[vid]
+            first.setdefault(r, i)
+            last[r] = max(last.get(r, i), i)
+            (first_write if is_write else first_read).setdefault(r, i)
+    life = {r: (first.get(r, -1), last.get(r, -1)) for r in order}
+
+    _check_inplace(values, steps, by_id, root_of)
+
+    buffers: list[Buffer] = []
+    buf_of_class: dict[int, int] = {}
+    off_of_class: dict[int, int] = {}
+
+    # packed arenas
+    for k, align in PACKED.items():
+        rs = [r for r in order if kind[r] == k]
+        if not rs:
+            continue
+        off = 0
+        bid = len(buffers)
+        for r in rs:
+            off = _round(off, align)
+            buf_of_class[r], off_of_class[r] = bid, off
+            off += _round(size[r], 4)
+        buffers.append(Buffer(bid, max(4, _round(off, 4)), k, f"{k} arena"))
+
+    def own(r: int) -> None:
+        bid = len(buffers)
+        buffers.append(Buffer(bid, _round(size[r], 4), kind[r], _label(members[r])))
+        buf_of_class[r], off_of_class[r] = bid, 0
+
+    for r in order:
+        if kind[r] not in POOLED and kind[r] not in PACKED:
+            own(r)
+
+    pooled = [r for r in order if kind[r] in POOLED]
+    if pool:
+        tenants: dict[int, list[int]] = {}
+        busy_until: dict[int, int] = {}  # pool buffer -> last step of its current tenant
+        for r in sorted(pooled, key=lambda r: life[r][0]):  # stable: ties keep graph order
+            start, end = life[r]
+            free = [b for b, t in busy_until.items() if t < start]
+            fits = [b for b in free if buffers[b].size >= size[r]]
+            if fits:
+                b = min(fits, key=lambda b: (buffers[b].size, b))
+            elif free:
+                b = max(free, key=lambda b: (buffers[b].size, -b))
+                buffers[b].size = _round(size[r], 4)
+            else:
+                b = len(buffers)
+                buffers.append(Buffer(b, _round(size[r], 4), "intermediate", ""))
+                tenants[b] = []
+            busy_until[b] = end
+            tenants[b].append(r)
+            buf_of_class[r], off_of_class[r] = b, 0
+        for b, rs in tenants.items():
+            buffers[b].label = "pool: " + ", ".join(_label(members[r]) for r in rs[:3]) + (
+                f" (+{len(rs) - 3})" if len(rs) > 3 else "")
+    else:
+        for r in pooled:
+            own(r)
+
+    buffer_of = {v.id: buf_of_class[root_of[v.id]] for v in values}
+    offset_of = {v.id: off_of_class[root_of[v.id]] for v in values}
+    lifetime = {v.id: life[root_of[v.id]] for v in values}
+
+    _self_check(order, kind, size, life, buf_of_class, off_of_class, buffers, first_write, first_read)
+
+    report = _report(order, kind, size, life, buffers, steps, pooled)
+    return Plan(buffers, buffer_of, offset_of, lifetime, report)
+
+
+def _label(ms: list[Value]) -> str:
+    return next((m.label for m in ms if m.label), f"%{ms[0].id}")
+
+
+def _check_inplace(values, steps, by_id, root_of) -> None:
+    """An in-place value overwrites its class's old value: nothing may read the old
+    value (the root and its views) after the step that writes the new one."""
+    def is_new(v: Value) -> bool:
+        while v.same_as is not None:
+            if v.inplace:
+                return True
+            v = by_id[v.same_as]
+        return False
+
+    writes_at: dict[int, int] = {}
+    for i, s in enumerate(steps):
+        for vid in s.writes:
+            writes_at.setdefault(vid, i)
+    seen_roots: dict[int, int] = {}
+    for v in values:
+        if not v.inplace:
+            continue
+        if v.same_as is None:
+            raise PlanError(f"value {v.id} is inplace but names no same_as")
+        r = root_of[v.id]
+        if r in seen_roots:
+            raise PlanError(f"values {seen_roots[r]} and {v.id} both overwrite value {r} in place")
+        seen_roots[r] = v.id
+        w = writes_at.get(v.id)
+        if w is None:
+            continue
+        for i in range(w + 1, len(steps)):
+            for vid in steps[i].reads:
+                if root_of[vid] == r and not is_new(by_id[vid]):
+                    raise PlanError(f"step {i} ({steps[i].label}) reads value {vid} after step {w} "
+                                    f"overwrote it in place with value {v.id}")
+
+
+def _self_check(order, kind, size, life, buf_of, off_of, buffers, first_write, first_read) -> None:
+    by_buf: dict[int, list[int]] = {}
+    for r in order:
+        by_buf.setdefault(buf_of[r], []).append(r)
+        b = buffers[buf_of[r]]
+        if off_of[r] + size[r] > b.size or off_of[r] % 4:
+            raise PlanError(f"value {r} at offset {off_of[r]} does not fit buffer {b.id} ({b.size} bytes)")
+        if kind[r] in POOLED and r in first_read and first_read[r] < first_write.get(r, first_read[r] + 1):
+            raise PlanError(f"intermediate value {r} is read at step {first_read[r]} before it is written")
+    for b, rs in by_buf.items():
+        if len(rs) < 2:
+            continue
+        for i, a in enumerate(rs):
+            for c in rs[i + 1:]:
+                if off_of[a] >= off_of[c] + size[c] or off_of[c] >= off_of[a] + size[a]:
+                    continue  # disjoint bytes
+                if kind[a] not in POOLED or kind[c] not in POOLED:
+                    raise PlanError(f"values {a} ({kind[a]}) and {c} ({kind[c]}) share bytes of "
+                                    f"buffer {b}")
+                (s1, e1), (s2, e2) = life[a], life[c]
+                if not (e1 < s2 or e2 < s1):
+                    raise PlanError(f"values {a} (steps {s1}..{e1}) and {c} (steps {s2}..{e2}) are "
+                                    f"live at once in buffer {b}")
+
+
+def _report(order, kind, size, life, buffers, steps, pooled) -> dict:
+    by_kind: dict[str, int] = {}
+    for b in buffers:
+        by_kind[b.kind] = by_kind.get(b.kind, 0) + b.size
+    total = sum(b.size for b in buffers)
+    pooled_bytes = sum(b.size for b in buffers if b.kind in POOLED)
+    unpooled_intermediate = sum(_round(size[r], 4) for r in pooled)
+    fixed = total - pooled_bytes
+    # live intermediate bytes per step (sweep over class lifetimes)
+    delta = [0] * (len(steps) + 1)
+    for r in pooled:
+        s, e = life[r]
+        if s < 0:
+            continue
+        delta[s] += _round(size[r], 4)
+        delta[e + 1] -= _round(size[r], 4)
+    peak_live, cur = 0, 0
+    for d in delta:
+        cur += d
+        peak_live = max(peak_live, cur)
+    return {
+        "bytes_by_kind": by_kind,
+        "total_bytes": total,
+        "unpooled_total_bytes": fixed + unpooled_intermediate,
+        "peak_live_bytes": fixed + peak_live,
+        "buffers": len(buffers),
+        "intermediate_values": len(pooled),
+        "intermediate_buffers": sum(1 for b in buffers if b.kind in POOLED),
+        "steps": len(steps),
+    }
+
+
+# --------------------------------------------------------------------------
+# From a Graph
+
+
+def live_nodes(graph) -> set[int]:
+    """Ids of the tensors that the outputs, captures and updates depend on (dead-code
+    elimination's keep set)."""
+    need = {t.id for d in (graph.outputs, graph.captures, graph.updates) for t in d.values()}
+    for t in reversed(graph.tensors):
+        if t.id in need:
+            need.update(i.id for i in t.inputs)
+    return need
+
+
+_LEAF_KIND = {"input": "input", "param": "param", "state": "state", "scalar": "scalars"}
+
+
+def graph_values(graph) -> tuple[list[Value], list[Step]]:
+    """Values and steps of a Graph with one step per live computing node, in graph order.
+    Alias ops (reshape, stop_gradient) are views; graph.updates are in-place writes."""
+    from ..ir import ITEMSIZE, REGISTRY, prod
+
+    live = live_nodes(graph)
+    grads = {t.id: n for n, t in graph.grads.items()}
+    outs = {t.id: n for n, t in graph.outputs.items()}
+    caps = {t.id: n for n, t in graph.captures.items()}
+    leaf_of_update = {}
+    for n, u in graph.updates.items():
+        leaf = graph.params.get(n) if n in graph.params else graph.states.get(n)
+        if leaf is None:
+            raise PlanError(f"update {n!r} names no param or state")
+        leaf_of_update[u.id] = leaf.id
+    values: list[Value] = []
+    steps: list[Step] = []
+    for t in graph.tensors:
+        if t.id not in live:
+            continue
+        nbytes = prod(t.shape) * ITEMSIZE[t.dtype]
+        if t.kind in _LEAF_KIND:
+            values.append(Value(t.id, nbytes, _LEAF_KIND[t.kind], f"{t.kind} {t.attrs['name']}"))
+            continue
+        if t.id in grads:
+            kind, label = "grad", f"grad {grads[t.id]}"
+        elif t.id in outs:
+            kind, label = "output", f"output {outs[t.id]}"
+        elif t.id in caps:
+            kind, label = "capture", f"capture {caps[t.id]}"
+        else:
+            kind, label = "intermediate", f"%{t.id} {t.kind}"
+        if REGISTRY[t.kind].alias:
+            values.append(Value(t.id, nbytes, kind, label, same_as=t.inputs[0].id))
+            continue
+        if t.id in leaf_of_update:
+            values.append(Value(t.id, nbytes, kind, label, same_as=leaf_of_update[t.id], inplace=True))
+        else:
+            values.append(Value(t.id, nbytes, kind, label))
+        steps.append(Step([i.id for i in t.inputs], [t.id], f"%{t.id} {t.kind}"))
+    return values, steps
+
+
+def program_from_graph(graph, pool: bool = True) -> Program:
+    """A Program without kernels: the planned buffers, every slot, the scalars and
+    meta["memory"] (the plan's report)."""
+    values, steps = graph_values(graph)
+    p = plan(values, steps, pool=pool)
+    prog = Program(buffers=p.buffers)
+
+    def slot(t):
+        return Slot(p.buffer_of[t.id], tuple(t.shape), t.dtype, p.offset_of[t.id])
+
+    planned = set(p.buffer_of)
+    prog.inputs = {n: slot(t) for n, t in graph.inputs.items() if t.id in planned}
+    prog.params = {n: slot(t) for n, t in graph.params.items() if t.id in planned}
+    prog.states = {n: slot(t) for n, t in graph.states.items() if t.id in planned}
+    prog.outputs = {n: slot(t) for n, t in graph.outputs.items()}
+    prog.captures = {n: slot(t) for n, t in graph.captures.items()}
+    scal = sorted((p.offset_of[t.id], n, t.dtype) for n, t in graph.scalars.items() if t.id in planned)
+    prog.scalars = [Scalar(n, "f32" if d == "f32" else "u32") for _, n, d in scal]
+    if scal:
+        prog.scalars_buffer = p.buffer_of[graph.scalars[scal[0][1]].id]
+    grad_ids = [t.id for t in graph.grads.values() if t.id in planned]
+    prog.meta["memory"] = dict(p.report)
+    if grad_ids:
+        prog.meta["grad_arena"] = {"buffer": p.buffer_of[grad_ids[0]],
+                                   "bytes": p.buffers[p.buffer_of[grad_ids[0]]].size}
+    return prog

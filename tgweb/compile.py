@@ -1,0 +1,481 @@
+"""tg.compile: a model and a loss become one training graph and a Trainer.
+
+The training graph is built once: the forward pass and loss are traced; the
+gradient of every parameter is appended (graph.grads); one `global_sumsq`
+reduction over all gradients gives the global norm, which decides in the graph
+whether the step is applied (`ok`: the loss and every gradient are finite),
+and serves clipping; the optimizer's update is appended, each new param/state
+value wrapped in `where(ok, new, old)` and recorded in graph.updates (written in
+place on the GPU, so a skipped step leaves every byte as it was). The outputs
+are "loss" (f32 scalar), "ok" (bool scalar) and "grad_norm" (f32 scalar, the
+unclipped global norm); the host reads the three back with the loss, so no
+extra round trip is needed to learn whether the step was applied.
+
+Per-step host scalars (see tgweb.optim.optimizers): "lr", and for Adam/AdamW
+"step_size" and "bc2_sqrt" (f32), plus "seed" (a u32 word) when a random op
+asks for it. The optimizer's step counter and the schedule advance only on
+applied steps.
+
+Backends: "reference" runs the graph with the NumPy interpreter
+(tgweb.backends.reference), optionally in float64 (precision="float64"), and
+writes the updates back on the host. "native" (wgpu-py) and "browser" (gpu.mjs
+through Pyodide) lower the graph to a Program (tgweb.lower) and drive a
+tgweb.backends.base.Runtime. The default is "browser" under Pyodide, else
+"native" when tgweb.backends.native.available() says a GPU adapter exists,
+else "reference".
+
+Every method is a plain synchronous call, in CPython and in the browser worker
+alike: there the browser backend waits for GPU readbacks with Pyodide's
+run_sync (JSPI), so one user script runs unchanged everywhere. Bad inputs raise
+tgweb.InputError naming the input, before anything changes.
+"""
+
+from __future__ import annotations
+
+import array
+import importlib
+import sys
+from typing import Any, Callable
+
+from . import ops
+from .grad import append_grad
+from .host import InputError, from_user, to_user
+from .ir import REGISTRY, Graph, Tensor, TraceError, prod, tracing, user_site
+from .nn.module import Module, param_rng
+from .optim import clip as _clip
+from .optim.optimizers import Optimizer, ParamInfo
+from .optim.optimizers import from_spec as _optimizer_from_spec
+from .optim.schedules import Schedule
+from .optim.schedules import from_spec as _schedule_from_spec
+from .trace import scalar_loss, trace
+
+BACKENDS = ("reference", "native", "browser")
+_LEAVES = ("input", "param", "state", "scalar")
+_NO_DECAY_INITS = ("zeros", "ones", "constant")
+
+
+class StepResult:
+    """What one training step returns. ok is False when the step was skipped because the
+    loss or a gradient was not finite; reason says which. Parameters and optimizer state
+    are then exactly as before the step."""
+
+    __slots__ = ("loss", "ok", "reason", "captures", "grad_norm", "lr", "step")
+
+    def __init__(self, loss, ok, reason, captures, grad_norm, lr, step) -> None:
+        self.loss, self.ok, self.reason, self.captures = loss, ok, reason, captures
+        self.grad_norm, self.lr, self.step = grad_norm, lr, step
+
+    def __repr__(self) -> str:
+        s = f"StepResult(loss={self.loss:.6g}, ok={self.ok}, step={self.step}, lr={self.lr:.3g}"
+        return s + (f", reason={self.reason!r})" if self.reason else ")")
+
+
+class RunResult:
+    """What Inference.run returns: .output (an array, or a dict of arrays when the
+    forward function returned a dict) and .captures; unpacks as (output, captures)."""
+
+    __slots__ = ("output", "captures")
+
+    def __init__(self, output, captures) -> None:
+        self.output, self.captures = output, captures
+
+    def __iter__(self):
+        return iter((self.output, self.captures))
+
+
+def default_backend() -> str:
+    if sys.platform == "emscripten":
+        return "browser"
+    try:
+        native = importlib.import_module("tgweb.backends.native")
+    except Exception:
+        return "reference"
+    available = getattr(native, "available", None)  # hook: native.available() -> bool
+    if available is None:
+        return "reference"
+    try:
+        return "native" if available() else "reference"
+    except Exception:
+        return "reference"
+
+
+def compile(model: Module, loss_fn: Callable, inputs: dict[str, Any], optimizer: Any, *,
+            backend: str | None = None, seed: int = 0, clip_grad_norm: float | None = None,
+            normalize_grads: Any = None, precision: str = "float32") -> "Trainer":
+    """Trace loss_fn(model, **inputs), append gradients and the optimizer update, and
+    return a Trainer.
+
+    inputs: name -> shape tuple (f32) or (shape, dtype), e.g. ((128, 8), "i32").
+    optimizer: a tg.optim optimizer, or plain data {"name": "adamw", "lr": ..., "clip": ...}.
+    clip_grad_norm: clip the global L2 norm of all gradients to this value.
+    normalize_grads: True, a glob pattern, a list of patterns or a callable name -> bool:
+      divide those parameters' gradients by their own L2 norm (after clipping).
+    Parameters start from values drawn from `seed` (as reset() does); load others with
+    Trainer.load_params. precision="float64" is for the reference backend only.
+    """
+    if not isinstance(model, Module):
+        raise TypeError(f"compile: model must be a tgweb.nn.Module, got {type(model).__name__}")
+    if not isinstance(inputs, dict):
+        raise TypeError(f"compile: inputs must be a dict of name -> shape, got {type(inputs).__name__}")
+    opt, spec_clip = _optimizer_from_spec(optimizer)
+    if clip_grad_norm is None:
+        clip_grad_norm = spec_clip
+    if clip_grad_norm is not None:
+        if (isinstance(clip_grad_norm, bool) or not isinstance(clip_grad_norm, (int, float))
+                or not clip_grad_norm > 0 or clip_grad_norm == float("inf")):
+            raise ValueError(f"clip_grad_norm must be a finite number > 0, got {clip_grad_norm!r}")
+        clip_grad_norm = float(clip_grad_norm)
+    which = _clip.name_filter(normalize_grads) if normalize_grads not in (None, False) else None
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if precision not in ("float32", "float64"):
+        raise ValueError(f"precision must be 'float32' or 'float64', got {precision!r}")
+    if precision != "float32" and backend != "reference":
+        raise ValueError(f"precision={precision!r} is only available on the reference backend")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
+    graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which)
+    return Trainer(model, graph, opt, backend, seed, precision, clip_grad_norm)
+
+
+def decays(p) -> bool:
+    """Whether weight decay applies to a Parameter: its own `decay` when set, else
+    not for zeros/ones/constant-initialised ones (biases, norm gains)."""
+    if p.decay is not None:
+        return bool(p.decay)
+    return getattr(p.init, "kind", "random") not in _NO_DECAY_INITS
+
+
+def build_training_graph(model: Module, loss_fn: Callable, inputs: dict, opt: Optimizer,
+                         clip_grad_norm: float | None = None,
+                         normalize: Callable[[str], bool] | None = None) -> Graph:
+    """The one graph a training step runs: forward, loss, gradients, checks, update."""
+    site = user_site()
+    graph, out = trace(loss_fn, model, inputs)
+    loss = scalar_loss(out)
+    names = list(graph.params)
+    pobj = dict(model.named_parameters())
+    grads = append_grad(graph, loss, [graph.params[n] for n in names])
+    with tracing(graph), graph.site_override(site):
+        gs = _owned({n: grads[graph.params[n].id] for n in names})
+        graph.grads.update(gs)
+        sumsq = _clip.global_sumsq([gs[n] for n in names]) if names else ops.full((), 0.0)
+        ok = _clip.finite_flag(sumsq, loss)
+        norm = ops.sqrt(sumsq)
+        if clip_grad_norm is not None:
+            gs = _clip.clip_by_global_norm(gs, norm, clip_grad_norm)
+        if normalize is not None:
+            gs = _clip.normalize(gs, normalize)
+        infos = [ParamInfo(n, graph.params[n], gs[n], decays(pobj[n])) for n in names]
+        new = opt.build(graph, infos)
+        for n, v in new["params"].items():
+            graph.updates[n] = ops.where(ok, v, graph.params[n])
+        for n, v in new["states"].items():
+            graph.updates[n] = ops.where(ok, v, graph.states[n])
+    graph.outputs["loss"] = loss
+    graph.outputs["ok"] = ok
+    graph.outputs["grad_norm"] = norm
+    return graph
+
+
+def _owned(grads: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Each gradient must be its own computed tensor so it gets its own range of the
+    grad arena: a gradient that is a leaf, a view of one, or shared with another
+    parameter's gradient is copied."""
+    seen: set[int] = set()
+    out = {}
+    for n, g in grads.items():
+        r = g
+        while REGISTRY[r.kind].alias:
+            r = r.inputs[0]
+        if r.kind in _LEAVES or r.id in seen:
+            g = g * 1.0
+            r = g
+        seen.add(r.id)
+        out[n] = g
+    return out
+
+
+_HOST_SCALARS = ("lr", "step_size", "bc2_sqrt", "seed")
+
+
+class Trainer:
+    """One compiled training step and the state it trains. See the module docstring."""
+
+    def __init__(self, model: Module, graph: Graph, optimizer: Optimizer, backend: str,
+                 seed: int, precision: str, clip_grad_norm: float | None) -> None:
+        self.model, self.graph, self.optimizer = model, graph, optimizer
+        self.backend, self.seed, self.precision = backend, seed, precision
+        self.clip_grad_norm = clip_grad_norm
+        unknown = sorted(set(graph.scalars) - set(_HOST_SCALARS))
+        if unknown:
+            raise TraceError(f"the graph uses host scalars {unknown} that the trainer does not "
+                             f"provide (known: {list(_HOST_SCALARS)})")
+        self._pshape = {n: t.shape for n, t in graph.params.items()}
+        self._sshape = {n: t.shape for n, t in graph.states.items()}
+        self._schedule: Schedule = optimizer.lr
+        self._origin = 0      # applied-step count at which the schedule started
+        self._t = 0           # applied steps
+        self._calls = 0       # step() calls, applied or not (drives the seed scalar)
+        self._program = None
+        self._memory = None
+        self._engine = _make_engine(graph, backend, precision)
+        self.reset()
+
+    # ---------------------------------------------------------------- state
+
+    @property
+    def program(self):
+        """The Program the GPU backends run; on the reference backend, the planned
+        Program without kernels (buffers, slots, scalars, meta["memory"])."""
+        if self._engine.program is not None:
+            return self._engine.program
+        if self._program is None:
+            from .passes.plan import program_from_graph
+            self._program = program_from_graph(self.graph)
+        return self._program
+
+    @property
+    def steps(self) -> int:
+        """Applied (finite) steps so far; Adam's bias correction uses steps + 1 next."""
+        return self._t
+
+    @property
+    def lr(self) -> float:
+        """The learning rate the next step will use."""
+        return self._schedule(self._t - self._origin)
+
+    def reset(self) -> None:
+        """Parameters drawn again from the seed, optimizer state to its initial values,
+        step count and schedule back to zero."""
+        for n, p in self.model.named_parameters():
+            if n in self._pshape:
+                self._engine.write("params", n, p.init(p.shape, param_rng(self.seed, n)))
+        for n, t in self.graph.states.items():
+            self._engine.write("states", n, array.array("f", [t.attrs["init"]]) * prod(t.shape))
+        self._t = self._origin = self._calls = 0
+
+    def params(self) -> dict[str, Any]:
+        """Parameter arrays by name (copies)."""
+        return {n: self._engine.read("params", n) for n in self._pshape}
+
+    def states(self) -> dict[str, Any]:
+        """Optimizer state arrays by name (e.g. 'fc.weight.exp_avg'); copies."""
+        return {n: self._engine.read("states", n) for n in self._sshape}
+
+    def load_params(self, d: dict[str, Any]) -> None:
+        """Set every parameter; strict (every name, exact shapes). On error nothing changes."""
+        self._load("params", d, self._pshape, "load_params", "parameter")
+
+    def load_states(self, d: dict[str, Any], steps: int | None = None) -> None:
+        """Set every optimizer state (strict), and optionally the applied-step count."""
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
+            raise InputError(f"load_states: steps must be an int >= 0, got {steps!r}")
+        self._load("states", d, self._sshape, "load_states", "state")
+        if steps is not None:
+            self._t = steps
+
+    def _load(self, kind, d, shapes, what, noun):
+        if not isinstance(d, dict):
+            raise InputError(f"{what}: expected a dict of name -> array, got {type(d).__name__}")
+        missing = sorted(set(shapes) - set(d))
+        extra = sorted(set(d) - set(shapes))
+        if missing or extra:
+            raise InputError(f"{what}: " + "; ".join(
+                ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])))
+        new = {n: (d[n], from_user(d[n], shapes[n], "f32", f"{noun} {n!r}")) for n in shapes}
+        for n, (raw, data) in new.items():
+            self._engine.write(kind, n, data, raw)
+
+    def set_lr(self, lr_or_schedule: Any) -> None:
+        """A number or a schedule (tg.optim.schedules, or its dict form); it starts at t = 0
+        on the next step."""
+        if isinstance(lr_or_schedule, (int, float)) and not isinstance(lr_or_schedule, bool):
+            if not lr_or_schedule >= 0:
+                raise ValueError(f"set_lr: lr must be >= 0, got {lr_or_schedule!r}")
+        self._schedule = _schedule_from_spec(lr_or_schedule)
+        self._origin = self._t
+
+    # ---------------------------------------------------------------- steps
+
+    def step(self, **batch) -> StepResult:
+        """One training step on the batch (every input by name)."""
+        data = _check_inputs(self.graph, batch, "step")
+        lr = self._schedule(self._t - self._origin)
+        scalars = self.optimizer.host_scalars(self._t + 1, lr)
+        scalars["seed"] = (self.seed * 0x9E3779B1 + self._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
+        scalars = {k: scalars[k] for k in self.graph.scalars}
+        self._calls += 1
+        caps = list(self.graph.captures)
+        read = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
+        got = self._engine.run(data, batch, scalars, read + [("captures", n) for n in caps])
+        loss = float(_first(got[("outputs", "loss")]))
+        ok = bool(_first(got[("outputs", "ok")]))
+        norm = float(_first(got[("outputs", "grad_norm")]))
+        reason = None
+        if ok:
+            self._t += 1
+        elif loss != loss or loss in (float("inf"), float("-inf")):
+            reason = f"non-finite loss ({loss}); step skipped, parameters unchanged"
+        else:
+            reason = f"non-finite gradient (global norm {norm}); step skipped, parameters unchanged"
+        return StepResult(loss, ok, reason, {n: got[("captures", n)] for n in caps}, norm, lr, self._t)
+
+    def attach(self, forward_fn: Callable, inputs: dict[str, Any]) -> "Inference":
+        """An inference program for forward_fn(model, **inputs) that shares this trainer's
+        parameters (it sees every update)."""
+        return Inference(self, forward_fn, inputs)
+
+    def memory_report(self) -> dict:
+        """Planned GPU bytes by buffer kind, the total with and without pooling of
+        intermediates, and the peak of live bytes (Program.meta["memory"])."""
+        return dict(self.program.meta.get("memory", {}))
+
+
+class Inference:
+    """A forward-only program sharing a Trainer's parameters. run(**batch) -> RunResult."""
+
+    def __init__(self, trainer: Trainer, forward_fn: Callable, inputs: dict[str, Any]) -> None:
+        self.trainer = trainer
+        graph, out = trace(forward_fn, trainer.model, inputs)
+        if isinstance(out, Tensor):
+            graph.outputs["output"] = out
+            self._single = True
+        elif isinstance(out, dict) and out and all(isinstance(v, Tensor) for v in out.values()):
+            graph.outputs.update(out)
+            self._single = False
+        else:
+            raise TraceError("the forward function must return a tensor or a dict of tensors, got "
+                             f"{type(out).__name__}")
+        self.graph = graph
+        self._engine = _make_engine(graph, trainer.backend, trainer.precision, share=trainer._engine)
+
+    @property
+    def program(self):
+        return self._engine.program
+
+    def run(self, **batch) -> RunResult:
+        data = _check_inputs(self.graph, batch, "run")
+        outs, caps = list(self.graph.outputs), list(self.graph.captures)
+        got = self._engine.run(data, batch, {}, [("outputs", n) for n in outs]
+                               + [("captures", n) for n in caps])
+        o = {n: got[("outputs", n)] for n in outs}
+        return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
+
+
+def _first(x):
+    return x.reshape(-1)[0] if hasattr(x, "reshape") else (x.data[0] if hasattr(x, "data") else x[0])
+
+
+def _check_inputs(graph: Graph, batch: dict, what: str) -> dict[str, array.array]:
+    """Every input present, nothing extra, each of the right shape and dtype; raises
+    InputError naming the input before anything changes."""
+    missing = [n for n in graph.inputs if n not in batch]
+    extra = sorted(n for n in batch if n not in graph.inputs)
+    if missing or extra:
+        raise InputError(f"{what}: " + "; ".join(
+            ([f"missing input(s) {missing}"] if missing else [])
+            + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])))
+    return {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
+
+
+# --------------------------------------------------------------------------
+# Engines: where the values live and how a graph runs
+
+
+def _make_engine(graph: Graph, backend: str, precision: str, share=None):
+    if backend == "reference":
+        return _ReferenceEngine(graph, precision, share)
+    return _RuntimeEngine(graph, backend, share)
+
+
+class _ReferenceEngine:
+    """Params and states as NumPy arrays on the host; each run evaluates the graph
+    (tgweb.backends.reference) and writes graph.updates back."""
+
+    program = None
+
+    def __init__(self, graph: Graph, precision: str, share=None) -> None:
+        import numpy as np
+
+        from .backends.reference import Context
+        self.np, self.graph = np, graph
+        self.ctx = Context(precision)
+        self.f = self.ctx.f
+        self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}
+        if share is not None:
+            self.values["params"] = share.values["params"]  # the same dict: updates are seen
+        self._leaf = {"params": graph.params, "states": graph.states}
+        self._out = [(k, n, t) for k, d in (("outputs", graph.outputs), ("captures", graph.captures))
+                     for n, t in d.items()]
+        self._upd = list(graph.updates.items())
+
+    def _array(self, data: array.array, raw: Any, shape, dtype: str):
+        np = self.np
+        # float64 runs keep a float64 NumPy value as given (exact trajectories)
+        if dtype == "f32" and self.f == np.float64 and isinstance(raw, np.ndarray) and raw.dtype.kind == "f":
+            return np.array(raw, np.float64).reshape(shape)
+        npd = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}[dtype]
+        a = np.frombuffer(data.tobytes(), npd).reshape(shape)
+        return a.astype(bool) if dtype == "bool" else a.astype(self.ctx.npdtype(dtype))
+
+    def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
+        t = self._leaf[kind][name]
+        self.values[kind][name] = self._array(data, raw, t.shape, "f32")
+
+    def read(self, kind: str, name: str):
+        return self.values[kind][name].copy()
+
+    def run(self, data: dict[str, array.array], raw: dict[str, Any], scalars: dict,
+            read: list[tuple[str, str]]) -> dict:
+        from .backends.reference import evaluate
+        g = self.graph
+        feeds = {t.id: self._array(data[n], raw.get(n), t.shape, t.dtype) for n, t in g.inputs.items()}
+        for n, t in g.params.items():
+            feeds[t.id] = self.values["params"][n]
+        for n, t in g.states.items():
+            feeds[t.id] = self.values["states"][n]
+        self.ctx.scalars = dict(scalars)
+        want = {(k, n) for k, n in read}
+        outs = [(k, n, t) for k, n, t in self._out if (k, n) in want]
+        vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
+        got = {(k, n): v for (k, n, _), v in zip(outs, vals)}
+        for (n, _), v in zip(self._upd, vals[len(outs):]):
+            kind = "params" if n in g.params else "states"
+            self.values[kind][n] = v
+        return got
+
+
+class _RuntimeEngine:
+    """A GPU backend: the graph lowered to a Program (tgweb.lower), run by that backend's
+    Runtime (tgweb.backends.base); host data as array.array."""
+
+    def __init__(self, graph: Graph, backend: str, share=None) -> None:
+        from .lower import lower  # written alongside the native backend
+        mod = importlib.import_module(f"tgweb.backends.{backend}")
+        self.graph = graph
+        self.program = lower(graph)
+        shared = None
+        if share is not None:
+            shared = {n: share.rt.param_handle(n) for n in self.program.params}
+        self.rt = mod.Runtime(self.program, shared=shared)
+        self._slots = {"params": self.program.params, "states": self.program.states,
+                       "outputs": self.program.outputs, "captures": self.program.captures}
+
+    def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
+        if name in self._slots[kind]:  # a param the program does not use has no buffer
+            self.rt.write(kind, name, data)
+
+    def read(self, kind: str, name: str):
+        s = self._slots[kind][name]
+        return to_user(self.rt.read(kind, name), tuple(s.shape), s.dtype)
+
+    def run(self, data, raw, scalars, read):
+        names = {s.name for s in self.program.scalars}
+        got = self.rt.run(data, {k: v for k, v in scalars.items() if k in names}, read)
+        out = {}
+        for (k, n), v in got.items():
+            s = self._slots[k][n]
+            out[(k, n)] = to_user(v, tuple(s.shape), s.dtype)
+        return out
