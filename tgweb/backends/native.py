@@ -1,0 +1,297 @@
+"""The native backend: runs a Program through wgpu-py (Vulkan, Metal, D3D12, or
+Mesa's lavapipe on a CPU).
+
+One device per process, asked for the adapter's own limits. Pipelines are cached
+per device by WGSL text. A run writes inputs and scalars, records every kernel
+into one compute pass of one command encoder, copies the requested slots into a
+staging buffer in the same encoder, submits once and maps once.
+"""
+
+from __future__ import annotations
+
+import array
+import re
+import struct
+from typing import Any
+
+from ..codegen.program import Program
+from . import base
+
+_DEVICE: Any = None
+_ADAPTER: Any = None
+_ERROR: str | None = None
+_PIPELINES: dict[str, Any] = {}  # WGSL text -> (pipeline, bind group layout)
+
+TYPECODE = {"f32": "f", "i32": "i", "bool": "I"}
+
+
+class NativeError(RuntimeError):
+    """No usable GPU adapter, or a GPU-side failure."""
+
+
+class KernelCompileError(RuntimeError):
+    """A generated kernel failed WGSL validation; names the op kinds and the user's line."""
+
+
+def _device():
+    global _DEVICE, _ADAPTER, _ERROR
+    if _DEVICE is not None:
+        return _DEVICE
+    if _ERROR is not None:
+        raise NativeError(_ERROR)
+    try:
+        import wgpu
+    except Exception as e:  # pragma: no cover - depends on the machine
+        _ERROR = f"the native backend needs wgpu-py (pip install wgpu): {e}"
+        raise NativeError(_ERROR) from None
+    try:
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    except Exception as e:  # pragma: no cover - depends on the machine
+        adapter = None
+        why = str(e)
+    else:
+        why = "no adapter returned"
+    if adapter is None:  # pragma: no cover - depends on the machine
+        _ERROR = ("no WebGPU adapter found for the native backend (" + why.strip() + "). "
+                  "Install a Vulkan driver (on Debian: apt-get install mesa-vulkan-drivers "
+                  "for lavapipe on the CPU) or use backend='reference'.")
+        raise NativeError(_ERROR)
+    limits = {}
+    for k in ("max-storage-buffer-binding-size", "max-buffer-size",
+              "max-storage-buffers-per-shader-stage", "max-compute-workgroup-storage-size",
+              "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
+              "max-compute-workgroup-size-y", "max-compute-workgroups-per-dimension"):
+        if k in adapter.limits:
+            limits[k] = adapter.limits[k]
+    _ADAPTER = adapter
+    _DEVICE = adapter.request_device_sync(required_limits=limits)
+    return _DEVICE
+
+
+def available() -> bool:
+    """Whether a WebGPU adapter can be opened through wgpu-py."""
+    try:
+        _device()
+        return True
+    except Exception:
+        return False
+
+
+def adapter_info() -> dict:
+    """The adapter's description (vendor, device, backend), or {} when there is none."""
+    if not available():
+        return {}
+    return dict(_ADAPTER.info)
+
+
+def device_limits() -> dict:
+    """The limits of the device tgweb opened (camelCase keys, as lower() takes them)."""
+    d = _device()
+    out = {}
+    for k, v in d.limits.items():
+        parts = k.split("-")
+        out[parts[0] + "".join(p.capitalize() for p in parts[1:])] = v
+    return out
+
+
+def _compile_error(kernel, err: Exception) -> KernelCompileError:
+    msg = str(err)
+    lines = kernel.wgsl.splitlines()
+    where = ""
+    m = re.search(r"wgsl:(\d+):(\d+)", msg)
+    if m:
+        ln = int(m.group(1))
+        if 1 <= ln <= len(lines):
+            where = f"\n  WGSL line {ln}: {lines[ln - 1].strip()}"
+    core = msg.strip().splitlines()
+    short = next((c for c in core if "error" in c.lower() and "In wgpu" not in c), msg.strip())
+    return KernelCompileError(
+        f"WGSL kernel {kernel.name} (op {', '.join(kernel.ops) or '?'}) failed to compile: "
+        f"{short.strip()}{where}\n  at {kernel.site or '<unknown>'}\n\ncompiler output:\n{msg}")
+
+
+def pipeline_for(kernel):
+    """The pipeline and bind group layout of a kernel, cached by its WGSL text."""
+    import wgpu
+    hit = _PIPELINES.get(kernel.wgsl)
+    if hit is not None:
+        return hit
+    dev = _device()
+    entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": wgpu.BufferBindingType.storage if b.access == "read_write"
+                           else wgpu.BufferBindingType.read_only_storage}}
+               for i, b in enumerate(kernel.bindings)]
+    try:
+        module = dev.create_shader_module(code=kernel.wgsl)
+        bgl = dev.create_bind_group_layout(entries=entries)
+        layout = dev.create_pipeline_layout(bind_group_layouts=[bgl])
+        pipe = dev.create_compute_pipeline(layout=layout,
+                                           compute={"module": module, "entry_point": "main"})
+    except Exception as e:
+        raise _compile_error(kernel, e) from None
+    _PIPELINES[kernel.wgsl] = (pipe, bgl)
+    return pipe, bgl
+
+
+class Runtime(base.Runtime):
+    """One Program instantiated on the wgpu-py device."""
+
+    name = "native"
+
+    def __init__(self, program: Program, shared: dict[str, Any] | None = None) -> None:
+        import wgpu
+        self._wgpu = wgpu
+        self.program = program
+        self.device = _device()
+        limits = self.device.limits
+        for key, have in (("maxStorageBufferBindingSize", "max-storage-buffer-binding-size"),
+                          ("maxStorageBuffersPerShaderStage",
+                           "max-storage-buffers-per-shader-stage")):
+            need = program.meta.get("limits", {}).get(key)
+            if need is not None and need > limits.get(have, need):
+                raise NativeError(f"the program needs {key} = {need}, the device has "
+                                  f"{limits[have]}")
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        shared = shared or {}
+        param_buf = {s.buffer: n for n, s in program.params.items()}
+        self.buffers = []
+        self._owned = []
+        for b in program.buffers:
+            n = param_buf.get(b.id)
+            if n is not None and n in shared:
+                self.buffers.append(shared[n])
+                continue
+            buf = self.device.create_buffer(size=b.size, usage=usage, label=b.label[:60])
+            self.buffers.append(buf)
+            self._owned.append(buf)
+        # optimizer states that start at a constant other than zero
+        for n, v in program.meta.get("state_init", {}).items():
+            if v and n in program.states:
+                s = program.states[n]
+                cnt = 1
+                for d in s.shape:
+                    cnt *= d
+                self.write("states", n, array.array("f", [float(v)]) * cnt)
+        self.pipes = []
+        self.groups = []
+        for k in program.kernels:
+            pipe, bgl = pipeline_for(k)
+            bg = self.device.create_bind_group(layout=bgl, entries=[
+                {"binding": i, "resource": {"buffer": self.buffers[b.buffer], "offset": 0,
+                                            "size": self.buffers[b.buffer].size}}
+                for i, b in enumerate(k.bindings)])
+            self.pipes.append(pipe)
+            self.groups.append(bg)
+        self._staging = None
+
+    # ------------------------------------------------------------ helpers
+
+    def _slot(self, kind: str, name: str):
+        table = getattr(self.program, kind, None)
+        if not isinstance(table, dict) or kind not in (
+                "inputs", "params", "states", "outputs", "captures"):
+            raise KeyError(f"unknown slot kind {kind!r}")
+        if name not in table:
+            raise KeyError(f"no {kind[:-1]} named {name!r}; have {sorted(table)}")
+        return table[name]
+
+    @staticmethod
+    def _nbytes(slot) -> int:
+        n = 4
+        for d in slot.shape:
+            n *= d
+        return n
+
+    def _bytes(self, slot, data) -> bytes:
+        if isinstance(data, array.array):
+            if data.itemsize != 4:
+                data = array.array(TYPECODE[slot.dtype], data)
+            raw = data.tobytes()
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            raw = bytes(data)
+        else:
+            try:  # NumPy arrays and anything else with the buffer protocol
+                raw = memoryview(data).cast("B").tobytes()
+            except TypeError:
+                raw = array.array(TYPECODE[slot.dtype], list(data)).tobytes()
+        if len(raw) != self._nbytes(slot):
+            raise ValueError(f"expected {self._nbytes(slot)} bytes for shape {slot.shape} "
+                             f"{slot.dtype}, got {len(raw)}")
+        return raw
+
+    # ------------------------------------------------------------ the interface
+
+    def write(self, kind: str, name: str, data) -> None:
+        if kind not in ("params", "states", "inputs"):
+            raise KeyError(f"cannot write {kind!r}; write params, states or inputs")
+        s = self._slot(kind, name)
+        self.device.queue.write_buffer(self.buffers[s.buffer], s.offset, self._bytes(s, data))
+
+    def read(self, kind: str, name: str) -> array.array:
+        return self._read_many([(kind, name)], None)[(kind, name)]
+
+    def _read_many(self, which, encoder):
+        wgpu = self._wgpu
+        slots = [(key, self._slot(*key)) for key in which]
+        total = sum((self._nbytes(s) + 3) // 4 * 4 for _, s in slots)
+        own = encoder is None
+        if own:
+            encoder = self.device.create_command_encoder()
+        staging = None
+        if total:
+            staging = self.device.create_buffer(
+                size=total, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            off = 0
+            for _, s in slots:
+                n = self._nbytes(s)
+                encoder.copy_buffer_to_buffer(self.buffers[s.buffer], s.offset, staging, off, n)
+                off += n
+        self.device.queue.submit([encoder.finish()])
+        out = {}
+        if staging is not None:
+            staging.map_sync(wgpu.MapMode.READ)
+            raw = staging.read_mapped()
+            mv = memoryview(raw).cast("B")
+            off = 0
+            for key, s in slots:
+                n = self._nbytes(s)
+                a = array.array(TYPECODE[s.dtype])
+                a.frombytes(bytes(mv[off:off + n]))
+                out[key] = a
+                off += n
+            staging.unmap()
+            staging.destroy()
+        return out
+
+    def run(self, inputs, scalars, read):
+        p = self.program
+        for n, data in inputs.items():
+            self.write("inputs", n, data)
+        if p.scalars:
+            words = []
+            for s in p.scalars:
+                if s.name not in scalars:
+                    raise KeyError(f"scalar {s.name!r} not given")
+                v = scalars[s.name]
+                words.append(struct.pack("<f", float(v)) if s.type == "f32"
+                             else struct.pack("<I", int(v) & 0xFFFFFFFF))
+            self.device.queue.write_buffer(self.buffers[p.scalars_buffer], 0, b"".join(words))
+        encoder = self.device.create_command_encoder()
+        cp = encoder.begin_compute_pass()
+        for k, pipe, bg in zip(p.kernels, self.pipes, self.groups):
+            cp.set_pipeline(pipe)
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(*k.dispatch)
+        cp.end()
+        return self._read_many(list(read), encoder)
+
+    def param_handle(self, name: str):
+        return self.buffers[self._slot("params", name).buffer]
+
+    def close(self) -> None:
+        for b in self._owned:
+            try:
+                b.destroy()
+            except Exception:  # pragma: no cover
+                pass
+        self._owned = []

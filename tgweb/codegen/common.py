@@ -1,0 +1,215 @@
+"""Shared pieces of the WGSL emitters: literals, typed loads and stores, bindings,
+index arithmetic and the 2-D dispatch of a linear index space.
+
+Every storage binding is declared `array<u32>`; values are bitcast on load and
+store (free on every GPU), so tensors of different dtypes may share one buffer and
+one binding. bool is stored as one u32 (0 or 1) per element. Identifiers in the
+generated text are tgweb's own (b0, v3, c1, ...), numbered per kernel, so two
+kernels that do the same work on the same shapes and offsets have identical text.
+Nothing here imports NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from .program import Binding, Kernel
+
+MAX_GROUPS = 65535  # workgroups per dispatch dimension (WebGPU's default limit)
+WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool"}
+
+
+def f32_lit(v: float) -> str:
+    """A WGSL f32 expression equal to float32(v) (inf, nan and subnormals through bitcast)."""
+    v = float(v)
+    try:
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    except OverflowError:  # beyond float32's range: rounds to an infinity
+        bits = 0x7F800000 if v > 0 else 0xFF800000
+    f = struct.unpack("<f", struct.pack("<I", bits))[0]
+    if not math.isfinite(f) or (f != 0.0 and abs(f) < 1.1754943508222875e-38):
+        return f"bitcast<f32>({bits}u)"
+    if f == 0.0:
+        return "-0.0f" if math.copysign(1.0, f) < 0 else "0.0f"
+    r = repr(f)
+    return r + "f" if ("." in r or "e" in r) else r + ".0f"
+
+
+def i32_lit(v: int) -> str:
+    v = int(v)
+    if not -2**31 <= v < 2**31:
+        raise ValueError(f"integer constant {v} does not fit in i32")
+    if v == -2**31:
+        return "bitcast<i32>(2147483648u)"
+    return f"{v}i" if v >= 0 else f"({v}i)"
+
+
+def u32_lit(v: int) -> str:
+    return f"{int(v)}u"
+
+
+def lit(value, dtype: str) -> str:
+    if dtype == "f32":
+        return f32_lit(value)
+    if dtype == "i32":
+        return i32_lit(value)
+    return "true" if value else "false"
+
+
+def zero(dtype: str) -> str:
+    return lit(0, dtype)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def grid(groups: int) -> tuple[int, int, int]:
+    """Workgroup counts (x, y, 1) covering `groups` linearly; x <= 65535."""
+    groups = max(1, groups)
+    x = min(groups, MAX_GROUPS)
+    y = ceil_div(groups, x)
+    if y > MAX_GROUPS:
+        raise ValueError(f"{groups} workgroups do not fit one dispatch")
+    return (x, y, 1)
+
+
+def strides(shape: tuple[int, ...]) -> list[int]:
+    out, s = [], 1
+    for d in reversed(shape):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
+def add_idx(*terms: str) -> str:
+    """Sum of u32 index terms, dropping zeros."""
+    ts = [t for t in terms if t not in ("0u", "0", "")]
+    if not ts:
+        return "0u"
+    return ts[0] if len(ts) == 1 else "(" + " + ".join(ts) + ")"
+
+
+def mul_idx(term: str, k: int) -> str:
+    if k == 0:
+        return "0u"
+    if k == 1:
+        return term
+    return f"({term} * {k}u)"
+
+
+class KernelCtx:
+    """Collects the bindings, helper functions and workgroup declarations of one kernel.
+
+    storage(node) gives (buffer id, element offset) of a stored tensor (aliases
+    resolved); `full` constants are never loaded, they become literals."""
+
+    def __init__(self, storage) -> None:
+        self.storage = storage
+        self.bindings: list[list] = []  # [buffer, access]
+        self._bidx: dict[int, int] = {}
+        self.helpers: dict[str, str] = {}
+        self.decls: list[str] = []
+        self.ops: list[str] = []
+        self.site = ""
+        self._n = 0
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def bind(self, buffer: int, write: bool) -> str:
+        if buffer not in self._bidx:
+            self._bidx[buffer] = len(self.bindings)
+            self.bindings.append([buffer, "read_write" if write else "read"])
+        elif write:
+            self.bindings[self._bidx[buffer]][1] = "read_write"
+        return f"b{self._bidx[buffer]}"
+
+    def addr(self, node, idx: str, write: bool = False) -> str:
+        buf, off = self.storage(node)
+        return f"{self.bind(buf, write)}[{add_idx(u32_lit(off) if off else '0u', idx)}]"
+
+    def load(self, node, idx: str) -> str:
+        """Value of a stored tensor at flat element index idx (a u32 expression)."""
+        if node.kind == "full" or (node.inputs and _alias_root(node).kind == "full"):
+            r = _alias_root(node)
+            return lit(r.attrs["value"], r.dtype)
+        a = self.addr(node, idx)
+        return from_u32(a, node.dtype)
+
+    def store(self, node, idx: str, value: str) -> str:
+        return f"{self.addr(node, idx, True)} = {to_u32(value, node.dtype)};"
+
+    def helper(self, name: str, text: str) -> str:
+        self.helpers.setdefault(name, text)
+        return name
+
+    def kernel(self, name: str, body: list[str], wg: tuple[int, int, int] | int,
+               dispatch: tuple[int, int, int]) -> Kernel:
+        if isinstance(wg, int):
+            wg = (wg, 1, 1)
+        lines = []
+        for i, (_, access) in enumerate(self.bindings):
+            acc = "read_write" if access == "read_write" else "read"
+            lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<u32>;")
+        lines.extend(self.decls)
+        for h in sorted(self.helpers):
+            lines.append(self.helpers[h])
+        lines.append(f"@compute @workgroup_size({wg[0]}, {wg[1]}, {wg[2]})")
+        lines.append("fn main(@builtin(workgroup_id) wg: vec3<u32>, "
+                     "@builtin(local_invocation_index) li: u32, "
+                     "@builtin(local_invocation_id) lid: vec3<u32>) {")
+        lines.extend("  " + ln for ln in body)
+        lines.append("}")
+        text = "\n".join(lines) + "\n"
+        return Kernel(name, text, [Binding(b, a) for b, a in self.bindings], tuple(dispatch),
+                      list(self.ops), self.site)
+
+
+def _alias_root(node):
+    from ..ir import REGISTRY
+    while REGISTRY[node.kind].alias:
+        node = node.inputs[0]
+    return node
+
+
+def from_u32(raw: str, dtype: str) -> str:
+    if dtype == "f32":
+        return f"bitcast<f32>({raw})"
+    if dtype == "i32":
+        return f"bitcast<i32>({raw})"
+    return f"({raw} != 0u)"
+
+
+def to_u32(value: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"select(0u, 1u, {value})"
+    return f"bitcast<u32>({value})"
+
+
+def linear_index(nx: int, wg: int) -> str:
+    """The u32 linear invocation index of a 1-D kernel dispatched by grid()."""
+    if nx == 1:
+        return f"(wg.y * {wg}u + li)" if wg > 1 else "wg.y"
+    return f"((wg.y * {nx}u + wg.x) * {wg}u + li)"
+
+
+def linear_group(nx: int) -> str:
+    return f"(wg.y * {nx}u + wg.x)"
+
+
+def coord_exprs(shape: tuple[int, ...], ivar: str) -> list[str]:
+    """Coordinate expressions of flat index ivar in a row-major shape."""
+    st = strides(shape)
+    out = []
+    for d, (n, s) in enumerate(zip(shape, st)):
+        if n == 1:
+            out.append("0u")
+            continue
+        e = ivar if s == 1 else f"({ivar} / {s}u)"
+        if d > 0:
+            e = f"({e} % {n}u)"
+        out.append(e)
+    return out

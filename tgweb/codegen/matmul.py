@@ -1,0 +1,135 @@
+"""Matmul: tiled in workgroup memory with register blocking.
+
+A workgroup of 16 x 16 invocations computes a BM x BN tile of C, each invocation
+TM x TN outputs (rows ty + 16 i, columns tx + 16 j, so stores are coalesced).
+Operands stored transposed (ta/tb) are read through strides: the tile loader
+walks whichever axis is contiguous in memory, so no transpose is ever copied.
+Leading batch dims of A are flattened into rows when B has no batch, so small
+per-sample row counts still fill tiles; otherwise batches map to dispatch z
+with stride 0 for broadcast batch dims. Edges are bounds-checked, so any size
+works. With K a multiple of 4 and aligned offsets, operands contiguous along K
+are loaded as vec4.
+"""
+
+from __future__ import annotations
+
+from .common import KernelCtx, add_idx, ceil_div, strides
+
+
+def _prod(s):
+    n = 1
+    for d in s:
+        n *= d
+    return n
+
+
+def config(m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
+    """(BM, BN, BK, TM, TN) for the problem size."""
+    if m >= 512 and n >= 512:
+        return 128, 128, 8, 8, 8
+    return 64, 64, 16, 4, 4
+
+
+def emit_matmul(kc: KernelCtx, node):
+    a, b = node.inputs
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    M, N = node.shape[-2], node.shape[-1]
+    K = a.shape[-2] if ta else a.shape[-1]
+    batch = node.shape[:-2]
+    ba, bb = a.shape[:-2], b.shape[:-2]
+    if _prod(bb) == 1 and not ta:
+        M, nbatch = M * _prod(batch), 1  # rows of all batches stacked: one big matrix
+        a_batch = b_batch = None
+    else:
+        nbatch = _prod(batch)
+        a_batch = _batch_strides(ba, batch, M * K)
+        b_batch = _batch_strides(bb, batch, K * N)
+    BM, BN, BK, TM, TN = config(M, N, K)
+    gx, gy = ceil_div(N, BN), ceil_div(M, BM)
+    if gy > 65535 or nbatch > 65535:
+        raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
+
+    kc.decls.append(f"var<workgroup> As: array<f32, {BM * BK}>;")
+    kc.decls.append(f"var<workgroup> Bs: array<f32, {BK * BN}>;")
+    body = ["let tx = lid.x;", "let ty = lid.y;", f"let m0 = wg.y * {BM}u;",
+            f"let n0 = wg.x * {BN}u;"]
+    if nbatch > 1:
+        body.append("let z = wg.z;")
+        body.append(f"let abase = {_batch_index(a_batch, batch)};")
+        body.append(f"let bbase = {_batch_index(b_batch, batch)};")
+        body.append(f"let cbase = z * {M * N}u;")
+    else:
+        body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
+    body.append(f"var acc: array<f32, {TM * TN}>;")
+    body.append(f"for (var k0 = 0u; k0 < {K}u; k0 = k0 + {BK}u) {{")
+    # A tile: As[kk * BM + mm] = A[m0 + mm, k0 + kk]
+    per = BM * BK // 256
+    for j in range(per):
+        e = f"(li + {256 * j}u)"
+        if ta:   # stored [K, M]: m contiguous
+            mm, kk = f"({e} % {BM}u)", f"({e} / {BM}u)"
+            addr = f"abase + (k0 + {kk}) * {M}u + m0 + {mm}"
+        else:    # stored [M, K]: k contiguous
+            mm, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
+            addr = f"abase + (m0 + {mm}) * {K}u + k0 + {kk}"
+        body.append(f"  {{ let mm = {mm}; let kk = {kk}; var v = 0.0;")
+        body.append(f"    if (m0 + mm < {M}u && k0 + kk < {K}u) {{ v = {kc.load(a, addr)}; }}")
+        body.append(f"    As[kk * {BM}u + mm] = v; }}")
+    per = BN * BK // 256
+    for j in range(per):
+        e = f"(li + {256 * j}u)"
+        if tb:   # stored [N, K]: k contiguous
+            nn, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
+            addr = f"bbase + (n0 + {nn}) * {K}u + k0 + {kk}"
+        else:    # stored [K, N]: n contiguous
+            nn, kk = f"({e} % {BN}u)", f"({e} / {BN}u)"
+            addr = f"bbase + (k0 + {kk}) * {N}u + n0 + {nn}"
+        body.append(f"  {{ let nn = {nn}; let kk = {kk}; var v = 0.0;")
+        body.append(f"    if (n0 + nn < {N}u && k0 + kk < {K}u) {{ v = {kc.load(b, addr)}; }}")
+        body.append(f"    Bs[kk * {BN}u + nn] = v; }}")
+    body.append("  workgroupBarrier();")
+    body.append(f"  for (var kk = 0u; kk < {BK}u; kk = kk + 1u) {{")
+    for i in range(TM):
+        body.append(f"    let a{i} = As[kk * {BM}u + ty + {16 * i}u];")
+    for j in range(TN):
+        body.append(f"    let c{j} = Bs[kk * {BN}u + tx + {16 * j}u];")
+    for i in range(TM):
+        for j in range(TN):
+            body.append(f"    acc[{i * TN + j}] = fma(a{i}, c{j}, acc[{i * TN + j}]);")
+    body.append("  }")
+    body.append("  workgroupBarrier();")
+    body.append("}")
+    for i in range(TM):
+        body.append(f"{{ let m = m0 + ty + {16 * i}u;")
+        body.append(f"  if (m < {M}u) {{")
+        for j in range(TN):
+            body.append(f"    {{ let n = n0 + tx + {16 * j}u; if (n < {N}u) {{ "
+                        f"{kc.store(node, add_idx('cbase', f'm * {N}u', 'n'), f'acc[{i * TN + j}]')}"
+                        f" }} }}")
+        body.append("  }")
+        body.append("}")
+    return body, (gx, gy, nbatch), (16, 16, 1)
+
+
+def _batch_strides(bshape, out_batch, mat):
+    """Per output-batch-dim element strides of an operand (0 where it broadcasts)."""
+    lead = len(out_batch) - len(bshape)
+    st = strides(tuple(bshape))
+    out = []
+    for d in range(len(out_batch)):
+        j = d - lead
+        out.append(0 if j < 0 or bshape[j] == 1 else st[j] * mat)
+    return out
+
+
+def _batch_index(bstr, batch):
+    terms, div = [], 1
+    for d in range(len(batch) - 1, -1, -1):
+        n, s = batch[d], bstr[d]
+        if s and n > 1:
+            e = "z" if div == 1 else f"(z / {div}u)"
+            if d > 0:
+                e = f"({e} % {n}u)"
+            terms.append(f"({e} * {s}u)")
+        div *= n
+    return add_idx(*terms)

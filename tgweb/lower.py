@@ -1,0 +1,335 @@
+"""lower(graph) -> Program: dead-code elimination, fusion, aliasing, in-place
+updates, buffer planning, WGSL emission and device-limit checks.
+
+Pure Python (no NumPy): it runs in the browser too.
+"""
+
+from __future__ import annotations
+
+from .codegen import register_all
+from .codegen.common import KernelCtx
+from .codegen.elementwise import emit_copy, emit_group, fusable, same_index
+from .codegen.program import Kernel, Program, Scalar, Slot
+from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod
+from .passes.fusion import Group, fuse
+from .passes.plan import Step, Value, plan
+
+LEAVES = ("input", "param", "state", "scalar")
+
+# WebGPU's default limits (the spec's guaranteed minimums), used without an adapter
+DEFAULT_LIMITS = {
+    "maxStorageBufferBindingSize": 134217728,
+    "maxBufferSize": 268435456,
+    "maxStorageBuffersPerShaderStage": 8,
+    "maxComputeWorkgroupStorageSize": 16384,
+    "maxComputeInvocationsPerWorkgroup": 256,
+    "maxComputeWorkgroupsPerDimension": 65535,
+}
+
+
+def _norm_limits(limits) -> dict[str, int]:
+    out = dict(DEFAULT_LIMITS)
+    if not limits:
+        return out
+    canon = {k.lower(): k for k in DEFAULT_LIMITS}
+    for k, v in dict(limits).items():
+        key = canon.get(k.replace("-", "").replace("_", "").lower())
+        if key is not None and v is not None:
+            out[key] = int(v)
+    return out
+
+
+def _root(t: Tensor) -> Tensor:
+    while REGISTRY[t.kind].alias:
+        t = t.inputs[0]
+    return t
+
+
+def describe(t: Tensor) -> str:
+    if t.kind in LEAVES:
+        return f"{t.kind} {t.attrs['name']!r} {t.dtype}{list(t.shape)}"
+    return f"tensor %{t.id} (the result of {t.kind}, {t.dtype}{list(t.shape)})"
+
+
+def lower(graph: Graph, limits=None, name: str = "step") -> Program:
+    """Compile a graph (with its outputs, captures and updates) to a Program."""
+    register_all()
+    lim = _norm_limits(limits)
+    max_bind = lim["maxStorageBuffersPerShaderStage"]
+
+    # ---------------------------------------------------------------- dead code
+    root_nodes = list(graph.outputs.values()) + list(graph.captures.values()) \
+        + list(graph.updates.values())
+    live = {t.id for t in root_nodes}
+    for t in reversed(graph.tensors):
+        if t.id in live:
+            live.update(i.id for i in t.inputs)
+    for t in graph.tensors:
+        if t.id in live and REGISTRY[t.kind].wgsl is None and t.kind not in LEAVES \
+                and not REGISTRY[t.kind].alias:
+            raise TraceError(f"op kind {t.kind!r} has no WGSL kernel yet", t.site)
+    roots = {_root(t).id for t in root_nodes}
+    nodes = [t for t in graph.tensors
+             if t.id in live and t.kind not in LEAVES and not REGISTRY[t.kind].alias]
+    consumers: dict[int, list] = {}
+    for t in nodes:
+        for x in t.inputs:
+            r = _root(x)
+            consumers.setdefault(r.id, []).append((t, r is x))
+
+    groups = fuse(nodes, consumers, roots, _root, max_bind)
+
+    # which kernel reads which stored tensor (ids), in schedule order
+    def kernel_reads(g: Group) -> set[int]:
+        if g.kind == "ew":
+            parts = [g]
+        else:
+            parts = [g] + [p for p in (g.prologue, g.epilogue) if p is not None]
+        inside = {m.id for p in parts for m in p.members}
+        out = set()
+        for p in parts:
+            for m in p.members:
+                for x in m.inputs:
+                    r = _root(x)
+                    if r.id not in inside and r.kind != "full":
+                        out.add(r.id)
+        return out
+
+    reads = [kernel_reads(g) for g in groups]
+    pos_of: dict[int, int] = {}
+    for k, g in enumerate(groups):
+        parts = [g] + ([g.prologue, g.epilogue] if g.kind == "op" else [])
+        for p in parts:
+            if p is not None:
+                for m in p.members:
+                    pos_of[m.id] = k
+
+    # ---------------------------------------------------------------- in-place updates
+    leaf_of_name = {**{n: t for n, t in graph.params.items()},
+                    **{n: t for n, t in graph.states.items()}}
+    inplace: dict[int, int] = {}  # update node id -> leaf id it is written into
+    copies: list[tuple[Tensor, Tensor]] = []  # (leaf, new value) copied at the end
+    for name_, u in graph.updates.items():
+        leaf = leaf_of_name.get(name_)
+        if leaf is None:
+            raise TraceError(f"update for {name_!r}, which is neither a param nor a state")
+        if u.shape != leaf.shape or u.dtype != leaf.dtype:
+            raise TraceError(f"update for {name_!r} has {u.dtype}{list(u.shape)}, "
+                             f"not {leaf.dtype}{list(leaf.shape)}", u.site)
+        if u is leaf:
+            continue
+        if _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph):
+            inplace[u.id] = leaf.id
+        else:
+            copies.append((leaf, u))
+
+    # ---------------------------------------------------------------- values to store
+    stored: set[int] = set()
+    for g in groups:
+        if g.kind == "ew":
+            stored |= g.stored
+        else:
+            for p in (g.epilogue,):
+                if p is not None:
+                    stored |= p.stored
+            if g.epilogue is None or g.head.id in roots:
+                stored.add(g.head.id)
+    out_ids = {_root(t).id for t in graph.outputs.values()}
+    cap_ids = {_root(t).id for t in graph.captures.values()}
+    grad_ids = {_root(t).id for t in graph.grads.values()}
+    by_id = {t.id: t for t in graph.tensors}
+
+    def check(t: Tensor, nbytes: int) -> None:
+        for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
+            if nbytes > lim[key]:
+                raise TraceError(f"{describe(t)} needs {nbytes} bytes, over the device limit "
+                                 f"{key} = {lim[key]} bytes; make it smaller (batch, width) "
+                                 "or use a device with larger limits", t.site)
+
+    values: list[Value] = []
+    for kind, leaves in (("input", graph.inputs), ("param", graph.params),
+                         ("state", graph.states)):
+        for n, t in leaves.items():
+            nb = prod(t.shape) * ITEMSIZE[t.dtype]
+            check(t, nb)
+            values.append(Value(t.id, nb, kind, f"{kind}:{n}"))
+    scalar_vid = len(graph.tensors)
+    scalar_names = list(graph.scalars)
+    scalar_index = {graph.scalars[n].id: k for k, n in enumerate(scalar_names)}
+    values.append(Value(scalar_vid, 4 * max(1, len(scalar_names)), "scalars", "scalars"))
+    for vid in sorted(stored):
+        t = by_id[vid]
+        nb = prod(t.shape) * ITEMSIZE[t.dtype]
+        check(t, nb)
+        if vid in inplace:
+            values.append(Value(vid, nb, "intermediate", f"%{vid} {t.kind}",
+                                same_as=inplace[vid]))
+            continue
+        kind = ("output" if vid in out_ids else "capture" if vid in cap_ids
+                else "grad" if vid in grad_ids else "intermediate")
+        values.append(Value(vid, nb, kind, f"%{vid} {t.kind}"))
+
+    def vid_of(t: Tensor) -> int:
+        r = _root(t)
+        if r.kind == "scalar":
+            return scalar_vid
+        return r.id
+
+    steps = []
+    for k, g in enumerate(groups):
+        ws = set()
+        parts = [g] + ([g.prologue, g.epilogue] if g.kind == "op" else [])
+        for p in parts:
+            if p is not None:
+                ws |= {m.id for m in p.members if m.id in stored}
+        if g.kind == "op" and g.head.id in stored:
+            ws.add(g.head.id)
+        rs = {vid_of(by_id[i]) for i in reads[k]}
+        steps.append(Step(sorted(rs), sorted(ws)))
+    for leaf, u in copies:
+        steps.append(Step([vid_of(u)] if _root(u).kind != "full" else [], [leaf.id]))
+
+    res = plan(values, steps)
+    buffers, buffer_of = res[0], res[1]
+    offset_of = res[2] if len(res) > 2 else {}
+    for b in buffers:
+        for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
+            if b.size > lim[key]:
+                raise TraceError(f"buffer {b.id} ({b.kind}, {b.label}) needs {b.size} bytes, "
+                                 f"over the device limit {key} = {lim[key]} bytes")
+
+    def storage(t: Tensor) -> tuple[int, int]:
+        r = _root(t)
+        if r.kind == "scalar":
+            return buffer_of[scalar_vid], offset_of.get(scalar_vid, 0) // 4 + scalar_index[r.id]
+        vid = r.id
+        if vid not in buffer_of:
+            raise AssertionError(f"{describe(r)} has no storage")
+        off = offset_of.get(vid, 0)
+        if vid in inplace and vid not in offset_of:
+            off = offset_of.get(inplace[vid], 0)
+        return buffer_of[vid], off // 4
+
+    # ---------------------------------------------------------------- kernels
+    kernels: list[Kernel] = []
+    for k, g in enumerate(groups):
+        kc = KernelCtx(storage)
+        kernels.append(_emit(kc, g, stored, k))
+    for leaf, u in copies:
+        kc = KernelCtx(storage)
+        kc.ops, kc.site = ["copy"], u.site
+        body, disp = emit_copy(kc, leaf, u)
+        kernels.append(kc.kernel(f"k{len(kernels)}_copy", body, 256, disp))
+
+    # ---------------------------------------------------------------- slots
+    def slot(t: Tensor) -> Slot:
+        b, e = storage(t)
+        return Slot(b, tuple(t.shape), t.dtype, e * 4)
+
+    prog = Program(buffers=buffers, kernels=kernels)
+    prog.inputs = {n: slot(t) for n, t in graph.inputs.items()}
+    prog.params = {n: slot(t) for n, t in graph.params.items()}
+    prog.states = {n: slot(t) for n, t in graph.states.items()}
+    prog.outputs = {n: slot(t) for n, t in graph.outputs.items()}
+    prog.captures = {n: slot(t) for n, t in graph.captures.items()}
+    prog.scalars = [Scalar(n, "f32" if graph.scalars[n].dtype == "f32" else "u32")
+                    for n in scalar_names]
+    prog.scalars_buffer = buffer_of[scalar_vid]
+    needed_bind = max((len(k.bindings) for k in kernels), default=1)
+    biggest = max((b.size for b in buffers), default=4)
+    prog.meta = {
+        "name": name,
+        "dispatches": len(kernels),
+        "pipelines": prog.pipelines(),
+        "limits": {
+            "maxStorageBufferBindingSize": biggest,
+            "maxBufferSize": biggest,
+            "maxStorageBuffersPerShaderStage": needed_bind,
+            "maxComputeWorkgroupStorageSize": 16384,
+            "maxComputeInvocationsPerWorkgroup": 256,
+        },
+        "memory": {"bytes_by_kind": prog.bytes_by_kind(),
+                   "total_bytes": sum(b.size for b in buffers)},
+        "state_init": {n: t.attrs.get("init", 0.0) for n, t in graph.states.items()},
+        "inplace_updates": len(inplace),
+        "copied_updates": len(copies),
+    }
+    if len(res) > 3 and isinstance(res[3], dict):
+        prog.meta["memory"].update(res[3])
+    return prog
+
+
+def _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph) -> bool:
+    """u may be written straight into leaf's buffer: u is stored by a fused group that
+    reads leaf only at the same element, and no later kernel reads leaf's old value."""
+    if REGISTRY[u.kind].alias or u.kind in LEAVES or u.id in inplace or u.kind == "full":
+        return False
+    if u.id in {_root(t).id for t in graph.outputs.values()} | \
+            {_root(t).id for t in graph.captures.values()}:
+        return False
+    k = pos_of.get(u.id)
+    if k is None:
+        return False
+    g = groups[k]
+    if g.kind != "ew" or u.id not in g.stored:
+        return False
+    # inside the group: every reader of leaf reads it directly at the same index
+    for m in g.members:
+        for x in m.inputs:
+            if _root(x) is leaf and (x is not leaf or not same_index(m.kind)
+                                     or m.shape != leaf.shape):
+                return False
+    # other kernels reading the leaf must all run before this one
+    for j, rs in enumerate(reads):
+        if j != k and leaf.id in rs and j > k:
+            return False
+    return True
+
+
+def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
+    from .codegen.elementwise import GroupEmitter
+
+    kinds = []
+    if g.kind == "ew":
+        kinds = [m.kind for m in g.members]
+        kc.ops, kc.site = _uniq(kinds), g.head.site
+        body, disp = emit_group(kc, g.shape, g.members, g.stored)
+        return kc.kernel(f"k{k}_" + "_".join(_uniq(kinds))[:40], body, 256, disp)
+    node = g.head
+    parts = [m.kind for m in (g.prologue.members if g.prologue else [])] + [node.kind] + \
+        [m.kind for m in (g.epilogue.members if g.epilogue else [])]
+    kc.ops, kc.site = _uniq(parts), node.site
+    emitter = REGISTRY[node.kind].wgsl[1]
+    if node.kind in ("sum", "max", "min", "argmax", "argmin"):
+        x = node.inputs[0]
+        if g.prologue is not None:
+            pro = g.prologue
+
+            def input_at(idx):
+                ge = GroupEmitter(kc, pro.shape, pro.members)
+                lines = [f"let pi = {idx};"] + ge.emit("pi")
+                return lines, ge.local[x.id]
+        else:
+            def input_at(idx):
+                return [], kc.load(x, idx)
+        epi = None
+        if g.epilogue is not None:
+            st = set(g.epilogue.stored)
+            if node.id in stored:
+                st.add(node.id)
+            epi = (g.epilogue.shape, g.epilogue.members, st)
+        body, disp, wg = emitter(kc, node, input_at, epi)
+    else:
+        body, disp, wg = emitter(kc, node)
+    return kc.kernel(f"k{k}_" + "_".join(_uniq(parts))[:40], body, wg, disp)
+
+
+def _uniq(xs):
+    out = []
+    for x in xs:
+        if x not in out:
+            out.append(x)
+    return out
+
+
+__all__ = ["lower", "DEFAULT_LIMITS", "fusable"]
