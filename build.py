@@ -3,6 +3,7 @@
 
     python3 build.py setup          install everything (venv, pip, Debian, npm)
     python3 build.py test [ARGS]    setup, then the whole test suite (pytest ARGS)
+    python3 build.py bundle         setup, then assemble the site into site/
     python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
 
 Everything it installs is pinned here so that a fresh machine gets the same.
@@ -41,7 +42,8 @@ def run(cmd: list[str], **kw) -> None:
 
 
 def _missing_debian() -> list[str]:
-    out = []
+    # npm: Debian's nodejs + npm, unless some node with npm (e.g. NodeSource's) is there
+    out = [] if shutil.which("npm") else ["nodejs", "npm"]
     for p in DEBIAN_PACKAGES:
         r = subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True)
         if "install ok installed" not in r.stdout:
@@ -69,6 +71,7 @@ def setup() -> None:
         lock = ROOT / "node_modules" / ".package-lock.json"
         if not lock.exists() or lock.stat().st_mtime < (ROOT / "package-lock.json").stat().st_mtime:
             run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT)
+            lock.touch()
 
 
 def test(args: list[str]) -> int:
@@ -77,31 +80,166 @@ def test(args: list[str]) -> int:
     return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT).returncode
 
 
-def bundle_site() -> None:
-    """Assemble the served site (filled in by the browser work)."""
-    site = ROOT / "site"
-    site.mkdir(exist_ok=True)
+# --------------------------------------------------------------------------
+# The site: web/*, Pyodide from node_modules, the micropip/packaging wheels from
+# PyPI (pinned by hash) and the tgweb wheel, plus a manifest of versions and hashes.
+
+SITE = ROOT / "site"
+CACHE = ROOT / "build" / "cache"  # git-ignored; survives rebuilds of the site
+# Pyodide's own lock names these two; PyPI's builds of the same versions differ in
+# hash, so the bundled lock file is rewritten to the files below.
+PYODIDE_WHEELS = {
+    "micropip": ("0.11.1", "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"),
+    "packaging": ("26.1", "5d9c0669c6285e491e0ced2eee587eaf67b670d94a19e94e3984a481aba6802f"),
+}
+PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
+                 "pyodide.js", "package.json"]
+MIME = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
+        ".whl": "application/zip", ".zip": "application/zip", ".json": "application/json",
+        ".html": "text/html", ".css": "text/css", ".py": "text/plain", ".svg": "image/svg+xml"}
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _pyodide_wheel(name: str) -> Path:
+    """The PyPI wheel of a Pyodide package, downloaded once into the cache and hash-checked."""
+    version, sha = PYODIDE_WHEELS[name]
+    dest = CACHE / "wheels"
+    hits = list(dest.glob(f"{name}-{version}-*.whl")) if dest.exists() else []
+    if not hits:
+        run([PY, "-m", "pip", "download", "-q", "--no-deps", "--python-version", "3.14",
+             "--only-binary=:all:", "-d", dest, f"{name}=={version}"])
+        hits = list(dest.glob(f"{name}-{version}-*.whl"))
+    if len(hits) != 1 or _sha256(hits[0]) != sha:
+        for h in hits:
+            h.unlink()
+        sys.exit(f"{name}=={version}: the downloaded wheel does not have the pinned sha256 {sha}")
+    return hits[0]
+
+
+def _tgweb_wheel(out: Path) -> Path:
+    # setuptools builds through build/lib and would package stale modules left there
+    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
+    shutil.rmtree(ROOT / "build" / "bdist.linux-x86_64", ignore_errors=True)
+    run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT])
+    (whl,) = out.glob("tgweb-*.whl")
+    return whl
+
+
+def bundle_site() -> Path:
+    """Assemble the served site in site/ (git-ignored) and write site/manifest.json."""
+    import json
+    import time
+
+    t0 = time.time()
+    pyodide_dir = ROOT / "node_modules" / "pyodide"
+    if not (pyodide_dir / "pyodide.mjs").exists():
+        sys.exit("node_modules/pyodide is missing: run `python3 build.py setup` (npm ci)")
+    tmp = ROOT / "build" / "site.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "pyodide").mkdir(parents=True)
+    (tmp / "wheels").mkdir()
+
     for f in (ROOT / "web").rglob("*"):
-        if f.is_file():
-            dst = site / f.relative_to(ROOT / "web")
+        if f.is_file() and "__pycache__" not in f.parts:
+            dst = tmp / f.relative_to(ROOT / "web")
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, dst)
 
+    for name in PYODIDE_FILES:
+        shutil.copy2(pyodide_dir / name, tmp / "pyodide" / name)
+    lock = json.loads((pyodide_dir / "pyodide-lock.json").read_text())
+    packages = {}
+    for name in PYODIDE_WHEELS:
+        whl = _pyodide_wheel(name)
+        shutil.copy2(whl, tmp / "pyodide" / whl.name)
+        entry = dict(lock["packages"][name])
+        entry.update(file_name=whl.name, sha256=_sha256(whl), version=PYODIDE_WHEELS[name][0])
+        packages[name] = entry
+    # only what the bundle holds: asking for anything else fails at once, not with a 404
+    lock["packages"] = packages
+    (tmp / "pyodide" / "pyodide-lock.json").write_text(json.dumps(lock, indent=1))
 
-def serve(args: list[str]) -> None:
-    import functools
+    tgweb_whl = _tgweb_wheel(tmp / "wheels")
+    pyodide_pkg = json.loads((pyodide_dir / "package.json").read_text())
+    files = {}
+    for f in sorted(tmp.rglob("*")):
+        if f.is_file():
+            files[f.relative_to(tmp).as_posix()] = {"size": f.stat().st_size, "sha256": _sha256(f)}
+    manifest = {
+        "tgweb": _tgweb_version(),
+        "pyodide": pyodide_pkg["version"],
+        "python": lock["info"]["python"],
+        "packages": {k: v[0] for k, v in PYODIDE_WHEELS.items()},
+        "wheel": tgweb_whl.relative_to(tmp).as_posix(),
+        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": files,
+    }
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    old = ROOT / "build" / "site.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if SITE.exists():
+        SITE.rename(old)
+    tmp.rename(SITE)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"bundled the site into {SITE} ({len(files)} files, {time.time() - t0:.1f} s)", flush=True)
+    return SITE
+
+
+def _tgweb_version() -> str:
+    import re
+    text = (ROOT / "tgweb" / "__init__.py").read_text()
+    m = re.search(r'__version__\s*=\s*"([^"]+)"', text)
+    return m.group(1) if m else "0"
+
+
+def make_server(directory: Path, port: int = 0):
+    """An HTTP server for the site on 127.0.0.1 (a secure context, so WebGPU works):
+    right MIME types, no caching, and cross-origin isolation so that the page can
+    share memory with the worker (used to interrupt running Python)."""
     import http.server
 
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME}
+
+        def __init__(self, *a, **kw):
+            super().__init__(*a, directory=str(directory), **kw)
+
+        def end_headers(self):
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+            super().end_headers()
+
+        def log_message(self, fmt, *args):
+            if os.environ.get("TGWEB_HTTP_LOG"):
+                super().log_message(fmt, *args)
+
+    http.server.ThreadingHTTPServer.daemon_threads = True
+    return http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+
+def serve(args: list[str]) -> None:
     setup()
     bundle_site()
     port = 8000
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(ROOT / "site"))
-    handler.func.extensions_map.update({".mjs": "text/javascript", ".wasm": "application/wasm"})
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    print(f"serving the tgweb trainer at http://127.0.0.1:{port}/", flush=True)
-    srv.serve_forever()
+    srv = make_server(SITE, port)
+    print(f"serving the tgweb trainer at http://127.0.0.1:{srv.server_address[1]}/", flush=True)
+    print(f"  embedding example: http://127.0.0.1:{srv.server_address[1]}/examples/", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
 
 
 def main(argv: list[str]) -> int:
@@ -113,6 +251,9 @@ def main(argv: list[str]) -> int:
         setup()
     elif cmd == "test":
         return test(rest)
+    elif cmd == "bundle":
+        setup()
+        bundle_site()
     elif cmd == "serve":
         serve(rest)
     else:

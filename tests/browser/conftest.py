@@ -1,0 +1,117 @@
+"""Shared fixtures of the browser tests: one HTTP server for site/, one headless
+Chromium (Debian's, WebGPU on SwiftShader), one page with Pyodide + tgweb loaded
+through web/tgweb.mjs, all for the whole session.
+
+site/ is bundled by `python3 build.py test`; when missing (pytest run directly)
+it is bundled here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+COLD_START: dict = {}
+
+# the harness page: tgweb.mjs and gpu.mjs as globals, served at /__test__/ by a route
+HARNESS = """<!doctype html><meta charset="utf-8"><title>tgweb tests</title>
+<script type="module">
+import * as tgweb from "/tgweb.mjs";
+import * as gpu from "/gpu.mjs";
+window.tgweb = tgweb; window.gpu = gpu; window.harnessReady = true;
+</script>"""
+HEADERS = {"Content-Type": "text/html", "Cross-Origin-Opener-Policy": "same-origin",
+           "Cross-Origin-Embedder-Policy": "require-corp"}
+
+
+def _build():
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/browser" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def site_url():
+    build = _build()
+    if not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    srv = build.make_server(build.SITE, 0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (python3 build.py setup installs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def open_harness(browser, site_url, init_script=None):
+    page = browser.new_page()
+    page.on("pageerror", lambda e: print("pageerror:", e))
+    if init_script:
+        page.add_init_script(init_script)
+    page.route("**/__test__/*", lambda route: route.fulfill(status=200, headers=HEADERS, body=HARNESS))
+    page.goto(f"{site_url}/__test__/index.html")
+    page.wait_for_function("window.harnessReady === true", timeout=20000)
+    return page
+
+
+@pytest.fixture(scope="session")
+def page(browser, site_url):
+    """The shared page: tgweb started (Pyodide + tgweb + GPU device) as window.tg;
+    every event lands in window.events."""
+    page = open_harness(browser, site_url)
+    t0 = time.perf_counter()
+    info = page.evaluate("""async () => {
+        window.events = [];
+        window.tg = await tgweb.start({on: {"*": (event, data) => window.events.push([event, data])}});
+        return window.tg.info;
+    }""")
+    COLD_START.update(info=info, wall_s=time.perf_counter() - t0)
+    print("\ntgweb cold start:", json.dumps(info["timings"]), f"wall {COLD_START['wall_s']:.2f} s")
+    yield page
+    page.close()
+
+
+def run_py(page, source: str, filename: str | None = None, timeout: float = 120):
+    """Run Python in the shared worker: ('ok', value) or ('error', {message, pyType, ...})."""
+    return page.evaluate("""async ([src, filename]) => {
+        try { return ["ok", await window.tg.run(src, filename ? {filename} : {})]; }
+        catch (e) { return ["error", {message: e.message, name: e.name, pyType: e.pyType, line: e.line,
+                    kernel: e.kernel, ops: e.ops, site: e.site, stopped: e.stopped}]; }
+    }""", [source, filename])
+
+
+def py(page, source: str, filename: str | None = None):
+    """Run Python and return its value; a Python error fails the test with its traceback."""
+    status, value = run_py(page, source, filename)
+    if status != "ok":
+        raise AssertionError("Python failed in the browser:\n" + value["message"])
+    return value

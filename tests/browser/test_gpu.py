@@ -1,0 +1,223 @@
+# ruff: noqa: E501  (JavaScript and WGSL embedded in strings)
+"""web/gpu.mjs on hand-built Programs: standalone on the page's main thread (no
+Pyodide), and through the Python browser backend in the worker."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import py, run_py
+
+HEAD = "@group(0) @binding({i}) var<storage, {acc}> {name}: array<{ty}>;\n"
+
+
+def wgsl(bindings, body, wg=64):
+    decl = "".join(HEAD.format(i=i, acc=a, name=n, ty=t) for i, (n, a, t) in enumerate(bindings))
+    return (decl + f"@compute @workgroup_size({wg})\n"
+            "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n"
+            "  let i = gid.x;\n" + body + "\n}\n")
+
+
+def slot(buffer, shape, dtype="f32", offset=0):
+    return {"buffer": buffer, "shape": list(shape), "dtype": dtype, "offset": offset}
+
+
+def kernel(name, code, bindings, dispatch, ops=(), site=""):
+    return {"name": name, "wgsl": code, "bindings": [{"buffer": b, "access": a} for b, a in bindings],
+            "dispatch": list(dispatch), "ops": list(ops), "site": site}
+
+
+def program(buffers, kernels, **slots):
+    p = {"buffers": [{"id": i, "size": s, "kind": k, "label": lab} for i, (s, k, lab) in enumerate(buffers)],
+         "kernels": kernels, "inputs": {}, "params": {}, "states": {}, "outputs": {}, "captures": {},
+         "scalars": [], "scalars_buffer": None, "meta": {}, "version": 1}
+    p.update(slots)
+    return p
+
+
+def vector_add(n=7):
+    code = wgsl([("a", "read", "f32"), ("b", "read", "f32"), ("c", "read_write", "f32")],
+                f"  if (i < {n}u) {{ c[i] = a[i] + b[i]; }}")
+    return program([(4 * n, "input", "a"), (4 * n, "param", "b"), (4 * n, "output", "c")],
+                   [kernel("add", code, [(0, "read"), (1, "read"), (2, "read_write")], ((n + 63) // 64, 1, 1),
+                           ["add"], "test.py:1")],
+                   inputs={"a": slot(0, (n,))}, params={"b": slot(1, (n,))}, outputs={"c": slot(2, (n,))})
+
+
+def two_buffer_program():
+    """x and y packed in one buffer (y at byte 16); sum and x*s packed in one output buffer;
+    a state acc += x run by two kernels sharing one pipeline; an i32 capture; scalars s, k."""
+    add_scale = wgsl([("io", "read", "f32"), ("out", "read_write", "f32"), ("sc", "read", "u32")],
+                     "  if (i < 4u) {\n    let s = bitcast<f32>(sc[0]);\n"
+                     "    out[i] = io[i] + io[4u + i];\n    out[4u + i] = io[i] * s;\n  }")
+    acc = wgsl([("io", "read", "f32"), ("acc", "read_write", "f32")], "  if (i < 4u) { acc[i] = acc[i] + io[i]; }")
+    idx = wgsl([("io", "read", "f32"), ("ix", "read_write", "i32"), ("sc", "read", "u32")],
+               "  if (i < 4u) { ix[i] = i32(io[i]) * i32(sc[1]); }")
+    return program(
+        [(32, "input", "xy"), (32, "output", "outs"), (8, "scalars", "scalars"), (16, "state", "acc"),
+         (16, "capture", "ix")],
+        [kernel("add_scale", add_scale, [(0, "read"), (1, "read_write"), (2, "read")], (1, 1, 1), ["add", "mul"]),
+         kernel("acc1", acc, [(0, "read"), (3, "read_write")], (1, 1, 1), ["add"]),
+         kernel("acc2", acc, [(0, "read"), (3, "read_write")], (1, 1, 1), ["add"]),
+         kernel("idx", idx, [(0, "read"), (4, "read_write"), (2, "read")], (1, 1, 1), ["cast"])],
+        inputs={"x": slot(0, (2, 2)), "y": slot(0, (4,), offset=16)},
+        outputs={"sum": slot(1, (4,)), "scaled": slot(1, (2, 2), offset=16)},
+        states={"acc": slot(3, (4,))}, captures={"ix": slot(4, (4,), "i32")},
+        scalars=[{"name": "s", "type": "f32"}, {"name": "k", "type": "u32"}], scalars_buffer=2)
+
+
+def broken_program():
+    bad = ("@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n"
+           "@compute @workgroup_size(1)\nfn main() {\n"
+           "  let v: f32 = vec2<f32>(1.0, 2.0);\n  o[0] = v;\n}\n")
+    return program([(4, "output", "o")], [kernel("matmul_relu_3", bad, [(0, "read_write")], (1, 1, 1),
+                                                  ["matmul", "relu"], "model.py:12")], outputs={"o": slot(0, (1,))})
+
+
+STANDALONE = """async ([prog, inputs, scalars, reads, params]) => {
+    const device = await gpu.requestDevice({program: prog});
+    const rt = await gpu.instantiate(device, JSON.stringify(prog));
+    for (const [n, v] of Object.entries(params)) rt.write("params", n, new Float32Array(v));
+    const results = [];
+    for (let step = 0; step < 2; step++) {
+        const f32 = Object.fromEntries(Object.entries(inputs).map(([n, v]) => [n, new Float32Array(v)]));
+        const bufs = await rt.run(f32, scalars, reads);
+        results.push(bufs.map((b, i) => {
+            const dtype = prog[reads[i][0]][reads[i][1]].dtype;
+            return Array.from(dtype === "i32" ? new Int32Array(b) : new Float32Array(b));
+        }));
+    }
+    const out = {results, pipelines: rt.pipelineCount, kernels: rt.steps.length};
+    rt.destroy(); device.destroy();
+    return out;
+}"""
+
+
+def test_vector_add_standalone(page):
+    r = page.evaluate(STANDALONE, [vector_add(), {"a": [1, 2, 3, 4, 5, 6, 7]}, {}, [["outputs", "c"]],
+                                   {"b": [10, 20, 30, 40, 50, 60, 70]}])
+    assert r["results"][0] == [[11, 22, 33, 44, 55, 66, 77]]
+
+
+def test_two_buffer_program_offsets_states_scalars_dedup(page):
+    prog = two_buffer_program()
+    reads = [["outputs", "scaled"], ["states", "acc"], ["captures", "ix"], ["outputs", "sum"]]
+    r = page.evaluate(STANDALONE, [prog, {"x": [1, 2, 3, 4], "y": [10, 20, 30, 40]}, {"s": 0.5, "k": 3},
+                                   reads, {}])
+    assert r["kernels"] == 4 and r["pipelines"] == 3  # acc1 and acc2 share one pipeline
+    first, second = r["results"]
+    assert first[0] == [0.5, 1, 1.5, 2]
+    assert first[1] == [2, 4, 6, 8]  # two kernels each add x
+    assert first[2] == [3, 6, 9, 12]
+    assert first[3] == [11, 22, 33, 44]
+    assert second[1] == [4, 8, 12, 16]  # the state persists across steps
+
+
+def test_bad_inputs_are_rejected_before_the_gpu(page):
+    r = page.evaluate("""async (prog) => {
+        const device = await gpu.requestDevice({program: prog});
+        const rt = await gpu.instantiate(device, prog);
+        const errs = [];
+        for (const inputs of [{}, {a: new Float32Array(6)}, {a: new Float32Array(7), z: new Float32Array(1)}]) {
+            try { await rt.run(inputs, {}, [["outputs", "c"]]); errs.push(null); } catch (e) { errs.push(e.message); }
+        }
+        try { await rt.read("outputs", "nope"); } catch (e) { errs.push(e.message); }
+        device.destroy();
+        return errs;
+    }""", vector_add())
+    assert "missing a" in r[0]
+    assert "expected 7 values" in r[1] and "got 6" in r[1]
+    assert "unknown z" in r[2]
+    assert 'no output "nope"' in r[3] and "c" in r[3]
+
+
+def test_wgsl_failure_names_op_site_and_line(page):
+    r = page.evaluate("""async (prog) => {
+        const device = await gpu.requestDevice({});
+        try { await gpu.instantiate(device, prog); return null; }
+        catch (e) { return {name: e.name, message: e.message, ops: e.ops, site: e.site, kernel: e.kernel}; }
+        finally { device.destroy(); }
+    }""", broken_program())
+    assert r["name"] == "ProgramError"
+    assert r["ops"] == ["matmul", "relu"] and r["site"] == "model.py:12" and r["kernel"] == "matmul_relu_3"
+    assert "WGSL compile failed" in r["message"] and "matmul" in r["message"] and "model.py:12" in r["message"]
+    assert "line 4" in r["message"] and "vec2<f32>(1.0, 2.0)" in r["message"]
+
+
+def test_limits_over_the_device_are_named(page):
+    prog = vector_add()
+    prog["buffers"][1]["size"] = 1 << 40
+    r = page.evaluate("""async (prog) => {
+        try { await gpu.requestDevice({program: prog}); return null; } catch (e) { return e.message; } }""", prog)
+    assert "maxBufferSize" in r
+
+
+# ---- the same through Python: tgweb.backends.browser in the worker ----------
+
+def test_browser_runtime_from_python(page):
+    prog = json.dumps(two_buffer_program())
+    src = f"""
+import array
+from tgweb.codegen.program import Program
+from tgweb.backends import browser
+prog = Program.from_json({prog!r})
+rt = browser.Runtime(prog)
+out = []
+for step in range(2):
+    r = rt.run({{"x": array.array("f", [1, 2, 3, 4]), "y": memoryview(array.array("f", [10, 20, 30, 40]))}},
+               {{"s": 0.5, "k": 3}}, [("outputs", "sum"), ("captures", "ix"), ("states", "acc")])
+    out.append({{k[1]: (v.typecode, v.tolist()) for k, v in r.items()}})
+rt.write("states", "acc", bytes(16))
+acc = rt.read("states", "acc").tolist()
+scaled = rt.read("outputs", "scaled").tolist()
+rt.close()
+[out, acc, scaled]
+"""
+    out, acc, scaled = py(page, src)
+    assert out[0]["sum"] == ["f", [11, 22, 33, 44]]
+    assert out[0]["ix"] == ["i", [3, 6, 9, 12]]
+    assert out[1]["acc"] == ["f", [4, 8, 12, 16]]
+    assert acc == [0, 0, 0, 0] and scaled == [0.5, 1, 1.5, 2]
+
+
+def test_browser_runtime_rejects_bad_data_and_changes_nothing(page):
+    prog = json.dumps(vector_add())
+    src = f"""
+import array
+from tgweb.codegen.program import Program
+from tgweb.backends import browser
+rt = browser.Runtime(Program.from_json({prog!r}))
+rt.write("params", "b", array.array("f", range(7)))
+errors = []
+for bad in ({{"a": array.array("f", range(6))}}, {{}}, {{"a": array.array("f", range(7)), "q": b""}}):
+    try:
+        rt.run(bad, {{}}, [("outputs", "c")])
+    except ValueError as e:
+        errors.append(str(e))
+try:
+    rt.write("params", "b", array.array("f", range(8)))
+except ValueError as e:
+    errors.append(str(e))
+b = rt.read("params", "b").tolist()
+c = rt.run({{"a": array.array("f", [1] * 7)}}, {{}}, [("outputs", "c")])[("outputs", "c")].tolist()
+rt.close()
+[errors, b, c]
+"""
+    errors, b, c = py(page, src)
+    assert len(errors) == 4 and "expected 7 values" in errors[0] and "missing ['a']" in errors[1]
+    assert "unknown ['q']" in errors[2] and "expected 7 values" in errors[3]
+    assert b == [0, 1, 2, 3, 4, 5, 6] and c == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_wgsl_failure_reaches_the_page_from_python(page):
+    prog = json.dumps(broken_program())
+    src = f"""
+from tgweb.codegen.program import Program
+from tgweb.backends import browser
+rt = browser.Runtime(Program.from_json({prog!r}))
+"""
+    status, err = run_py(page, src, filename="train.py")
+    assert status == "error" and err["pyType"] == "BrowserError", err
+    msg = err["message"]
+    assert "WGSL compile failed" in msg and "matmul" in msg and "model.py:12" in msg and "line 4" in msg
+    assert 'File "train.py", line 4' in msg

@@ -1,0 +1,186 @@
+"""The browser backend: runs a Program on web/gpu.mjs through Pyodide's FFI.
+
+Only usable inside the tgweb worker (web/worker.mjs), which registers the JS
+module ``tgweb_js`` holding gpu.mjs and the GPU device. Calls are synchronous:
+GPU work that JS returns as a Promise is awaited with ``pyodide.ffi.run_sync``
+(JSPI), so scripts written for the native backend run unchanged. Host data
+crosses as whole buffers (array.array -> JS typed array, ArrayBuffer -> bytes),
+never element by element.
+"""
+
+from __future__ import annotations
+
+import array
+import struct
+from typing import Any
+
+from ..codegen.program import Program
+from ..host import TYPECODE
+from ..ir import prod
+from . import base
+
+
+def _hooks():
+    import tgweb_js  # registered by web/worker.mjs
+
+    return tgweb_js
+
+
+def available() -> bool:
+    """True inside the tgweb worker with a GPU device and JSPI (run_sync) support."""
+    try:
+        hooks = _hooks()
+        from pyodide.ffi import can_run_sync
+    except ImportError:
+        return False
+    return hooks.device is not None and bool(can_run_sync())
+
+
+def why_unavailable() -> str:
+    """A sentence saying why available() is False ('' when it is True)."""
+    try:
+        _hooks()
+    except ImportError:
+        return "the browser backend runs only inside the tgweb worker (web/worker.mjs)"
+    from pyodide.ffi import can_run_sync
+
+    if not can_run_sync():
+        return ("this browser cannot suspend WebAssembly for a GPU readback (no JSPI); "
+                "tgweb needs Chrome/Edge 137+ or another browser with JS Promise Integration")
+    return ""
+
+
+def device_limits() -> dict[str, int]:
+    """The GPU device's limits that Programs depend on."""
+    d = _hooks().device.limits
+    names = ("maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
+             "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup",
+             "maxComputeWorkgroupSizeX", "maxComputeWorkgroupStorageSize")
+    return {n: int(getattr(d, n)) for n in names}
+
+
+def adapter_info() -> dict[str, str]:
+    return _hooks().adapterInfo.to_py()
+
+
+def _await(promise):
+    from pyodide.ffi import JsException, run_sync
+
+    try:
+        return run_sync(promise)
+    except JsException as e:
+        raise _program_error(e) from None
+
+
+class BrowserError(RuntimeError):
+    """A failure reported by gpu.mjs: WGSL compile errors name the kernel's ops and call site."""
+
+    def __init__(self, message: str, kernel: str = "", ops: list[str] | None = None, site: str = "") -> None:
+        super().__init__(message)
+        self.kernel, self.ops, self.site = kernel, ops or [], site
+
+
+def _program_error(e) -> BrowserError:
+    js = getattr(e, "js_error", None) or e  # the JS Error object (ProgramError)
+    msg = str(getattr(js, "message", None) or e)
+    kernel = str(getattr(js, "kernel", "") or "") if js is not None else ""
+    site = str(getattr(js, "site", "") or "") if js is not None else ""
+    ops = getattr(js, "ops", None) if js is not None else None
+    ops = [str(o) for o in ops] if ops is not None and hasattr(ops, "__iter__") else []
+    return BrowserError(msg, kernel, ops, site)
+
+
+def _to_js_bytes(data) -> Any:
+    """A JS Uint8Array copy of a buffer (array.array, memoryview, bytes), in one memcpy."""
+    from pyodide.ffi import to_js
+
+    mv = memoryview(data).cast("B")
+    return to_js(mv)
+
+
+def _from_js(buf, typecode: str) -> array.array:
+    out = array.array(typecode)
+    out.frombytes(buf.to_bytes() if hasattr(buf, "to_bytes") else bytes(buf))
+    return out
+
+
+class Runtime(base.Runtime):
+    """One Program instantiated on the worker's GPU device through gpu.mjs."""
+
+    name = "browser"
+
+    def __init__(self, program: Program, shared: dict[str, Any] | None = None) -> None:
+        if not available():
+            raise RuntimeError(why_unavailable() or "the browser backend is not available")
+        from js import Object
+        from pyodide.ffi import to_js
+
+        hooks = _hooks()
+        self.program = program
+        self._gpu = hooks.gpu
+        js_shared = to_js(dict(shared or {}), dict_converter=Object.fromEntries)
+        options = to_js({"shared": js_shared}, dict_converter=Object.fromEntries)
+        self._rt = _await(self._gpu.instantiate(hooks.device, program.to_json(), options))
+        self.setup_ms = float(self._rt.setupMs)
+        self._scalar_fmt = "<" + "".join("f" if s.type == "f32" else "I" for s in program.scalars)
+
+    def _slot(self, kind: str, name: str):
+        slots = getattr(self.program, kind, None)
+        if not isinstance(slots, dict):
+            raise ValueError(f"unknown slot kind {kind!r}")
+        if name not in slots:
+            raise KeyError(f"the Program has no {kind[:-1]} {name!r}; it has {sorted(slots)}")
+        return slots[name]
+
+    def _check_len(self, kind: str, name: str, data) -> None:
+        slot = self._slot(kind, name)
+        n = prod(slot.shape)
+        got = len(memoryview(data).cast("B")) // 4
+        if got != n:
+            raise ValueError(f"{kind} {name!r}: expected {n} values for shape {slot.shape}, got {got}")
+
+    def write(self, kind: str, name: str, data: array.array) -> None:
+        if kind not in ("params", "states", "inputs"):
+            raise ValueError(f"cannot write {kind!r}; writable: params, states, inputs")
+        self._check_len(kind, name, data)
+        self._rt.write(kind, name, _to_js_bytes(data))
+
+    def read(self, kind: str, name: str) -> array.array:
+        slot = self._slot(kind, name)
+        return _from_js(_await(self._rt.read(kind, name)), TYPECODE[slot.dtype])
+
+    def run(self, inputs: dict[str, array.array], scalars: dict[str, float | int],
+            read: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
+        from js import Object
+        from pyodide.ffi import to_js
+
+        from .. import web
+
+        web.check_stop()  # before the step: a stopped script changes nothing on the GPU
+        want, given = set(self.program.inputs), set(inputs)
+        if want != given:
+            raise ValueError(f"inputs: missing {sorted(want - given)}, unknown {sorted(given - want)}")
+        for n, v in inputs.items():  # all checked before anything reaches the GPU
+            self._check_len("inputs", n, v)
+        slots = [self._slot(k, n) for k, n in read]
+        missing = [s.name for s in self.program.scalars if s.name not in scalars]
+        if missing:
+            raise ValueError(f"scalars missing: {missing}")
+        words = struct.pack(self._scalar_fmt, *[
+            float(scalars[s.name]) if s.type == "f32" else int(scalars[s.name]) & 0xFFFFFFFF
+            for s in self.program.scalars])
+        js_inputs = to_js({n: _to_js_bytes(v) for n, v in inputs.items()}, dict_converter=Object.fromEntries)
+        js_read = to_js([[k, n] for k, n in read])
+        bufs = _await(self._rt.run(js_inputs, to_js(memoryview(words)), js_read))
+        out = {}
+        for (k, n), slot, buf in zip(read, slots, bufs):
+            out[(k, n)] = _from_js(buf, TYPECODE[slot.dtype])
+        return out
+
+    def param_handle(self, name: str) -> Any:
+        return self._rt.paramBuffer(name)
+
+    def close(self) -> None:
+        if getattr(self, "_rt", None) is not None:
+            self._rt.destroy()
+            self._rt = None

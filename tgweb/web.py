@@ -1,0 +1,114 @@
+"""Events from Python to the page, and the page's stop request.
+
+Inside the browser worker (web/worker.mjs) every call here reaches the page as
+an event its handlers receive (``tg.on("progress", fn)`` in web/tgweb.mjs). In
+CPython the events go to a handler set with ``set_handler`` (none by default),
+so one script runs unchanged in both places::
+
+    from tgweb import web
+    for step in range(n):
+        r = trainer.step(**batch)
+        web.progress(step + 1, n, loss=r.loss)
+        web.metric("loss", r.loss, step=step)
+        web.check_stop()          # raises web.Stopped once the page asked to stop
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+_handler: Callable[[str, Any], None] | None = None
+
+
+class Stopped(Exception):
+    """The page asked the running script to stop (tg.stop() in tgweb.mjs)."""
+
+
+def _hooks():
+    """The worker's JS hooks (emit, stopRequested, gpu, device), or None outside it."""
+    try:
+        import tgweb_js  # registered by web/worker.mjs
+    except ImportError:
+        return None
+    return tgweb_js
+
+
+def in_browser() -> bool:
+    """True inside the tgweb browser worker."""
+    return _hooks() is not None
+
+
+def set_handler(fn: Callable[[str, Any], None] | None) -> None:
+    """Outside the browser: fn(event, data) receives every emitted event (None: drop them)."""
+    global _handler
+    _handler = fn
+
+
+def jsonable(x: Any) -> Any:
+    """x as plain JSON data: arrays become (nested) lists, non-finite floats None,
+    tuples lists, dict keys strings."""
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return list(memoryview(x).cast("B"))
+    if hasattr(x, "tolist"):  # NumPy arrays and scalars, tgweb.Array, array.array
+        return jsonable(x.tolist())
+    if hasattr(x, "to_py"):  # a JsProxy
+        return jsonable(x.to_py())
+    if hasattr(x, "__float__"):
+        return jsonable(float(x))
+    return repr(x)
+
+
+def to_json(x: Any) -> str:
+    """The JSON text of jsonable(x) (what tgweb.mjs's run() resolves to)."""
+    return json.dumps(jsonable(x), allow_nan=False)
+
+
+def emit(event: str, data: Any = None) -> None:
+    """Send an event to the page: handlers of tg.on(event) get the JSON value of data."""
+    if not isinstance(event, str) or not event:
+        raise ValueError("event must be a non-empty string")
+    hooks = _hooks()
+    if hooks is not None:
+        hooks.emit(event, to_json(data))
+    elif _handler is not None:
+        _handler(event, jsonable(data))
+
+
+def progress(step: int, total: int | None = None, **extra: Any) -> None:
+    """A 'progress' event: {step, total, ...extra}."""
+    emit("progress", {"step": step, "total": total, **extra})
+
+
+def metric(name: str, value: float, step: int | None = None, **extra: Any) -> None:
+    """A 'metric' event: {name, value, step, ...extra}."""
+    emit("metric", {"name": name, "value": value, "step": step, **extra})
+
+
+def log(*args: Any, level: str = "info") -> None:
+    """A 'log' event: {stream: 'tgweb', level, text}. (print() output also arrives as
+    'log' events, with stream 'stdout' or 'stderr'.)"""
+    emit("log", {"stream": "tgweb", "level": level, "text": " ".join(str(a) for a in args)})
+
+
+def stop_requested() -> bool:
+    """True once the page asked to stop the running script."""
+    hooks = _hooks()
+    return bool(hooks is not None and hooks.stopRequested())
+
+
+def check_stop() -> None:
+    """Raise Stopped if the page asked to stop."""
+    if stop_requested():
+        raise Stopped("stopped by the page")

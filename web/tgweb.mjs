@@ -1,0 +1,194 @@
+// tgweb.mjs: the embedding API. Runs tgweb (Python, in Pyodide, in a module
+// worker that owns the WebGPU device) from any page of the bundled site.
+//
+//   import { start } from "./tgweb.mjs";
+//   const tg = await start();                       // Pyodide + tgweb + GPU device ready
+//   tg.on("progress", (p) => bar.value = p.step / p.total);
+//   tg.on("metric", (m) => chart.add(m.step, m.value));
+//   tg.on("log", (l) => console.log(l.text));
+//   const loss = await tg.run(`
+//   from tgweb import web
+//   ...
+//   web.metric("loss", loss, step=i)
+//   loss                                            # the last expression is the result
+//   `);
+//   tg.stop();   // the running script raises tgweb.web.Stopped at its next check / GPU wait
+//   tg.close();
+//
+// run() resolves to the JSON value of the source's last expression, or rejects
+// with an Error whose message is the Python traceback (error.pyType, error.line,
+// and for GPU failures error.kernel, error.ops, error.site). Sources run one after
+// another in one persistent namespace, like cells of a notebook.
+
+const DEFAULT_TIMEOUT_MS = 180000;
+
+/** An error from the worker: a Python exception, a GPU failure or a startup failure. */
+export class TgwebError extends Error {
+  constructor(info) {
+    super(info.message);
+    this.name = info.name === "PythonError" ? "PythonError" : (info.name || "TgwebError");
+    for (const k of ["pyType", "traceback", "line", "kernel", "ops", "site", "compiler", "fatal", "stopped"]) {
+      if (info[k] !== undefined) this[k] = info[k];
+    }
+  }
+}
+
+/**
+ * Start a worker; resolves once it has Pyodide, tgweb and a GPU device.
+ * options: {
+ *   base:     URL of the bundled site (default: the folder holding this file),
+ *   timeout:  ms to wait for startup before rejecting (default 180000),
+ *   powerPreference: "high-performance" | "low-power",
+ *   on:       {event: handler} registered before startup (e.g. log lines while loading),
+ * }
+ */
+export async function start(options = {}) {
+  const t0 = performance.now();
+  if (typeof navigator === "undefined" || !navigator.gpu) {
+    throw new TgwebError({ name: "NoWebGPU", message: "tgweb needs WebGPU, and this browser does not offer it " +
+      "(navigator.gpu is missing). Use Chrome or Edge 113+ (or another browser with WebGPU enabled), " +
+      "and serve the page over https or from http://localhost / 127.0.0.1." });
+  }
+  const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
+  const tg = new Tgweb(new Worker(new URL("worker.mjs", base), { type: "module", name: "tgweb" }));
+  for (const [event, fn] of Object.entries(options.on || {})) tg.on(event, fn);
+  try {
+    tg.info = await tg._start(options, options.timeout || DEFAULT_TIMEOUT_MS);
+  } catch (e) {
+    tg.close();
+    throw e;
+  }
+  tg.info.timings.page_to_ready = Math.round(performance.now() - t0);
+  return tg;
+}
+
+class Tgweb {
+  constructor(worker) {
+    this.worker = worker;
+    this.handlers = new Map();
+    this.pending = new Map();
+    this.nextId = 1;
+    this.closed = false;
+    this.info = null;
+    this.interrupt = null;
+    if (typeof SharedArrayBuffer !== "undefined" && self.crossOriginIsolated) {
+      this.interrupt = new Int32Array(new SharedArrayBuffer(4));
+    }
+    worker.onmessage = (ev) => this._message(ev.data);
+    worker.onerror = (ev) => {
+      ev.preventDefault();
+      const message = `the tgweb worker failed: ${ev.message || "could not load worker.mjs (is the site served?)"}`;
+      if (this._starting) {
+        this._fail(new TgwebError({ name: "WorkerError", fatal: true, message }));
+      } else {
+        this._emit("log", { stream: "stderr", level: "error", text: message });
+      }
+    };
+    worker.onmessageerror = () => this._emit("error", new TgwebError({ message: "unreadable message from the worker" }));
+  }
+
+  _start(options, timeout) {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new TgwebError({ name: "Timeout", fatal: true,
+        message: `tgweb did not start within ${timeout / 1000} s` })), timeout);
+      this._starting = {
+        resolve: (info) => { clearTimeout(timer); resolve(info); },
+        reject: (e) => { clearTimeout(timer); reject(e); },
+      };
+      this.worker.postMessage({ type: "init", options: {
+        interruptBuffer: this.interrupt ? this.interrupt.buffer : null,
+        powerPreference: options.powerPreference || null,
+      } });
+    });
+  }
+
+  _message(m) {
+    if (m.type === "ready") {
+      if (this._starting) this._starting.resolve(m.info);
+      this._starting = null;
+    } else if (m.type === "result") {
+      const p = this.pending.get(m.id);
+      this.pending.delete(m.id);
+      if (p) p.resolve(m.value);
+    } else if (m.type === "error") {
+      const err = new TgwebError(m.error);
+      if (m.id == null) {
+        this._fail(err);
+      } else {
+        const p = this.pending.get(m.id);
+        this.pending.delete(m.id);
+        if (p) p.reject(err);
+      }
+    } else if (m.type === "event") {
+      this._emit(m.event, m.data);
+    }
+  }
+
+  _fail(err) {
+    if (this._starting) {
+      this._starting.reject(err);
+      this._starting = null;
+    }
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    this.dead = err;
+    this._emit("error", err);
+  }
+
+  _emit(event, data) {
+    for (const key of [event, "*"]) {
+      for (const fn of this.handlers.get(key) || []) {
+        try {
+          key === "*" ? fn(event, data) : fn(data);
+        } catch (e) {
+          console.error(`tgweb: a "${event}" handler threw`, e);
+        }
+      }
+    }
+  }
+
+  /** Handle events: "progress", "metric", "log", "error", any name Python emits, or "*"
+   *  (handler gets (event, data)). Returns a function that removes the handler. */
+  on(event, handler) {
+    if (!this.handlers.has(event)) this.handlers.set(event, new Set());
+    this.handlers.get(event).add(handler);
+    return () => this.off(event, handler);
+  }
+
+  off(event, handler) {
+    const s = this.handlers.get(event);
+    if (s) s.delete(handler);
+  }
+
+  /** Run Python source; resolves to the JSON value of its last expression.
+   *  options: {filename} names the source in tracebacks (default "main.py"). */
+  run(source, options = {}) {
+    if (this.closed) return Promise.reject(new TgwebError({ message: "tgweb was closed" }));
+    if (this.dead) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ type: "run", id, source: String(source), filename: options.filename });
+    });
+  }
+
+  /** Ask the running script to stop: it raises tgweb.web.Stopped (KeyboardInterrupt when the page is
+   *  cross-origin isolated and Python is busy) and its run() rejects with error.stopped = true. */
+  stop() {
+    if (this.closed) return;
+    if (this.interrupt) Atomics.store(this.interrupt, 0, 2);
+    this.worker.postMessage({ type: "stop" });
+  }
+
+  /** Terminate the worker (and its GPU device); pending runs reject. */
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    this.worker.terminate();
+    const err = new TgwebError({ message: "tgweb was closed" });
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    if (this._starting) this._starting.reject(err);
+    this._starting = null;
+  }
+}

@@ -1,0 +1,215 @@
+// worker.mjs: the tgweb module worker. It loads Pyodide and the tgweb wheel from
+// the bundled site, owns the WebGPU device, and runs Python sent by the page.
+//
+// Protocol (web/tgweb.mjs speaks it; any page may):
+//   page -> worker
+//     {type: "init", interruptBuffer?: SharedArrayBuffer(Int32Array[1]), powerPreference?}
+//     {type: "run", id, source, filename?}  run Python (top-level await allowed)
+//     {type: "stop"}                        ask the running script to stop
+//   worker -> page
+//     {type: "ready", info}                 Pyodide, tgweb and the GPU device are ready
+//     {type: "result", id, value}           JSON value of the source's last expression
+//     {type: "error", id, error}            error: {name, message, pyType, traceback, line, ...};
+//                                           id null: fatal (startup failed, device lost)
+//     {type: "event", event, data}          from Python (tgweb.web.emit/progress/metric/log)
+//                                           and print() output as "log" events
+// Runs are executed one after another, in the order received.
+
+import * as gpu from "./gpu.mjs";
+
+const post = (m) => self.postMessage(m);
+const timings = {};
+const t0 = performance.now();
+let pyodide = null;
+let device = null;
+let adapter = null;
+let stopRequested = false;
+let interrupt = null;
+let ns = null; // the persistent namespace user sources run in
+let toJson = null;
+let queue = Promise.resolve();
+let ready = null;
+let fatal = null;
+
+function mark(name, since) {
+  timings[name] = Math.round(performance.now() - since);
+}
+
+function serializeError(e, filename) {
+  const out = { name: e && e.name ? e.name : "Error", message: String(e && e.message ? e.message : e) };
+  if (e && e.constructor && e.constructor.name === "PythonError" || (e && typeof e.type === "string" && /Traceback/.test(out.message))) {
+    out.name = "PythonError";
+    out.pyType = e.type;
+    const tb = cleanTraceback(out.message);
+    out.traceback = tb;
+    out.message = tb;
+    // the last frame in the user's file gives the line
+    const re = new RegExp(`File "${escapeRe(filename || "")}", line (\\d+)`, "g");
+    let m, line = null;
+    while ((m = re.exec(tb))) line = Number(m[1]);
+    if (line != null) out.line = line;
+  }
+  for (const k of ["kernel", "ops", "site", "compiler"]) if (e && e[k] !== undefined) out[k] = e[k];
+  return out;
+}
+
+function escapeRe(s) {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+// Pyodide's own frames (eval_code_async and the like) say nothing to the user
+function cleanTraceback(tb) {
+  const lines = tb.replace(/\s+$/, "").split("\n");
+  const out = [];
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i];
+    if (/^ {2}File "\/lib\/python[^"]*\/_pyodide\//.test(l)) {
+      while (i + 1 < lines.length && /^ {4}/.test(lines[i + 1])) i++;
+      continue;
+    }
+    out.push(l);
+  }
+  return out.join("\n");
+}
+
+async function setupGpu(options) {
+  const s = performance.now();
+  if (!navigator.gpu) {
+    throw new Error("WebGPU is not available in this browser's workers (navigator.gpu is missing). " +
+      "tgweb needs WebGPU: use Chrome/Edge 113+ (or another browser with WebGPU enabled), " +
+      "served over https or from http://localhost / 127.0.0.1.");
+  }
+  adapter = await navigator.gpu.requestAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : {});
+  if (!adapter) {
+    throw new Error("WebGPU is present but no GPU adapter was found (requestAdapter() returned null): " +
+      "the GPU may be blocklisted or disabled in this browser.");
+  }
+  // no Program yet: ask for the adapter's maxima of the compute limits, so that every
+  // Program this adapter can run fits; gpu.instantiate checks each Program against them
+  device = await gpu.requestDevice({
+    adapter,
+    onLost: (info) => {
+      if (info.reason === "destroyed") return;
+      fatal = `the GPU device was lost (${info.reason || "unknown"}): ${info.message}`;
+      post({ type: "error", id: null, error: { name: "DeviceLost", message: fatal, fatal: true } });
+    },
+    onError: (err) => post({ type: "event", event: "log", data: { stream: "gpu", level: "error", text: err.message } }),
+  });
+  mark("gpu", s);
+}
+
+async function setupPython() {
+  const base = new URL("./", import.meta.url);
+  let s = performance.now();
+  const manifest = await (await fetch(new URL("manifest.json", base))).json();
+  const { loadPyodide } = await import("./pyodide/pyodide.mjs");
+  pyodide = await loadPyodide({ indexURL: new URL("pyodide/", base).href });
+  pyodide.setStdout({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stdout", text } }) });
+  pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
+  mark("pyodide", s);
+  s = performance.now();
+  await pyodide.loadPackage(["packaging", "micropip"], { messageCallback: () => {} });
+  mark("micropip", s);
+  s = performance.now();
+  const micropip = pyodide.pyimport("micropip");
+  await micropip.install.callKwargs(new URL(manifest.wheel, base).href, { deps: false });
+  micropip.destroy();
+  mark("tgweb_wheel", s);
+  return manifest;
+}
+
+async function init(options) {
+  const s = performance.now();
+  if (options.interruptBuffer) interrupt = new Int32Array(options.interruptBuffer);
+  // the GPU and Python come up concurrently
+  const [, manifest] = await Promise.all([setupGpu(options), setupPython()]);
+  let s2 = performance.now();
+  pyodide.registerJsModule("tgweb_js", {
+    emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
+    stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
+    gpu,
+    device,
+    adapterInfo: gpu.adapterInfo(adapter),
+  });
+  if (interrupt) pyodide.setInterruptBuffer(interrupt);
+  const web = pyodide.pyimport("tgweb.web");
+  toJson = web.to_json;
+  ns = pyodide.runPython("{'__name__': '__main__'}");
+  const version = pyodide.runPython("import tgweb; tgweb.__version__");
+  mark("import_tgweb", s2);
+  mark("total", s);
+  timings.since_worker_start = Math.round(performance.now() - t0);
+  const limits = {};
+  for (const k of ["maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
+    "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupStorageSize"]) {
+    limits[k] = device.limits[k];
+  }
+  return {
+    tgweb: version, pyodide: pyodide.version, python: manifest.python, manifest: { built: manifest.built },
+    adapter: gpu.adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,
+    interrupt: interrupt !== null,
+  };
+}
+
+async function runSource(id, source, filename) {
+  if (fatal) throw new Error(fatal);
+  stopRequested = false;
+  if (interrupt) Atomics.store(interrupt, 0, 0);
+  let value = await pyodide.runPythonAsync(source, { globals: ns, filename });
+  if (value && typeof value === "object" && typeof value.destroy === "function" && pyodide.ffi &&
+      value instanceof pyodide.ffi.PyProxy) {
+    const proxy = value;
+    try {
+      value = JSON.parse(toJson(proxy));
+    } finally {
+      proxy.destroy();
+    }
+  } else if (value === undefined) {
+    value = null;
+  } else if (typeof value === "number" && !Number.isFinite(value)) {
+    value = null;
+  } else if (typeof value === "bigint") {
+    value = Number(value);
+  } else if (value !== null && typeof value === "object") {
+    // a JS object returned from Python (e.g. a typed array): make it cloneable JSON
+    value = ArrayBuffer.isView(value) ? Array.from(value) : JSON.parse(JSON.stringify(value));
+  }
+  return value;
+}
+
+// errors outside any run (Python callbacks on the event loop, GPU promise failures) go
+// to the page as log lines; they do not end the worker
+self.addEventListener("unhandledrejection", (ev) => {
+  ev.preventDefault();
+  post({ type: "event", event: "log", data: { stream: "stderr", level: "error", text: String(ev.reason && ev.reason.message || ev.reason) } });
+});
+
+self.onmessage = (ev) => {
+  const m = ev.data || {};
+  if (m.type === "init") {
+    if (ready) return;
+    ready = init(m.options || {}).then(
+      (info) => post({ type: "ready", info }),
+      (e) => post({ type: "error", id: null, error: { ...serializeError(e), fatal: true } }),
+    );
+  } else if (m.type === "run") {
+    const filename = m.filename || "main.py";
+    queue = queue.then(async () => {
+      await ready;
+      try {
+        const value = await runSource(m.id, m.source, filename);
+        post({ type: "result", id: m.id, value });
+      } catch (e) {
+        const error = serializeError(e, filename);
+        if (error.pyType === "Stopped" || error.pyType === "KeyboardInterrupt") error.stopped = true;
+        post({ type: "error", id: m.id, error });
+      } finally {
+        // a stop request that came late must not hit the next run or the event loop
+        if (interrupt) Atomics.store(interrupt, 0, 0);
+        stopRequested = false;
+      }
+    });
+  } else if (m.type === "stop") {
+    stopRequested = true;
+  }
+};
