@@ -439,7 +439,8 @@ class _ReferenceEngine:
         self.ctx.scalars = dict(scalars)
         want = {(k, n) for k, n in read}
         outs = [(k, n, t) for k, n, t in self._out if (k, n) in want]
-        vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
+        with self.np.errstate(all="ignore"):  # a non-finite step is detected in the graph
+            vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
         got = {(k, n): v for (k, n, _), v in zip(outs, vals)}
         for (n, _), v in zip(self._upd, vals[len(outs):]):
             kind = "params" if n in g.params else "states"
