@@ -1,0 +1,190 @@
+"""The buffer planner: properties on random graphs (hypothesis) and real training graphs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgweb as tg
+from tgweb import nn
+from tgweb.passes.plan import PlanError, Step, Value, graph_values, plan, program_from_graph
+
+NEVER_POOLED = {"param", "grad", "state", "input", "output", "capture", "scalars"}
+PRIORITY = ("param", "state", "input", "scalars", "grad", "output", "capture", "intermediate")
+
+
+@st.composite
+def random_program(draw):
+    """Leaves, then steps that each write one or two new values from earlier ones;
+    some values are views (same_as) of earlier ones, read by later steps."""
+    values: list[Value] = []
+    steps: list[Step] = []
+    nleaves = draw(st.integers(1, 4))
+    for i in range(nleaves):
+        values.append(Value(i, 4 * draw(st.integers(1, 64)), draw(st.sampled_from(
+            ["input", "param", "state", "scalars"]))))
+    nsteps = draw(st.integers(1, 30))
+    for _ in range(nsteps):
+        avail = [v.id for v in values]
+        reads = draw(st.lists(st.sampled_from(avail), min_size=1, max_size=3, unique=True))
+        writes = []
+        for _ in range(draw(st.integers(1, 2))):
+            vid = len(values)
+            kind = draw(st.sampled_from(["intermediate"] * 6 + ["grad", "output", "capture"]))
+            values.append(Value(vid, 4 * draw(st.integers(1, 64)), kind))
+            writes.append(vid)
+        steps.append(Step(reads, writes))
+        if draw(st.booleans()):  # a view of something computed so far
+            src = draw(st.sampled_from([v.id for v in values]))
+            values.append(Value(len(values), values[src].nbytes, "intermediate", same_as=src))
+    return values, steps
+
+
+def classes(values):
+    by = {v.id: v for v in values}
+
+    def root(v):
+        while v.same_as is not None:
+            v = by[v.same_as]
+        return v.id
+
+    return {v.id: root(v) for v in values}
+
+
+def lifetimes(values, steps, cls):
+    life = {}
+    for i, s in enumerate(steps):
+        for vid in s.reads + s.writes:
+            r = cls[vid]
+            a, b = life.get(r, (i, i))
+            life[r] = (min(a, i), max(b, i))
+    return life
+
+
+@settings(max_examples=150, deadline=None)
+@given(random_program())
+def test_planner_properties(prog):
+    values, steps = prog
+    p = plan(values, steps)
+    buffers, buffer_of = p  # the original two-value signature still unpacks
+    cls = classes(values)
+    life = lifetimes(values, steps, cls)
+    by = {v.id: v for v in values}
+    kind = {}
+    for v in values:
+        r = cls[v.id]
+        kind[r] = min(kind.get(r, v.kind), v.kind, key=PRIORITY.index)
+    size = {}
+    for v in values:
+        size[cls[v.id]] = max(size.get(cls[v.id], 4), v.nbytes)
+    roots = sorted(set(cls.values()))
+
+    for v in values:  # members of a class share memory
+        assert buffer_of[v.id] == buffer_of[cls[v.id]] and p.offset_of[v.id] == p.offset_of[cls[v.id]]
+        assert p.offset_of[v.id] + by[v.id].nbytes <= buffers[buffer_of[v.id]].size
+
+    for i, a in enumerate(roots):
+        for c in roots[i + 1:]:
+            if buffer_of[a] != buffer_of[c]:
+                continue
+            oa, oc = p.offset_of[a], p.offset_of[c]
+            if oa >= oc + size[c] or oc >= oa + size[a]:
+                continue
+            # sharing memory: only intermediates, never at the same time
+            assert kind[a] not in NEVER_POOLED and kind[c] not in NEVER_POOLED
+            (s1, e1), (s2, e2) = life.get(a, (-1, -1)), life.get(c, (-1, -1))
+            assert e1 < s2 or e2 < s1
+
+    # never-pooled kinds: own buffer, except grads / scalars packed in one arena each
+    for k in NEVER_POOLED:
+        rs = [r for r in roots if kind[r] == k]
+        bufs = {buffer_of[r] for r in rs}
+        if k in ("grad", "scalars"):
+            assert len(bufs) <= 1
+            align = 16 if k == "grad" else 4
+            assert all(p.offset_of[r] % align == 0 for r in rs)
+        else:
+            assert len(bufs) == len(rs)
+        assert all(buffers[b].kind == k for b in bufs)
+
+    # reuse happens, optimally: as many pool buffers as intermediates live at once
+    inter = [r for r in roots if kind[r] == "intermediate"]
+    most = 0
+    for i in range(len(steps)):
+        most = max(most, sum(1 for r in inter if r in life and life[r][0] <= i <= life[r][1]))
+    assert p.report["intermediate_buffers"] == most
+    if len(inter) > most:
+        assert len({buffer_of[r] for r in inter}) < len(inter)
+    assert p.report["total_bytes"] <= p.report["unpooled_total_bytes"]
+
+    unpooled = plan(values, steps, pool=False)
+    assert unpooled.report["intermediate_buffers"] == len(inter)
+    assert unpooled.report["total_bytes"] == p.report["unpooled_total_bytes"]
+
+
+def test_chain_reuses_two_buffers():
+    values = [Value(0, 64, "input")] + [Value(i, 64, "intermediate") for i in range(1, 11)]
+    values.append(Value(11, 64, "output"))
+    steps = [Step([i], [i + 1]) for i in range(11)]
+    p = plan(values, steps)
+    assert p.report["intermediate_buffers"] == 2
+    # an output never shares with an input of its own step
+    for s in steps:
+        for r in s.reads:
+            for w in s.writes:
+                assert p.buffer_of[r] != p.buffer_of[w]
+
+
+def test_inplace_update_and_hazard():
+    values = [Value(0, 16, "param"), Value(1, 16, "intermediate"), Value(2, 16, "intermediate",
+                                                                        same_as=0, inplace=True)]
+    ok = plan(values, [Step([0], [1]), Step([0, 1], [2])])
+    assert ok.buffer_of[2] == ok.buffer_of[0]
+    with pytest.raises(PlanError, match="overwrote"):
+        plan(values, [Step([0], [1]), Step([1], [2]), Step([0], [])])
+
+
+def test_read_before_write_is_caught():
+    values = [Value(0, 16, "input"), Value(1, 16, "intermediate"), Value(2, 16, "output")]
+    with pytest.raises(PlanError, match="before it is written"):
+        plan(values, [Step([1], [2]), Step([0], [1])])
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        self.l1 = nn.Linear(4, 16)
+        self.l2 = nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = tg.relu(self.l1(x))
+        tg.capture("hidden", h)
+        return self.l2(h).reshape(8, 3)
+
+
+def test_training_graph_plan():
+    tr = tg.compile(MLP(), lambda m, x, y: ((m(x) - y) ** 2).mean(),
+                    inputs={"x": (8, 4), "y": (8, 3)}, optimizer=tg.optim.Adam(1e-3),
+                    backend="reference", clip_grad_norm=1.0)
+    g = tr.graph
+    values, steps = graph_values(g)
+    p = plan(values, steps)
+    kinds = {b.id: b.kind for b in p.buffers}
+    for n, t in g.params.items():
+        assert kinds[p.buffer_of[t.id]] == "param"
+        assert p.buffer_of[g.updates[n].id] == p.buffer_of[t.id]  # updates in place
+    for n, t in g.states.items():
+        assert kinds[p.buffer_of[t.id]] == "state"
+        assert p.buffer_of[g.updates[n].id] == p.buffer_of[t.id]
+    arena = {p.buffer_of[t.id] for t in g.grads.values()}
+    assert len(arena) == 1 and kinds[arena.pop()] == "grad"
+    offs = sorted((p.offset_of[t.id], int(np.prod(t.shape)) * 4) for t in g.grads.values())
+    assert all(a + n <= b for (a, n), (b, _) in zip(offs, offs[1:]))
+    assert kinds[p.buffer_of[g.captures["hidden"].id]] == "capture"
+    for n in ("loss", "ok", "grad_norm"):
+        assert kinds[p.buffer_of[g.outputs[n].id]] == "output"
+    # reshape is a view: no step of its own
+    reshapes = [t for t in g.tensors if t.kind == "reshape"]
+    assert reshapes and all(p.buffer_of[t.id] == p.buffer_of[t.inputs[0].id] for t in reshapes)
+    assert not any(s.writes == [t.id] for t in reshapes for s in steps)
+    prog = program_from_graph(g, pool=False)
+    assert prog.meta["memory"]["total_bytes"] >= tr.memory_report()["total_bytes"]
