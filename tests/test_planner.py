@@ -66,7 +66,8 @@ def lifetimes(values, steps, cls):
 def test_planner_properties(prog):
     values, steps = prog
     p = plan(values, steps)
-    buffers, buffer_of = p  # the original two-value signature still unpacks
+    buffers, buffer_of, offset_of, report = p
+    assert offset_of is p.offset_of and report is p.report
     cls = classes(values)
     life = lifetimes(values, steps, cls)
     by = {v.id: v for v in values}

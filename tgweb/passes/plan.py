@@ -1,10 +1,10 @@
 """The buffer planner: which GPU buffer (and byte offset) holds each stored value.
 
 Input: the values that need storage and the kernels (steps) in execution order,
-each with the values it reads and writes. Output: the buffer list and a map from
-value id to buffer id -- `buffers, buffer_of = plan(values, steps)` -- as a Plan
-(a 2-tuple) that also carries `offset_of` (value id -> byte offset in its
-buffer), `lifetime` (value id -> (first step, last step)) and `report`.
+each with the values it reads and writes. Output: a Plan, the 4-tuple
+`buffers, buffer_of, offset_of, report = plan(values, steps)`: the buffer list,
+value id -> buffer id, value id -> byte offset in that buffer, and the memory
+report; the same as attributes, plus `lifetime` (value id -> (first, last step)).
 
 Rules
 - A value with `same_as` shares the memory of that value. With `inplace=False`
@@ -66,7 +66,7 @@ class Step:
 
 
 class Plan(tuple):
-    """(buffers, buffer_of) plus offset_of, lifetime, report."""
+    """(buffers, buffer_of, offset_of, report), also as attributes, plus lifetime."""
 
     buffers: list[Buffer]
     buffer_of: dict[int, int]
@@ -75,7 +75,7 @@ class Plan(tuple):
     report: dict
 
     def __new__(cls, buffers, buffer_of, offset_of, lifetime, report):
-        self = super().__new__(cls, (buffers, buffer_of))
+        self = super().__new__(cls, (buffers, buffer_of, offset_of, report))
         self.buffers, self.buffer_of = buffers, buffer_of
         self.offset_of, self.lifetime, self.report = offset_of, lifetime, report
         return self
