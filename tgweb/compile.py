@@ -453,10 +453,12 @@ class _RuntimeEngine:
     Runtime (tgweb.backends.base); host data as array.array."""
 
     def __init__(self, graph: Graph, backend: str, share=None) -> None:
-        from .lower import lower  # written alongside the native backend
+        from .lower import lower
         mod = importlib.import_module(f"tgweb.backends.{backend}")
         self.graph = graph
-        self.program = lower(graph)
+        limits = getattr(mod, "device_limits", None)  # tensors over the device's limits fail here
+        self.program = lower(graph, limits=limits() if limits else None,
+                             name="step" if graph.updates else "forward")
         shared = None
         if share is not None:
             shared = {n: share.rt.param_handle(n) for n in self.program.params}
