@@ -28,6 +28,15 @@ optimizer states persist in their buffers between steps; the host uploads their
 initial values once and may read or overwrite them at any time between steps.
 Two Programs can share parameters: a backend instantiating a Program may be handed
 existing buffers for (some of) its params by name, and then allocates none for them.
+
+A training step (tgweb.compile) has the outputs "loss" (f32), "ok" (bool: the
+loss and every gradient were finite, so the step was applied; parameters and
+states are otherwise left exactly as they were) and "grad_norm" (f32, the global
+gradient norm before clipping); its scalars are "lr", "step_size" and
+"bc2_sqrt" (Adam/AdamW) and "seed" (u32), whichever the graph uses. States start
+at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
+planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
+intermediate in its own buffer) and peak_live_bytes.
 """
 
 from __future__ import annotations
