@@ -46,6 +46,18 @@ SCRIPT = textwrap.dedent("""
         assert set(data) == set(sample.INPUTS)
         g2, logits = trace(sample.forward, model, sample.EVAL_INPUTS)
         print(sample.__name__, len(graph.tensors), "nodes")
+    # the metrics run on plain lists too
+    import math
+    assert sin.metric(lambda b: [math.sin(x) for x in b["x"]]) < 1e-12
+
+    def oracle(b):
+        t = list(b["tokens"])
+        out = []
+        for r in range(len(t) // 8):
+            s = addition.sequence(t[r * 8] * 10 + t[r * 8 + 1], t[r * 8 + 3] * 10 + t[r * 8 + 4])
+            out.append([[float(k == s[p + 1]) for k in range(12)] for p in range(8)])
+        return out
+    assert addition.metric(oracle, addition.TEST_PAIRS[:20], batch_size=8) == 1.0
     assert "attn0" in trace(addition.forward, addition.Model(), addition.EVAL_INPUTS)[0].captures
 
     # the other op families trace and differentiate too
