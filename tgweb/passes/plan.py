@@ -21,9 +21,10 @@ Rules
   "scalars" are packed the same way at consecutive 4-byte words.
 - Intermediates are pooled by liveness: a class lives from the first step that
   touches it to the last; lifetimes are inclusive, so a step's output never
-  shares a buffer with any of that step's inputs. Assignment is greedy by start
-  step, best fit by size (buffers grow to their largest tenant), which uses as
-  many pool buffers as the most intermediates live at once.
+  shares a buffer with any of that step's inputs. Two greedy assignments are
+  tried -- by start step with best fit (as many buffers as the most intermediates
+  live at once), and largest value first into the first buffer it does not
+  overlap -- and the one with fewer bytes is kept.
 - A self-check verifies that no two classes whose lifetimes overlap share bytes,
   that non-pooled classes never share bytes, and that intermediates are written
   before they are read.
@@ -168,27 +169,15 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
 
     pooled = [r for r in order if kind[r] in POOLED]
     if pool:
-        tenants: dict[int, list[int]] = {}
-        busy_until: dict[int, int] = {}  # pool buffer -> last step of its current tenant
-        for r in sorted(pooled, key=lambda r: life[r][0]):  # stable: ties keep graph order
-            start, end = life[r]
-            free = [b for b, t in busy_until.items() if t < start]
-            fits = [b for b in free if buffers[b].size >= size[r]]
-            if fits:
-                b = min(fits, key=lambda b: (buffers[b].size, b))
-            elif free:
-                b = max(free, key=lambda b: (buffers[b].size, -b))
-                buffers[b].size = _round(size[r], 4)
-            else:
-                b = len(buffers)
-                buffers.append(Buffer(b, _round(size[r], 4), "intermediate", ""))
-                tenants[b] = []
-            busy_until[b] = end
-            tenants[b].append(r)
-            buf_of_class[r], off_of_class[r] = b, 0
-        for b, rs in tenants.items():
-            buffers[b].label = "pool: " + ", ".join(_label(members[r]) for r in rs[:3]) + (
-                f" (+{len(rs) - 3})" if len(rs) > 3 else "")
+        r4 = {r: _round(size[r], 4) for r in pooled}
+        a, b = _pool_by_start(pooled, life, r4), _pool_by_size(pooled, life, r4)
+        bins = min(a, b, key=lambda bs: (sum(sz for sz, _ in bs), len(bs)))
+        for sz, rs in bins:
+            bid = len(buffers)
+            buffers.append(Buffer(bid, sz, "intermediate", "pool: " + ", ".join(
+                _label(members[r]) for r in rs[:3]) + (f" (+{len(rs) - 3})" if len(rs) > 3 else "")))
+            for r in rs:
+                buf_of_class[r], off_of_class[r] = bid, 0
     else:
         for r in pooled:
             own(r)
@@ -201,6 +190,43 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
 
     report = _report(order, kind, size, life, buffers, steps, pooled)
     return Plan(buffers, buffer_of, offset_of, lifetime, report)
+
+
+def _pool_by_start(pooled, life, size) -> list[tuple[int, list[int]]]:
+    """Greedy by start step, best fit among free buffers (growing the largest when none
+    fits): as many buffers as the most classes live at once."""
+    bins: list[list] = []  # [size, tenants, last step of the current tenant]
+    for r in sorted(pooled, key=lambda r: life[r][0]):  # stable: ties keep graph order
+        start, end = life[r]
+        free = [b for b in bins if b[2] < start]
+        fits = [b for b in free if b[0] >= size[r]]
+        if fits:
+            b = min(fits, key=lambda b: b[0])
+        elif free:
+            b = max(free, key=lambda b: b[0])
+            b[0] = size[r]
+        else:
+            b = [size[r], [], end]
+            bins.append(b)
+        b[1].append(r)
+        b[2] = end
+    return [(b[0], b[1]) for b in bins]
+
+
+def _pool_by_size(pooled, life, size) -> list[tuple[int, list[int]]]:
+    """Largest first, each into the first buffer none of whose tenants it overlaps:
+    usually fewer bytes, since big values share with big values."""
+    bins: list[tuple[int, list[int], list[tuple[int, int]]]] = []
+    for r in sorted(pooled, key=lambda r: -size[r]):  # stable: ties keep graph order
+        s, e = life[r]
+        for _sz, rs, spans in bins:
+            if all(e < a or b < s for a, b in spans):
+                rs.append(r)
+                spans.append((s, e))
+                break
+        else:
+            bins.append((size[r], [r], [(s, e)]))
+    return [(sz, rs) for sz, rs, _ in bins]
 
 
 def _label(ms: list[Value]) -> str:
