@@ -168,6 +168,14 @@ def test_max_pool_ties_go_to_the_first_maximum():
     np.testing.assert_array_equal(grads["x"], [[[[1, 0], [0, 0]]]])
 
 
+def test_max_pool_window_without_a_winner():
+    # a window of only -inf has no winner (as the WGSL kernels): -inf out, no gradient
+    x = np.array([[[[1.0, 2.0, -np.inf, -np.inf], [0.0, 3.0, -np.inf, -np.inf]]]])
+    out, grads = run(lambda x: tg.max_pool2d(x, 2), {"x": x}, ["x"])
+    np.testing.assert_array_equal(out, [[[[3.0, -np.inf]]]])
+    np.testing.assert_array_equal(grads["x"], [[[[0, 0, 0, 0], [0, 1, 0, 0]]]])
+
+
 def test_upsample_nearest_matches_torch():
     x = R.normal(size=(2, 3, 3, 5))
     compare(lambda x: tg.upsample_nearest2d(x, 2),

@@ -10,7 +10,9 @@ Kinds and attrs (stride, padding, kernel are (h, w) int pairs):
 - ``conv2d_grad_weight`` {stride, padding, groups, kernel}: (x, g [N, O, Ho, Wo])
   -> [O, C/groups, kh, kw].
 - ``max_pool2d`` {kernel, stride, padding}: x -> pooled; padding acts as -inf.
-  Each window's winner is its FIRST maximum in row-major window order (as in PyTorch).
+  Each window's winner is its FIRST maximum in row-major window order (as in PyTorch),
+  found with a strict ``v > best`` from best = -inf: a window of only -inf/NaN has no
+  winner, gives -inf and passes no gradient.
 - ``max_pool2d_grad`` {kernel, stride, padding}: (x, g pooled) -> x's shape; each
   g value is added at its window's winner (overlapping windows accumulate).
 - ``max_pool2d_select`` {kernel, stride, padding}: (x, h x-shaped) -> pooled; h at
@@ -236,8 +238,10 @@ def _infer_avg_grad(ins, attrs):
 
 
 def _winners(ctx, x, attrs):
-    """Flat index (into one padded H x W plane) of each window's first maximum,
-    shape [N, C, Ho, Wo]; and the padded plane's shape."""
+    """Each window's first maximum: (its value, its flat index into one padded H x W
+    plane, whether the window has one), each [N, C, Ho, Wo]; and the padded plane's
+    shape. A window of only -inf or NaN has no winner (as in the WGSL kernels):
+    its maximum is -inf and it passes no gradient."""
     np = ctx.np
     k, s, p = attrs["kernel"], attrs["stride"], attrs["padding"]
     xp = _pad_hw(np, x, p, -np.inf)
@@ -245,6 +249,7 @@ def _winners(ctx, x, attrs):
     ho, wo = _out_size(x.shape[2], k[0], s[0], p[0]), _out_size(x.shape[3], k[1], s[1], p[1])
     best = np.full(x.shape[:2] + (ho, wo), -np.inf, x.dtype)
     arg = np.zeros(best.shape, np.int64)
+    found = np.zeros(best.shape, bool)
     rows = np.arange(ho)[:, None] * s[0]
     cols = np.arange(wo)[None, :] * s[1]
     for i in range(k[0]):
@@ -253,33 +258,32 @@ def _winners(ctx, x, attrs):
             better = v > best  # strict: the first maximum wins
             best = np.where(better, v, best)
             arg = np.where(better, (rows + i) * wp + (cols + j), arg)
-    return arg, (hp, wp)
+            found |= better
+    return best, arg, found, (hp, wp)
 
 
 def _ref_max_pool(ctx, args, t):
-    np = ctx.np
-    x = args[0]
-    arg, (hp, wp) = _winners(ctx, x, t.attrs)
-    xp = _pad_hw(np, x, t.attrs["padding"], -np.inf).reshape(x.shape[:2] + (hp * wp,))
-    return np.take_along_axis(xp, arg.reshape(arg.shape[:2] + (-1,)), 2).reshape(t.shape)
+    return _winners(ctx, args[0], t.attrs)[0]
 
 
 def _ref_max_pool_select(ctx, args, t):
     np = ctx.np
     x, h = args
-    arg, (hp, wp) = _winners(ctx, x, t.attrs)
+    _, arg, found, (hp, wp) = _winners(ctx, x, t.attrs)
     hpd = _pad_hw(np, h, t.attrs["padding"]).reshape(h.shape[:2] + (hp * wp,))
-    return np.take_along_axis(hpd, arg.reshape(arg.shape[:2] + (-1,)), 2).reshape(t.shape)
+    out = np.take_along_axis(hpd, arg.reshape(arg.shape[:2] + (-1,)), 2).reshape(t.shape)
+    return np.where(found, out, 0)
 
 
 def _ref_max_pool_grad(ctx, args, t):
     np = ctx.np
     x, g = args
-    arg, (hp, wp) = _winners(ctx, x, t.attrs)
+    _, arg, found, (hp, wp) = _winners(ctx, x, t.attrs)
     n, c = x.shape[:2]
     out = np.zeros((n * c, hp * wp), ctx.f)
     rows = np.repeat(np.arange(n * c), arg.shape[2] * arg.shape[3])
-    np.add.at(out, (rows, arg.reshape(-1)), g.reshape(-1))
+    keep = found.reshape(-1)
+    np.add.at(out, (rows[keep], arg.reshape(-1)[keep]), g.reshape(-1)[keep])
     p = t.attrs["padding"]
     return out.reshape(n, c, hp, wp)[:, :, p[0]:p[0] + x.shape[2], p[1]:p[1] + x.shape[3]]
 
