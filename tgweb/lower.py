@@ -163,7 +163,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         check(t, nb)
         if vid in inplace:
             values.append(Value(vid, nb, "intermediate", f"%{vid} {t.kind}",
-                                same_as=inplace[vid]))
+                                same_as=inplace[vid], inplace=True))
             continue
         kind = ("output" if vid in out_ids else "capture" if vid in cap_ids
                 else "grad" if vid in grad_ids else "intermediate")
@@ -191,7 +191,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
 
     res = plan(values, steps)
     buffers, buffer_of = res[0], res[1]
-    offset_of = res[2] if len(res) > 2 else {}
+    offset_of = getattr(res, "offset_of", None) or {}
     for b in buffers:
         for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
             if b.size > lim[key]:
@@ -254,8 +254,9 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         "inplace_updates": len(inplace),
         "copied_updates": len(copies),
     }
-    if len(res) > 3 and isinstance(res[3], dict):
-        prog.meta["memory"].update(res[3])
+    report = getattr(res, "report", None)
+    if isinstance(report, dict):
+        prog.meta["memory"].update(report)
     return prog
 
 
@@ -300,7 +301,7 @@ def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
         [m.kind for m in (g.epilogue.members if g.epilogue else [])]
     kc.ops, kc.site = _uniq(parts), node.site
     emitter = REGISTRY[node.kind].wgsl[1]
-    if node.kind in ("sum", "max", "min", "argmax", "argmin"):
+    if node.kind in ("sum", "max", "min", "argmax", "argmin", "global_sumsq"):
         x = node.inputs[0]
         if g.prologue is not None:
             pro = g.prologue

@@ -295,3 +295,23 @@ class Runtime(base.Runtime):
             except Exception:  # pragma: no cover
                 pass
         self._owned = []
+
+
+def profile(rt: Runtime, repeat: int = 1) -> list[tuple[float, str, tuple]]:
+    """Seconds per kernel (each submitted and waited for alone), slowest first; for tuning."""
+    import time
+    out = []
+    for k, pipe, bg in zip(rt.program.kernels, rt.pipes, rt.groups):
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            enc = rt.device.create_command_encoder()
+            cp = enc.begin_compute_pass()
+            cp.set_pipeline(pipe)
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(*k.dispatch)
+            cp.end()
+            rt.device.queue.submit([enc.finish()])
+            rt.device.queue.read_buffer(rt.buffers[k.bindings[-1].buffer], 0, 4)
+        out.append(((time.perf_counter() - t0) / repeat, k.name, k.dispatch))
+    out.sort(reverse=True)
+    return out

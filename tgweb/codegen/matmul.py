@@ -44,6 +44,8 @@ def emit_matmul(kc: KernelCtx, node):
         nbatch = _prod(batch)
         a_batch = _batch_strides(ba, batch, M * K)
         b_batch = _batch_strides(bb, batch, K * N)
+    if M <= 16 or N <= 16 or K <= 4:
+        return _emit_small(kc, node, M, N, K, nbatch, a_batch, b_batch, batch)
     BM, BN, BK, TM, TN = config(M, N, K)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
@@ -133,3 +135,29 @@ def _batch_index(bstr, batch):
             terms.append(f"({e} * {s}u)")
         div *= n
     return add_idx(*terms)
+
+
+def _emit_small(kc: KernelCtx, node, M, N, K, nbatch, a_batch, b_batch, batch):
+    """Skinny or tiny products (attention on short sequences, K = 1 layers): one
+    invocation per output element, a plain loop over K; tiles would sit mostly empty."""
+    from .common import grid, linear_index
+    a, b = node.inputs
+    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    total = nbatch * M * N
+    wg = 64
+    disp = grid(ceil_div(total, wg))
+    body = [f"let i = {linear_index(disp[0], wg)};", f"if (i >= {total}u) {{ return; }}",
+            f"let n = i % {N}u;", f"let m = (i / {N}u) % {M}u;"]
+    if nbatch > 1:
+        body.append(f"let z = i / {M * N}u;")
+        body.append(f"let abase = {_batch_index(a_batch, batch)};")
+        body.append(f"let bbase = {_batch_index(b_batch, batch)};")
+    else:
+        body += ["let abase = 0u;", "let bbase = 0u;"]
+    aa = f"abase + k * {M}u + m" if ta else f"abase + m * {K}u + k"
+    bb = f"bbase + n * {K}u + k" if tb else f"bbase + k * {N}u + n"
+    body.append("var acc = 0.0;")
+    body.append(f"for (var k = 0u; k < {K}u; k = k + 1u) {{ "
+                f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
+    body.append(kc.store(node, "i", "acc"))
+    return body, disp, wg

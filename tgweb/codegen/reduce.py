@@ -100,7 +100,7 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
         return lines
 
     body = []
-    if length <= SERIAL_MAX or rows >= 65536 and length <= 256:
+    if length <= SERIAL_MAX or (rows >= 2048 and length <= 512):
         wg = 64
         disp = grid(ceil_div(rows, wg))
         body += [f"let o = {linear_index(disp[0], wg)};", f"if (o >= {rows}u) {{ return; }}",

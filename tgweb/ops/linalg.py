@@ -43,6 +43,15 @@ def _g_matmul(t, g):
         da = make("matmul", (b, g), ta=tb, tb=True)
     else:
         da = make("matmul", (g, b), ta=False, tb=not tb)
+    if b.ndim == 2 and a.ndim > 2 and not ta:
+        # a shared weight (a Linear layer): fold a's batch dims into K, one matmul
+        # instead of a batched product summed over the batch (reshapes are free)
+        from .shape import reshape
+        a2 = reshape(a, (-1, a.shape[-1]))
+        g2 = reshape(g, (-1, g.shape[-1]))
+        db = make("matmul", (g2, a2), ta=True, tb=False) if tb else \
+            make("matmul", (a2, g2), ta=True, tb=False)
+        return [unbroadcast(da, a.shape), db]
     if tb:   # b stores B^T, so db = dB^T = g^T A
         db = make("matmul", (g, a), ta=True, tb=ta)
     else:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ..codegen.elementwise import fusable, same_index
 
 REDUCE_KINDS = ("sum", "max", "min", "argmax", "argmin")
+EPILOGUE_HOSTS = REDUCE_KINDS + ("global_sumsq",)
 
 
 @dataclass
@@ -100,13 +101,14 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8) -> list[Group]
 
     by_id = {id(g): g for g in groups}
     for g in groups:
-        if g.kind != "op" or g.head.kind not in REDUCE_KINDS:
+        if g.kind != "op" or g.head.kind not in EPILOGUE_HOSTS:
             continue
         r = g.head
         # prologue: the input is computed by a group that feeds only this reduction
         x = r.inputs[0]
         p = group_of.get(x.id)
-        if (p is not None and p.kind == "ew" and not p.absorbed and p.stored == {x.id}
+        if (r.kind in REDUCE_KINDS and p is not None and p.kind == "ew" and not p.absorbed
+                and p.stored == {x.id}
                 and x.id not in roots and consumers.get(x.id) == [(r, True)]
                 and len(p.ext) + 1 <= max_bindings):
             g.prologue = p
