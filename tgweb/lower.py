@@ -77,7 +77,8 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
             r = _root(x)
             consumers.setdefault(r.id, []).append((t, r is x))
 
-    groups = fuse(nodes, consumers, roots, _root, max_bind)
+    groups = fuse(nodes, consumers, roots, _root, max_bind,
+                  late={_root(u).id for u in graph.updates.values()})
 
     # which kernel reads which stored tensor (ids), in schedule order
     def kernel_reads(g: Group) -> set[int]:

@@ -291,7 +291,7 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
         rs.sort()
         merged = []
         for a, b in rs:
-            if merged and a <= merged[-1][1] + 3:
+            if merged and merged[-1][1] <= a <= merged[-1][1] + 3:  # padding is zero
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])

@@ -15,6 +15,7 @@ its shape absorbs the reduction (an epilogue, e.g. mean's scaling).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from ..codegen.elementwise import fusable, same_index
@@ -23,7 +24,7 @@ REDUCE_KINDS = ("sum", "max", "min", "argmax", "argmin")
 EPILOGUE_HOSTS = REDUCE_KINDS + ("global_sumsq",)
 
 
-@dataclass
+@dataclass(eq=False)
 class Group:
     kind: str  # "ew" (fused elementwise/index group) or "op" (a kernel of its own)
     head: object
@@ -39,10 +40,11 @@ class Group:
         return self.head.shape
 
 
-def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8) -> list[Group]:
+def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None) -> list[Group]:
     """nodes: live computed nodes (no leaves, no aliases) in topological order.
     consumers: id -> [(consumer node, direct)] where direct is False when read via an alias.
     roots: ids that must be stored (outputs, captures, updates).
+    late: ids of update values; kernels writing only those are scheduled last.
     root_of(t): t with aliases resolved. Returns the groups to emit, in order."""
     group_of: dict[int, Group] = {}
     groups: list[Group] = []
@@ -62,17 +64,27 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8) -> list[Group]
         if fusable(n.kind):
             cons = consumers.get(n.id, [])
             target = None
-            if cons and all(d for _, d in cons):
-                gs = {id(group_of.get(c.id)) for c, _ in cons}
-                g = group_of.get(cons[0][0].id)
-                if (len(gs) == 1 and g is not None and g.kind == "ew" and g.shape == n.shape
-                        and all(same_index(c.kind) for c, _ in cons)):
-                    ids = {m.id for m in g.members} | {n.id}
-                    new_ext = (g.ext - {n.id}) | ext_of(n, ids)
-                    stored_est = sum(1 for m in g.members if m.id in roots) + (n.id in roots)
-                    if len(new_ext) + max(1, stored_est) <= max_bindings:
-                        target = g
-                        g.ext = new_ext
+            cand = []
+            for c, _ in cons:
+                g = group_of.get(c.id)
+                if g is not None and g not in cand:
+                    cand.append(g)
+            for g in cand:
+                if g.kind != "ew" or g.shape != n.shape:
+                    continue
+                if not all(d and same_index(c.kind) for c, d in cons if group_of.get(c.id) is g):
+                    continue
+                others = [h for h in cand if h is not g]
+                if others and _depends(g, others, group_of, root_of):
+                    continue  # g would wait for a kernel that waits for g
+                ids = {m.id for m in g.members} | {n.id}
+                new_ext = (g.ext - {n.id}) | ext_of(n, ids)
+                stored_est = sum(1 for m in g.members if m.id in roots) + \
+                    (n.id in roots or bool(others))
+                if len(new_ext) + max(1, stored_est) <= max_bindings:
+                    target = g
+                    g.ext = new_ext
+                    break
             if target is None:
                 target = Group("ew", n)
                 target.ext = ext_of(n, {n.id})
@@ -138,5 +150,69 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8) -> list[Group]
             g.order = g.head.id
         if not g.absorbed:
             out.append(g)
-    out.sort(key=lambda g: g.order)
-    return out
+    # kernels that only write updates (nothing reads their results) go last, so that
+    # every other reader of a parameter or state runs first and the write can be in place
+    late = set(late or ())
+
+    def is_late(g):
+        return (g.kind == "ew" and bool(g.stored) and not g.absorbed
+                and all(i in late and all(d and group_of.get(c.id) is g
+                                          for c, d in consumers.get(i, []))
+                        for i in g.stored))
+
+    # a topological order of the kernels, as close to the heads' order as it can be
+    owner: dict[int, Group] = {}
+    for g in out:
+        for p in [g] + [q for q in (g.prologue, g.epilogue) if q is not None]:
+            for m in p.members:
+                owner[m.id] = g
+    deps: dict[int, set] = {id(g): set() for g in out}
+    users: dict[int, list] = {id(g): [] for g in out}
+    for g in out:
+        for p in [g] + [q for q in (g.prologue, g.epilogue) if q is not None]:
+            for m in p.members:
+                for x in m.inputs:
+                    h = owner.get(root_of(x).id)
+                    if h is not None and h is not g and id(h) not in deps[id(g)]:
+                        deps[id(g)].add(id(h))
+                        users[id(h)].append(g)
+    index = {id(g): k for k, g in enumerate(out)}
+    heap = [((is_late(g), g.order, k), k, g) for k, g in enumerate(out) if not deps[id(g)]]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, k, g = heapq.heappop(heap)
+        order.append(g)
+        for u in users[id(g)]:
+            deps[id(u)].discard(id(g))
+            if not deps[id(u)]:
+                k = index[id(u)]
+                heapq.heappush(heap, ((is_late(u), u.order, k), k, u))
+    if len(order) != len(out):  # pragma: no cover - the fusion rules exclude cycles
+        raise AssertionError("fusion produced a cycle between kernels")
+    return order
+
+
+def _depends(g: Group, others: list, group_of, root_of, budget: int = 4000) -> bool:
+    """Whether group g reads (transitively) anything computed by a group in others."""
+    targets = {id(h) for h in others}
+    seen = {id(g)}
+    stack = [g]
+    while stack:
+        h = stack.pop()
+        parts = [h] + [p for p in (h.prologue, h.epilogue) if p is not None]
+        for p in parts:
+            for m in p.members:
+                for x in m.inputs:
+                    budget -= 1
+                    if budget < 0:
+                        return True  # too far to tell: assume the worst
+                    r = root_of(x)
+                    q = group_of.get(r.id)
+                    if q is None or id(q) in seen:
+                        continue
+                    if id(q) in targets:
+                        return True
+                    seen.add(id(q))
+                    stack.append(q)
+    return False

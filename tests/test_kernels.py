@@ -1,0 +1,434 @@
+"""Every op kind's WGSL, forward and backward, executed natively (lavapipe in CI) and
+compared with the reference backend; fusion, matmul paths, big dispatches, limits."""
+
+from __future__ import annotations
+
+import array
+
+import numpy as np
+import pytest
+
+import tgweb as tg
+from tgweb import ops
+from tgweb.backends import native
+from tgweb.backends.reference import Context, evaluate
+from tgweb.codegen import register_all
+from tgweb.grad import append_grad
+from tgweb.ir import NO_GRAD, REGISTRY, Graph, TraceError, tracing
+from tgweb.lower import lower
+from tgweb.ops import conv as conv_ops
+from tgweb.ops import nn as nn_ops
+from tgweb.ops import random as rnd
+from tgweb.optim import clip
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="no WebGPU adapter")
+
+NP = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+TC = {"f32": "f", "i32": "i", "bool": "I"}
+SEED = 1234567
+
+
+def build(fn, specs, grad=True):
+    """Trace fn(**inputs); outputs y0.. and, for f32 inputs, their gradients of
+    sum(y * cot) with a random cotangent per float output."""
+    g = Graph()
+    with tracing(g):
+        ins = {n: g.input(n, s[0], s[1]) for n, s in specs.items()}
+        out = fn(**ins)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for j, o in enumerate(outs):
+            g.outputs[f"y{j}"] = o
+        wrt = [t for t in ins.values() if t.dtype == "f32"]
+        if grad and wrt:
+            terms = []
+            for j, o in enumerate(outs):
+                if o.dtype == "f32":
+                    cot = g.input(f"cot{j}", o.shape)
+                    terms.append(ops.sum(o * cot))
+            if terms:
+                loss = terms[0]
+                for t in terms[1:]:
+                    loss = loss + t
+                grads = append_grad(g, loss, wrt)
+                for t in wrt:
+                    g.outputs["g_" + t.attrs["name"]] = grads[t.id]
+    return g
+
+
+def data_for(name, shape, dtype, dom, rng):
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype == "i32":
+        lo, hi = dom if isinstance(dom, tuple) else (-5, 6)
+        return rng.integers(lo, hi, shape).astype(np.int32)
+    if dom == "pos":
+        return rng.uniform(0.5, 2.0, shape).astype(np.float32)
+    if dom == "distinct":  # no ties, for max/argmax-like kinds
+        n = int(np.prod(shape))
+        return (rng.permutation(n).reshape(shape) * 0.01 - 3).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def run_case(fn, specs, grad=True, doms=None, rtol=2e-4, atol=2e-5, seed=0, limits=None):
+    """specs: name -> (shape, dtype). Returns the Program."""
+    doms = doms or {}
+    g = build(fn, specs, grad)
+    prog = lower(g, limits)
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for n, t in g.inputs.items():
+        feeds[n] = data_for(n, t.shape, t.dtype, doms.get(n), rng)
+    rt = native.Runtime(prog)
+    try:
+        host = {n: array.array(TC[g.inputs[n].dtype], v.astype(
+            np.uint32 if v.dtype == np.bool_ else v.dtype).ravel().tolist()) for n, v in feeds.items()}
+        scal = {s.name: SEED for s in prog.scalars}
+        got = rt.run(host, scal, [("outputs", n) for n in g.outputs])
+    finally:
+        rt.close()
+    ctx = Context()
+    ctx.scalars = {n: SEED for n in g.scalars}
+    want = evaluate(g, list(g.outputs.values()), {g.inputs[n].id: v for n, v in feeds.items()}, ctx)
+    for (n, t), w in zip(g.outputs.items(), want):
+        a = np.array(got[("outputs", n)]).reshape(t.shape)
+        if t.dtype == "bool":
+            a = a.astype(bool)
+        w = np.asarray(w)
+        if t.dtype == "f32":
+            scale = max(1.0, float(np.abs(w).max()) if w.size else 1.0)
+            np.testing.assert_allclose(a, w, rtol=rtol, atol=atol * scale, err_msg=n)
+        else:
+            np.testing.assert_array_equal(a, w, err_msg=n)
+    return prog
+
+
+def f(*shape):
+    return (tuple(shape), "f32")
+
+
+def i(*shape):
+    return (tuple(shape), "i32")
+
+
+def b(*shape):
+    return (tuple(shape), "bool")
+
+
+def unary(fn, dom=None):
+    return [(lambda x: fn(x), {"x": f(1)}, {"doms": {"x": dom}}),
+            (lambda x: fn(x), {"x": f(7, 33)}, {"doms": {"x": dom}}),
+            (lambda x: fn(x), {"x": f(257)}, {"doms": {"x": dom}})]
+
+
+def binary(fn, dom_b=None, dtype="f32"):
+    mk = f if dtype == "f32" else i
+    return [(fn, {"x": mk(1), "y": mk(1)}, {"doms": {"y": dom_b}}),
+            (fn, {"x": mk(7, 33), "y": mk(33)}, {"doms": {"y": dom_b}}),
+            (fn, {"x": mk(257, 1), "y": mk(1, 3)}, {"doms": {"y": dom_b}})]
+
+
+def emb(w, k):
+    return nn_ops.embedding(w, k)
+
+
+# kind -> list of (fn, input specs, options)
+CASES = {
+    "add": binary(lambda x, y: x + y) + binary(lambda x, y: x + y, dtype="i32"),
+    "sub": binary(lambda x, y: x - y),
+    "mul": binary(lambda x, y: x * y) + binary(lambda x, y: x * y, dtype="i32"),
+    "div": binary(lambda x, y: x / y, "pos"),
+    "maximum": binary(lambda x, y: tg.maximum(x, y)) + binary(lambda x, y: tg.maximum(x, y),
+                                                                dtype="i32"),
+    "minimum": binary(lambda x, y: tg.minimum(x, y)),
+    "less": binary(lambda x, y: x < y) + binary(lambda x, y: x < y, dtype="i32"),
+    "greater": binary(lambda x, y: x > y),
+    "less_equal": binary(lambda x, y: x <= y, dtype="i32"),
+    "greater_equal": binary(lambda x, y: x >= y),
+    "equal": binary(lambda x, y: tg.equal(x, y), dtype="i32"),
+    "logical_and": [(lambda p, q: tg.logical_and(p, q), {"p": b(*s), "q": b(*s)}, {})
+                    for s in ((1,), (7, 33), (257,))],
+    "logical_or": [(lambda p, q: tg.logical_or(p, q), {"p": b(*s), "q": b(1)}, {})
+                   for s in ((1,), (7, 33), (257,))],
+    "where": [(lambda c, x, y: tg.where(c, x, y), {"c": b(*s), "x": f(*s), "y": f(1)}, {})
+              for s in ((1,), (7, 33), (257,))]
+    + [(lambda c, x: tg.where(c, x, 3), {"c": b(7, 1), "x": i(7, 5)}, {})],
+    "neg": unary(tg.neg),
+    "abs": unary(tg.abs),
+    "sign": unary(tg.sign) + [(tg.sign, {"x": i(33)}, {})],
+    "square": unary(tg.square),
+    "exp": unary(tg.exp),
+    "log": unary(tg.log, "pos"),
+    "sqrt": unary(tg.sqrt, "pos"),
+    "rsqrt": unary(tg.rsqrt, "pos"),
+    "tanh": unary(tg.tanh) + [(lambda x: tg.tanh(x * 40.0), {"x": f(33)}, {})],
+    "sigmoid": unary(tg.sigmoid),
+    "relu": unary(tg.relu),
+    "leaky_relu": unary(lambda x: tg.leaky_relu(x, 0.1)),
+    "gelu": unary(tg.gelu) + unary(lambda x: tg.gelu(x, approximate="tanh")),
+    "silu": unary(tg.silu),
+    "softplus": unary(tg.softplus) + [(lambda x: tg.softplus(x * 30.0), {"x": f(33)}, {})],
+    "erf": unary(tg.erf),
+    "sin": unary(tg.sin),
+    "cos": unary(tg.cos),
+    "pow": unary(lambda x: x ** 3) + unary(lambda x: x ** 1.5, "pos") + unary(lambda x: x ** -0.5,
+                                                                                "pos"),
+    "clamp": unary(lambda x: tg.clamp(x, -0.5, 0.7)) + unary(lambda x: tg.clamp(x, min=0.1)),
+    "cast": [(lambda x: tg.cast(x * 4.0, "i32"), {"x": f(7, 33)}, {}),
+             (lambda x: tg.cast(x, "f32") * 0.5, {"x": i(1)}, {}),
+             (lambda x: tg.cast(x, "bool"), {"x": f(257)}, {}),
+             (lambda c: tg.cast(c, "f32") + tg.cast(c, "i32"), {"c": b(33)}, {})],
+    "full": [(lambda x: (tg.full((7, 3), 1.5), x * 2.0), {"x": f(1)}, {}),
+             (lambda x: (tg.full((33,), 2, "i32"), x + 1.0), {"x": f(5)}, {}),
+             (lambda x: x + tg.full((257,), -0.25), {"x": f(257)}, {})],
+    "arange": [(lambda x: x * tg.arange(1, 8, 1), {"x": f(7)}, {}),
+               (lambda x: x + tg.arange(0.0, 3.3, 0.1), {"x": f(33)}, {}),
+               (lambda x: tg.arange(257) + x, {"x": i(1)}, {})],
+    "sum": [(lambda x: x.sum(), {"x": f(1)}, {}),
+            (lambda x: x.sum(axis=1), {"x": f(7, 33)}, {}),
+            (lambda x: x.sum(axis=(0, 2), keepdims=True), {"x": f(7, 5, 33)}, {}),
+            (lambda x: x.sum(axis=0), {"x": f(257, 3)}, {}),
+            (lambda x: x.sum(axis=-1), {"x": f(3, 2049)}, {}),
+            (lambda x: x.sum(axis=1), {"x": i(7, 33)}, {})],
+    "max": [(lambda x: x.max(), {"x": f(1)}, {"doms": {"x": "distinct"}}),
+            (lambda x: x.max(axis=1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
+            (lambda x: x.max(axis=0, keepdims=True), {"x": f(257, 3)}, {"doms": {"x": "distinct"}}),
+            (lambda x: x.max(axis=1), {"x": i(7, 5)}, {})],
+    "min": [(lambda x: x.min(), {"x": f(1)}, {"doms": {"x": "distinct"}}),
+            (lambda x: x.min(axis=(0, 1)), {"x": f(7, 33, 2)}, {"doms": {"x": "distinct"}}),
+            (lambda x: x.min(axis=-1), {"x": f(3, 257)}, {"doms": {"x": "distinct"}})],
+    "argmax": [(lambda x: x.argmax(0), {"x": f(1)}, {}),
+               (lambda x: x.argmax(1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
+               (lambda x: x.argmax(0, keepdims=True), {"x": f(257, 3)}, {"doms": {"x": "distinct"}}),
+               (lambda x: x.argmax(-1), {"x": i(7, 9)}, {"doms": {"x": (0, 3)}})],
+    "argmin": [(lambda x: x.argmin(0), {"x": f(1)}, {}),
+               (lambda x: x.argmin(1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
+               (lambda x: x.argmin(-1), {"x": f(3, 257)}, {"doms": {"x": "distinct"}})],
+    "permute": [(lambda x: x.permute(1, 0), {"x": f(7, 33)}, {}),
+                (lambda x: x.permute(2, 0, 1), {"x": f(3, 5, 7)}, {}),
+                (lambda x: x.T, {"x": i(257, 2)}, {})],
+    "broadcast_to": [(lambda x: tg.broadcast_to(x, (3, 1)), {"x": f(1)}, {}),
+                     (lambda x: tg.broadcast_to(x, (7, 33)), {"x": f(33)}, {}),
+                     (lambda x: tg.broadcast_to(x, (2, 257, 3)), {"x": f(257, 1)}, {})],
+    "slice": [(lambda x: x[1:3], {"x": f(7)}, {}),
+              (lambda x: x[:, 5:32], {"x": f(7, 33)}, {}),
+              (lambda x: x[..., 0], {"x": f(257, 2)}, {})],
+    "pad": [(lambda x: tg.pad(x, 0, 1, 2), {"x": f(1)}, {}),
+            (lambda x: tg.pad(x, 1, 0, 3), {"x": f(7, 33)}, {}),
+            (lambda x: tg.pad(x, 0, 4, 0), {"x": i(257)}, {})],
+    "concat": [(lambda x, y: tg.concat([x, y]), {"x": f(1), "y": f(2)}, {}),
+               (lambda x, y: tg.concat([x, y, x], 1), {"x": f(7, 33), "y": f(7, 1)}, {}),
+               (lambda x, y: tg.stack([x, y], -1), {"x": f(257), "y": f(257)}, {})],
+    "matmul": [(lambda x, y: x @ y, {"x": f(1, 1), "y": f(1, 1)}, {}),
+               (lambda x, y: x @ y, {"x": f(7, 33), "y": f(33, 5)}, {}),
+               (lambda x, y: x @ y, {"x": f(33, 257), "y": f(257, 65)}, {}),
+               (lambda x, y: x @ y.mT, {"x": f(2, 3, 70, 9), "y": f(3, 40, 9)}, {}),
+               (lambda x, y: x.mT @ y, {"x": f(5, 67), "y": f(5, 33)}, {})],
+    "softmax": [(lambda x: nn_ops.softmax(x, -1), {"x": f(1)}, {}),
+                (lambda x: nn_ops.softmax(x, 0), {"x": f(7, 33)}, {}),
+                (lambda x: nn_ops.softmax(x * 5.0, -1), {"x": f(3, 257)}, {})],
+    "log_softmax": [(lambda x: nn_ops.log_softmax(x, -1), {"x": f(1)}, {}),
+                    (lambda x: nn_ops.log_softmax(x, 1), {"x": f(7, 33, 2)}, {}),
+                    (lambda x: nn_ops.log_softmax(x, -1), {"x": f(2, 2049)}, {})],
+    "causal_softmax": [(lambda x: nn_ops.causal_softmax(x), {"x": f(1, 1)}, {}),
+                       (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
+                       (lambda x: nn_ops.causal_softmax(x), {"x": f(33, 40)}, {})],
+    "one_hot": [(lambda k: nn_ops.one_hot(k, 1), {"k": i(1)}, {"doms": {"k": (0, 1)}}),
+                (lambda k: nn_ops.one_hot(k, 7), {"k": i(33)}, {"doms": {"k": (-1, 8)}}),
+                (lambda k: nn_ops.one_hot(k, 12), {"k": i(3, 257)}, {"doms": {"k": (0, 12)}})],
+    "embedding": [(emb, {"w": f(1, 1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
+                  (emb, {"w": f(7, 33), "k": i(5, 3)}, {"doms": {"k": (-1, 8)}}),
+                  (emb, {"w": f(12, 9), "k": i(257)}, {"doms": {"k": (0, 12)}})],
+    "take_along_axis": [
+        (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(1), "k": i(1)},
+         {"doms": {"k": (0, 1)}}),
+        (lambda x, k: nn_ops.take_along_axis(x, k, 1), {"x": f(7, 33), "k": i(7, 4)},
+         {"doms": {"k": (-1, 34)}}),
+        (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(257, 3), "k": i(2, 3)},
+         {"doms": {"k": (0, 257)}})],
+    "conv2d": [
+        (lambda x, w: conv_ops.conv2d(x, w), {"x": f(1, 1, 1, 1), "w": f(1, 1, 1, 1)}, {}),
+        (lambda x, w: conv_ops.conv2d(x, w, padding=1), {"x": f(2, 3, 7, 7), "w": f(4, 3, 3, 3)}, {}),
+        (lambda x, w: conv_ops.conv2d(x, w, stride=2, padding=(1, 0), groups=2),
+         {"x": f(1, 4, 9, 8), "w": f(6, 2, 3, 2)}, {})],
+    "max_pool2d": [
+        (lambda x: conv_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
+        (lambda x: conv_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
+        (lambda x: conv_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}})],
+    "avg_pool2d": [
+        (lambda x: conv_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
+        (lambda x: conv_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
+        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {})],
+    "rand": [(lambda x: x + rnd.rand((1,)), {"x": f(1)}, {}),
+             (lambda x: x * rnd.rand((7, 33)), {"x": f(7, 33)}, {}),
+             (lambda x: rnd.dropout(x, 0.3), {"x": f(257)}, {})],
+    "randn": [(lambda x: x + rnd.randn((1,)), {"x": f(1)}, {}),
+              (lambda x: x * rnd.randn((7, 33)), {"x": f(7, 33)}, {}),
+              (lambda x: x - rnd.randn((257,)), {"x": f(257)}, {})],
+    "global_sumsq": [(lambda x: clip.global_sumsq([x]), {"x": f(1)}, {}),
+                     (lambda x, y: clip.global_sumsq([x, y * 2.0]), {"x": f(7, 33), "y": f(5)}, {}),
+                     (lambda x, y: clip.global_sumsq([x, y, x]), {"x": f(257), "y": f(3, 3)}, {})],
+}
+
+# grad-only kinds are exercised through the forward kind whose gradient they are
+GRAD_KINDS = {
+    "embedding_grad": "embedding", "take_along_axis_grad": "take_along_axis",
+    "conv2d_grad_input": "conv2d", "conv2d_grad_weight": "conv2d",
+    "max_pool2d_grad": "max_pool2d", "avg_pool2d_grad": "avg_pool2d",
+}
+# second-order kinds: the gradient of a gradient kind
+SECOND_ORDER = {
+    "max_pool2d_select": [(lambda x, h: REGISTRY and _select(x, h), {"x": f(2, 3, 7, 7),
+                                                                      "h": f(2, 3, 7, 7)},
+                           {"doms": {"x": "distinct"}})],
+}
+
+
+def _select(x, h):
+    from tgweb.ir import make
+    return make("max_pool2d_select", (x, h), kernel=(2, 2), stride=(2, 2), padding=(0, 0))
+
+
+def _wgsl_kinds():
+    register_all()
+    return sorted(k for k, d in REGISTRY.items() if d.family != "leaf" and not d.alias)
+
+
+def test_every_kind_has_wgsl_and_a_case():
+    missing_wgsl = [k for k in _wgsl_kinds() if REGISTRY[k].wgsl is None]
+    assert not missing_wgsl, f"kinds without WGSL: {missing_wgsl}"
+    covered = set(CASES) | set(GRAD_KINDS) | set(SECOND_ORDER)
+    missing = [k for k in _wgsl_kinds() if k not in covered]
+    assert not missing, f"kinds without a kernel test case: {missing}"
+    for k in CASES:
+        assert len(CASES[k]) >= 3, k
+
+
+ALL = [(k, j) for k in sorted(CASES) for j in range(len(CASES[k]))] + \
+      [(k, j) for k in sorted(SECOND_ORDER) for j in range(len(SECOND_ORDER[k]))]
+
+
+@pytest.mark.parametrize("kind,j", ALL, ids=[f"{k}-{j}" for k, j in ALL])
+def test_kernel_matches_reference(kind, j):
+    fn, specs, opts = (CASES.get(kind) or SECOND_ORDER[kind])[j]
+    grad = REGISTRY[kind].grad is not NO_GRAD or kind in ("rand", "randn")
+    prog = run_case(fn, specs, grad=grad, doms=opts.get("doms"))
+    kinds = {o for k in prog.kernels for o in k.ops}
+    assert kind in kinds or kind in ("full",), f"{kind} not in the kernels' ops {kinds}"
+    if kind in ("embedding", "take_along_axis", "conv2d", "max_pool2d", "avg_pool2d"):
+        grads = [k for k, v in GRAD_KINDS.items() if v == kind]
+        assert any(gk in kinds for gk in grads), f"no gradient kernel of {kind} ran: {kinds}"
+
+
+def test_dispatch_past_65535_workgroups():
+    n = 65536 * 256 + 7  # 65,537 workgroups of 256 invocations
+    prog = run_case(lambda x, y: x * 2.0 + y, {"x": f(n), "y": f(1)}, grad=False)
+    assert max(k.dispatch[0] * k.dispatch[1] for k in prog.kernels) > 65535
+    assert all(max(k.dispatch) <= 65535 for k in prog.kernels)
+    # one workgroup per row: 70,000 rows of a softmax, forward and backward
+    prog = run_case(lambda x: nn_ops.softmax(x, -1), {"x": f(70000, 2)})
+    assert any(k.dispatch[1] > 1 and "softmax" in k.ops for k in prog.kernels)
+
+
+def test_fusion_fuses_elementwise_chains():
+    prog = run_case(lambda x, y: tg.relu(x * y + 1.0) - tg.exp(-x) / 2.0,
+                    {"x": f(7, 33), "y": f(33)}, grad=False)
+    assert len(prog.kernels) == 1
+    # prologue and epilogue: mean of squares is one kernel
+    prog = run_case(lambda x: ((x - 1.0) ** 2).mean(axis=1), {"x": f(7, 33)}, grad=False)
+    assert len(prog.kernels) == 1
+    # a broadcast, a slice and elementwise math read straight from memory in one kernel
+    prog = run_case(lambda x, y: tg.broadcast_to(y, (7, 33)) * x[:, 1:34],
+                    {"x": f(7, 40), "y": f(7, 1)}, grad=False)
+    assert len(prog.kernels) == 1
+    # forward + backward of an MLP layer stays small
+    prog = run_case(lambda x, w, c: tg.relu(x @ w + c), {"x": f(9, 5), "w": f(5, 6), "c": f(6)})
+    assert len(prog.kernels) <= 6, [k.name for k in prog.kernels]
+
+
+def test_matmul_paths():
+    # tiled 128 x 128 with 8 x 8 per invocation, edges not multiples of the tile
+    run_case(lambda x, y: x @ y, {"x": f(513, 20), "y": f(20, 515)}, grad=False)
+    # transposed operands through strides in every combination, batch broadcast
+    for ta in (False, True):
+        for tb in (False, True):
+            def fn(x, y, ta=ta, tb=tb):
+                from tgweb.ir import make
+                return make("matmul", (x, y), ta=ta, tb=tb)
+            xs = (2, 33, 70) if ta else (2, 70, 33)
+            ys = (65, 33) if tb else (33, 65)
+            run_case(fn, {"x": f(*xs), "y": f(*ys)}, grad=True)
+    # the backward pass reads transposes through strides: no permute kernels
+    prog = run_case(lambda x, y: x @ y, {"x": f(70, 33), "y": f(33, 65)})
+    assert not any("permute" in k.ops for k in prog.kernels)
+    assert sum("matmul" in k.ops for k in prog.kernels) == 3
+
+
+def test_i32_and_bool_chains():
+    run_case(lambda k, c: tg.where(tg.logical_and(c, k > 0), k * 3, -k),
+             {"k": i(7, 33), "c": b(7, 33)}, grad=False)
+
+
+def test_identical_kernels_share_pipelines():
+    prog = run_case(lambda x, y: (tg.exp(x).sum(axis=1), tg.exp(y).sum(axis=1)),
+                    {"x": f(7, 33), "y": f(7, 33)}, grad=False)
+    assert len(prog.kernels) == 2 and prog.pipelines() == 1
+
+
+def test_updates_written_in_place():
+    g = Graph()
+    with tracing(g):
+        p = g.param("p", (7, 33))
+        m = g.state("m", (7, 33), init=0.5)
+        x = g.input("x", (7, 33))
+        lr = g.scalar("lr")
+        new_m = m * 0.9 + x
+        g.updates["m"] = new_m
+        g.updates["p"] = p - lr * new_m
+        g.outputs["loss"] = ops.sum(p * x)
+    prog = lower(g)
+    assert prog.meta["inplace_updates"] == 2 and prog.meta["copied_updates"] == 0
+    assert not any("copy" in k.ops for k in prog.kernels)
+    rt = native.Runtime(prog)
+    rng = np.random.default_rng(0)
+    pv = rng.standard_normal((7, 33)).astype(np.float32)
+    xv = rng.standard_normal((7, 33)).astype(np.float32)
+    rt.write("params", "p", array.array("f", pv.ravel().tolist()))
+    out = rt.run({"x": array.array("f", xv.ravel().tolist())}, {"lr": 0.1}, [("outputs", "loss")])
+    np.testing.assert_allclose(out[("outputs", "loss")][0], (pv * xv).sum(), rtol=1e-5)
+    nm = 0.5 * 0.9 + xv
+    np.testing.assert_allclose(np.array(rt.read("states", "m")).reshape(7, 33), nm, rtol=1e-6)
+    np.testing.assert_allclose(np.array(rt.read("params", "p")).reshape(7, 33),
+                               pv - np.float32(0.1) * nm, rtol=1e-5, atol=1e-6)
+    rt.close()
+
+
+def test_tensor_over_limits_fails_at_lower_time():
+    g = Graph()
+    with tracing(g):
+        x = g.input("big_batch", (1 << 15, 1 << 11))  # 256 MiB of f32
+        g.outputs["y"] = ops.sum(x * 2.0)
+    with pytest.raises(TraceError) as e:
+        lower(g)
+    msg = str(e.value)
+    assert "big_batch" in msg and "maxStorageBufferBindingSize" in msg and "134217728" in msg
+    g = Graph()
+    with tracing(g):
+        x = g.input("x", (1 << 10,))
+        g.outputs["y"] = ops.exp(tg.broadcast_to(x, (1 << 12, 1 << 10))) * 2.0
+    with pytest.raises(TraceError) as e:
+        lower(g, limits={"max-storage-buffer-binding-size": 1 << 20})
+    assert "tensor %" in str(e.value) and "test_kernels.py" in str(e.value)
+
+
+def test_compile_error_names_op_site_and_line():
+    g = Graph()
+    with tracing(g):
+        x = g.input("x", (7,))
+        g.outputs["y"] = ops.sigmoid(x)
+    prog = lower(g)
+    k = prog.kernels[0]
+    k.wgsl = k.wgsl.replace("exp(", "exq(")
+    with pytest.raises(native.KernelCompileError) as e:
+        native.Runtime(prog)
+    msg = str(e.value)
+    assert "sigmoid" in msg and "test_kernels.py" in msg and "WGSL line" in msg and "exq" in msg
