@@ -77,8 +77,11 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
             r = _root(x)
             consumers.setdefault(r.id, []).append((t, r is x))
 
+    leaf_ids = {**{n: t.id for n, t in graph.params.items()},
+                **{n: t.id for n, t in graph.states.items()}}
+    hint = {_root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
     groups = fuse(nodes, consumers, roots, _root, max_bind,
-                  late={_root(u).id for u in graph.updates.values()})
+                  late={_root(u).id for u in graph.updates.values()}, inplace=hint)
 
     # which kernel reads which stored tensor (ids), in schedule order
     def kernel_reads(g: Group) -> set[int]:

@@ -40,14 +40,17 @@ class Group:
         return self.head.shape
 
 
-def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None) -> list[Group]:
+def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
+         inplace=None) -> list[Group]:
     """nodes: live computed nodes (no leaves, no aliases) in topological order.
     consumers: id -> [(consumer node, direct)] where direct is False when read via an alias.
     roots: ids that must be stored (outputs, captures, updates).
     late: ids of update values; kernels writing only those are scheduled last.
+    inplace: update value id -> id of the param/state it will likely overwrite.
     root_of(t): t with aliases resolved. Returns the groups to emit, in order."""
     group_of: dict[int, Group] = {}
     groups: list[Group] = []
+    inplace = dict(inplace or {})
 
     def ext_of(n, inside):
         out = set()
@@ -55,7 +58,7 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None) -> 
             r = root_of(x)
             if r.kind == "full" or r.id in inside:
                 continue
-            out.add(r.id)
+            out.add(-1 if r.kind == "scalar" else r.id)  # all scalars share one buffer
         return out
 
     for n in reversed(nodes):
@@ -79,9 +82,10 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None) -> 
                     continue  # g would wait for a kernel that waits for g
                 ids = {m.id for m in g.members} | {n.id}
                 new_ext = (g.ext - {n.id}) | ext_of(n, ids)
-                stored_est = sum(1 for m in g.members if m.id in roots) + \
-                    (n.id in roots or bool(others))
-                if len(new_ext) + max(1, stored_est) <= max_bindings:
+                st = {m.id for m in g.members if m.id in roots}
+                if n.id in roots or others:
+                    st.add(n.id)
+                if _bindings(new_ext, st, inplace) <= max_bindings:
                     target = g
                     g.ext = new_ext
                     break
@@ -102,6 +106,8 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None) -> 
             g = Group("ew", n, [n])
             groups.append(g)
             group_of[n.id] = g
+
+    groups = _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace)
 
     for g in groups:
         if g.kind != "ew":
@@ -216,3 +222,76 @@ def _depends(g: Group, others: list, group_of, root_of, budget: int = 4000) -> b
                     seen.add(id(q))
                     stack.append(q)
     return False
+
+
+def _readers(g: Group, group_of, consumers) -> list:
+    out = []
+    for m in g.members:
+        for c, _ in consumers.get(m.id, []):
+            h = group_of.get(c.id)
+            if h is not None and h is not g and h not in out:
+                out.append(h)
+    return out
+
+
+def _bindings(ext: set, stored: set, inplace: dict) -> int:
+    """Bindings a group needs: what it reads plus what it writes, an update written
+    over a tensor it also reads counted once."""
+    return len(ext) + max(1, sum(1 for i in stored if inplace.get(i) not in ext))
+
+
+def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace):
+    """Merge elementwise groups of one shape that feed each other at the same index or
+    read the same tensors (an optimizer's moment and parameter updates), when no third
+    kernel sits between them and the bindings fit."""
+    ew = [g for g in groups if g.kind == "ew"]
+    alive = {id(g) for g in ew}
+    by_input: dict = {}
+    for g in ew:
+        for x in g.ext:
+            by_input.setdefault((x, g.shape), []).append(g)
+    pairs = []
+    for g in ew:
+        for m in g.members:
+            for c, _d in consumers.get(m.id, []):
+                h = group_of.get(c.id)
+                if h is not None and h is not g and h.kind == "ew" and h.shape == g.shape:
+                    pairs.append((g, h))
+    for gs in by_input.values():
+        for a, b in zip(gs, gs[1:]):
+            pairs.append((a, b))
+    for a, b in pairs:
+        a, b = group_of[a.head.id], group_of[b.head.id]  # follow earlier merges
+        if a is b or id(a) not in alive or id(b) not in alive:
+            continue
+        # every read between the two must be a direct same-index read
+        ok = True
+        for x, y in ((a, b), (b, a)):
+            ids = {m.id for m in x.members}
+            for m in y.members:
+                for inp in m.inputs:
+                    r = root_of(inp)
+                    if r.id in ids and (r is not inp or not same_index(m.kind)):
+                        ok = False
+        if not ok:
+            continue
+        members = sorted(a.members + b.members, key=lambda t: t.id)
+        ids = {m.id for m in members}
+        ext = {x for x in (a.ext | b.ext) if x not in ids}
+        st = {m.id for m in members if m.id in roots or any(
+            group_of.get(c.id) not in (a, b) or not d for c, d in consumers.get(m.id, []))}
+        if _bindings(ext, st, inplace) > max_bindings:
+            continue
+        mids = [x for x in _readers(a, group_of, consumers) if x is not b]
+        if mids and _depends(b, mids, group_of, root_of):
+            continue
+        mids = [x for x in _readers(b, group_of, consumers) if x is not a]
+        if mids and _depends(a, mids, group_of, root_of):
+            continue
+        keep, gone = (b, a) if b.head.id > a.head.id else (a, b)
+        keep.members = members
+        keep.ext = ext
+        for m in gone.members:
+            group_of[m.id] = keep
+        alive.discard(id(gone))
+    return [g for g in groups if g.kind != "ew" or id(g) in alive]
