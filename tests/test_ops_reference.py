@@ -260,3 +260,15 @@ def test_nn_dropout_layer():
     m.eval()
     out, _ = run(lambda x: m(x), {"x": np.ones((4, 4))})
     np.testing.assert_array_equal(out, 1.0)
+
+
+def test_value_and_grad_runs_stochastic_models():
+    class M(tg.nn.Module):
+        def __init__(self):
+            self.lin = tg.nn.Linear(3, 1)
+            self.drop = tg.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.lin(self.drop(x))
+    loss, grads = tg.value_and_grad(lambda m, x: m(x).mean(), M(), x=np.ones((8, 3), np.float32))
+    assert np.isfinite(loss) and grads["lin.weight"].shape == (1, 3)

@@ -85,6 +85,7 @@ def value_and_grad(loss_fn: Callable, model, *, precision: str = "float32", **in
     params = dict(model.named_parameters())
     for n in names:
         feeds[graph.params[n].id] = np.frombuffer(params[n].value, np.float32).reshape(params[n].shape)
-    vals = evaluate(graph, [loss] + [grads[graph.params[n].id] for n in names], feeds,
-                    Context(precision))
+    ctx = Context(precision)
+    ctx.scalars.setdefault("seed", ctx.seed)  # stochastic ops (dropout, rand) read it
+    vals = evaluate(graph, [loss] + [grads[graph.params[n].id] for n in names], feeds, ctx)
     return vals[0][()], dict(zip(names, vals[1:]))
