@@ -60,16 +60,51 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     # ---------------------------------------------------------------- dead code
     root_nodes = list(graph.outputs.values()) + list(graph.captures.values()) \
         + list(graph.updates.values())
+    # a matmul reads an operand transposed over its last two axes through strides:
+    # the transpose disappears (the node is shadowed by one with ta/tb flipped)
+    eff: dict[int, Tensor] = {}
+    for t in graph.tensors:
+        if t.kind != "matmul":
+            continue
+        ins, attrs = list(t.inputs), dict(t.attrs)
+        for j, flag in ((0, "ta"), (1, "tb")):
+            x = ins[j]
+            n = len(x.shape)
+            if x.kind == "permute" and tuple(x.attrs["perm"]) == tuple(range(n - 2)) + (n - 1, n - 2):
+                ins[j], attrs[flag] = x.inputs[0], not attrs[flag]
+        if any(a is not b for a, b in zip(ins, t.inputs)):
+            sh = Tensor(graph, "matmul", tuple(ins), attrs, t.shape, t.dtype, t.site)
+            sh.id = t.id
+            eff[t.id] = sh
+    # a transposed matmul result is the product of the swapped, transposed operands
+    uses: dict[int, int] = {}
+    for t in graph.tensors:
+        for x in eff.get(t.id, t).inputs:
+            uses[x.id] = uses.get(x.id, 0) + 1
+    for t in root_nodes:
+        uses[t.id] = uses.get(t.id, 0) + 1
+    for t in graph.tensors:
+        n = len(t.shape)
+        if t.kind != "permute" or tuple(t.attrs["perm"]) != tuple(range(n - 2)) + (n - 1, n - 2):
+            continue
+        m = eff.get(t.inputs[0].id, t.inputs[0])
+        if m.kind != "matmul" or uses.get(m.id) != 1:
+            continue
+        a, b = m.inputs
+        sh = Tensor(graph, "matmul", (b, a), {"ta": not m.attrs["tb"], "tb": not m.attrs["ta"]},
+                    t.shape, t.dtype, m.site)
+        sh.id = t.id
+        eff[t.id] = sh
     live = {t.id for t in root_nodes}
     for t in reversed(graph.tensors):
         if t.id in live:
-            live.update(i.id for i in t.inputs)
+            live.update(i.id for i in eff.get(t.id, t).inputs)
     for t in graph.tensors:
         if t.id in live and REGISTRY[t.kind].wgsl is None and t.kind not in LEAVES \
                 and not REGISTRY[t.kind].alias:
             raise TraceError(f"op kind {t.kind!r} has no WGSL kernel yet", t.site)
     roots = {_root(t).id for t in root_nodes}
-    nodes = [t for t in graph.tensors
+    nodes = [eff.get(t.id, t) for t in graph.tensors
              if t.id in live and t.kind not in LEAVES and not REGISTRY[t.kind].alias]
     consumers: dict[int, list] = {}
     for t in nodes:
@@ -141,7 +176,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     out_ids = {_root(t).id for t in graph.outputs.values()}
     cap_ids = {_root(t).id for t in graph.captures.values()}
     grad_ids = {_root(t).id for t in graph.grads.values()}
-    by_id = {t.id: t for t in graph.tensors}
+    by_id = {t.id: eff.get(t.id, t) for t in graph.tensors}
 
     def check(t: Tensor, nbytes: int) -> None:
         for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
@@ -324,6 +359,14 @@ def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
                 st.add(node.id)
             epi = (g.epilogue.shape, g.epilogue.members, st)
         body, disp, wg = emitter(kc, node, input_at, epi)
+    elif node.kind == "matmul":
+        epi = None
+        if g.epilogue is not None:
+            st = set(g.epilogue.stored)
+            if node.id in stored:
+                st.add(node.id)
+            epi = (g.epilogue.shape, g.epilogue.members, st)
+        body, disp, wg = emitter(kc, node, epi)
     else:
         body, disp, wg = emitter(kc, node)
     return kc.kernel(f"k{k}_" + "_".join(_uniq(parts))[:40], body, wg, disp)

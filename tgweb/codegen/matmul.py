@@ -30,7 +30,7 @@ def config(m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
     return 64, 64, 16, 4, 4
 
 
-def emit_matmul(kc: KernelCtx, node):
+def emit_matmul(kc: KernelCtx, node, epilogue=None):
     a, b = node.inputs
     ta, tb = node.attrs["ta"], node.attrs["tb"]
     M, N = node.shape[-2], node.shape[-1]
@@ -45,7 +45,7 @@ def emit_matmul(kc: KernelCtx, node):
         a_batch = _batch_strides(ba, batch, M * K)
         b_batch = _batch_strides(bb, batch, K * N)
     if M <= 16 or N <= 16 or K <= 4:
-        return _emit_small(kc, node, M, N, K, nbatch, a_batch, b_batch, batch)
+        return _emit_small(kc, node, M, N, K, nbatch, a_batch, b_batch, batch, epilogue)
     BM, BN, BK, TM, TN = config(M, N, K)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
@@ -105,9 +105,10 @@ def emit_matmul(kc: KernelCtx, node):
         body.append(f"{{ let m = m0 + ty + {16 * i}u;")
         body.append(f"  if (m < {M}u) {{")
         for j in range(TN):
-            body.append(f"    {{ let n = n0 + tx + {16 * j}u; if (n < {N}u) {{ "
-                        f"{kc.store(node, add_idx('cbase', f'm * {N}u', 'n'), f'acc[{i * TN + j}]')}"
-                        f" }} }}")
+            body.append(f"    {{ let n = n0 + tx + {16 * j}u; if (n < {N}u) {{")
+            body.append(f"      let ci = {add_idx('cbase', f'm * {N}u', 'n')};")
+            body += ["      " + ln for ln in finish(kc, node, "ci", f"acc[{i * TN + j}]", epilogue)]
+            body.append("    } }")
         body.append("  }")
         body.append("}")
     return body, (gx, gy, nbatch), (16, 16, 1)
@@ -137,7 +138,7 @@ def _batch_index(bstr, batch):
     return add_idx(*terms)
 
 
-def _emit_small(kc: KernelCtx, node, M, N, K, nbatch, a_batch, b_batch, batch):
+def _emit_small(kc: KernelCtx, node, M, N, K, nbatch, a_batch, b_batch, batch, epilogue):
     """Skinny or tiny products (attention on short sequences, K = 1 layers): one
     invocation per output element, a plain loop over K; tiles would sit mostly empty."""
     from .common import grid, linear_index
@@ -159,5 +160,22 @@ def _emit_small(kc: KernelCtx, node, M, N, K, nbatch, a_batch, b_batch, batch):
     body.append("var acc = 0.0;")
     body.append(f"for (var k = 0u; k < {K}u; k = k + 1u) {{ "
                 f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
-    body.append(kc.store(node, "i", "acc"))
+    body += finish(kc, node, "i", "acc", epilogue)
     return body, disp, wg
+
+
+def finish(kc: KernelCtx, node, idx: str, value: str, epilogue) -> list[str]:
+    """Store one result, or run the fused elementwise epilogue on it (bias, activation)."""
+    if epilogue is None:
+        return [kc.store(node, idx, value)]
+    from .elementwise import GroupEmitter
+    shape, members, stored = epilogue
+    v = kc.fresh("r")
+    g = GroupEmitter(kc, shape, members, provided={node.id: v})
+    lines = [f"let {v} = {value};"] + g.emit(idx)
+    for m in members:
+        if m.id in stored:
+            lines.append(kc.store(m, idx, g.local[m.id]))
+    if node.id in stored:
+        lines.append(kc.store(node, idx, v))
+    return lines

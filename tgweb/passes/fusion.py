@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..codegen.elementwise import fusable, same_index
 
 REDUCE_KINDS = ("sum", "max", "min", "argmax", "argmin")
-EPILOGUE_HOSTS = REDUCE_KINDS + ("global_sumsq",)
+EPILOGUE_HOSTS = REDUCE_KINDS + ("global_sumsq", "matmul")
 
 
 @dataclass(eq=False)
@@ -143,7 +143,7 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
         ext = (e.ext - {r.id}) | g.ext
         if g.prologue is not None:
             ext |= g.prologue.ext
-        if len(ext) + len(e.stored) > max_bindings:
+        if _bindings(ext, e.stored, inplace) > max_bindings:
             continue
         g.epilogue = e
         e.absorbed = True

@@ -1,0 +1,148 @@
+"""Matmul throughput of tgweb's WGSL kernel through wgpu-py, next to torch.matmul in
+float32 with TF32 disabled, plus ms per `addition` training step.
+
+    python benchmarks/matmul_native.py            # 1024 and 4096 (a real GPU)
+    python benchmarks/matmul_native.py --small    # 128 and 256 (lavapipe, CPU)
+    python benchmarks/matmul_native.py --sizes 512 2048 --no-addition
+
+The kernel is timed GPU-side as well as one can from wgpu-py: R dispatches recorded
+into one compute pass, one submit, then a 4-byte readback to wait; the best of a few
+repeats. torch runs on CUDA when it is there (cuda events), else on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def tgweb_matmul(n: int, reps: int) -> tuple[float, float]:
+    """(GFLOP/s, max relative error against NumPy in float64)."""
+    import numpy as np
+
+    from tgweb.backends import native
+    from tgweb.ir import Graph, tracing
+    from tgweb.lower import lower
+
+    g = Graph()
+    with tracing(g):
+        a = g.input("a", (n, n))
+        b = g.input("b", (n, n))
+        g.outputs["c"] = a @ b
+    prog = lower(g, native.device_limits())
+    rt = native.Runtime(prog)
+    rng = np.random.default_rng(0)
+    av = rng.standard_normal((n, n)).astype(np.float32)
+    bv = rng.standard_normal((n, n)).astype(np.float32)
+    got = rt.run({"a": array.array("f", av.tobytes()), "b": array.array("f", bv.tobytes())},
+                 {}, [("outputs", "c")])
+    c = np.frombuffer(got[("outputs", "c")].tobytes(), np.float32).reshape(n, n)
+    ref = av.astype(np.float64) @ bv.astype(np.float64)
+    err = float(np.abs(c - ref).max() / np.abs(ref).max())
+    (kernel,) = prog.kernels
+    dev = rt.device
+    best = float("inf")
+    for _ in range(3):
+        enc = dev.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(rt.pipes[0])
+        cp.set_bind_group(0, rt.groups[0])
+        for _ in range(reps):
+            cp.dispatch_workgroups(*kernel.dispatch)
+        cp.end()
+        dev.queue.read_buffer(rt.buffers[0], 0, 4)  # drain earlier work
+        t0 = time.perf_counter()
+        dev.queue.submit([enc.finish()])
+        dev.queue.read_buffer(rt.buffers[kernel.bindings[-1].buffer], 0, 4)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    rt.close()
+    return 2.0 * n ** 3 / best / 1e9, err
+
+
+def torch_matmul(n: int, reps: int) -> tuple[float, str]:
+    try:
+        import torch
+    except ImportError:
+        return float("nan"), "torch not installed"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.randn(n, n, device=dev, dtype=torch.float32)
+    b = torch.randn(n, n, device=dev, dtype=torch.float32)
+    for _ in range(2):
+        torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(3):
+        if dev == "cuda":
+            torch.cuda.synchronize()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(reps):
+                torch.matmul(a, b)
+            e.record()
+            torch.cuda.synchronize()
+            dt = s.elapsed_time(e) / 1e3 / reps
+        else:
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                torch.matmul(a, b)
+            dt = (time.perf_counter() - t0) / reps
+        best = min(best, dt)
+    name = torch.cuda.get_device_name() if dev == "cuda" else "CPU"
+    return 2.0 * n ** 3 / best / 1e9, f"torch {torch.__version__} on {name}"
+
+
+def addition_step_ms(steps: int) -> tuple[float, dict]:
+    import importlib
+
+    from tgweb.samples import get
+    tgc = importlib.import_module("tgweb.compile")
+    s = get("addition")
+    tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
+    batches = [s.batch(i) for i in range(steps + 3)]
+    for i in range(3):
+        tr.step(**batches[i])
+    t0 = time.perf_counter()
+    for i in range(steps):
+        loss = tr.step(**batches[3 + i]).loss
+    dt = (time.perf_counter() - t0) / steps
+    float(loss)
+    meta = tr.program.meta
+    return dt * 1e3, {"dispatches": meta["dispatches"], "pipelines": meta["pipelines"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--small", action="store_true", help="small sizes, for lavapipe")
+    ap.add_argument("--sizes", type=int, nargs="*")
+    ap.add_argument("--no-addition", action="store_true", help="skip the training-step timing")
+    args = ap.parse_args()
+    from tgweb.backends import native
+    if not native.available():
+        sys.exit("no WebGPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers)")
+    info = native.adapter_info()
+    sizes = args.sizes or ([128, 256] if args.small else [1024, 4096])
+    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, "
+          f"{info.get('description', '')})")
+    print(f"{'n':>6} {'tgweb GFLOP/s':>14} {'torch GFLOP/s':>14} {'ratio':>7} {'max rel err':>12}")
+    what = ""
+    for n in sizes:
+        reps = max(1, min(50, int(2e11 / n ** 3))) if not args.small else 2
+        gf, err = tgweb_matmul(n, reps)
+        tf, what = torch_matmul(n, reps)
+        print(f"{n:>6} {gf:>14.1f} {tf:>14.1f} {gf / tf:>7.1%} {err:>12.2e}")
+    print(f"({what}, float32, TF32 off)")
+    if not args.no_addition:
+        ms, meta = addition_step_ms(3 if args.small else 50)
+        print(f"addition training step: {ms:.2f} ms ({meta['dispatches']} dispatches, "
+              f"{meta['pipelines']} pipelines, one submit)")
+
+
+if __name__ == "__main__":
+    main()
