@@ -14,19 +14,22 @@ tests, the CLI and the benchmarks treat them alike:
 - ``metric(fn, ...)``: the success measure of SAMPLES.md given a function that
   runs ``forward`` on a batch shaped as EVAL_INPUTS (see each module).
 - ``OPTIMIZER``: optimizer settings as plain data (the trainer builds the objects).
-- ``STEPS`` and ``SUCCESS``: the step budget and the success criterion.
+- ``STEPS`` and ``SUCCESS``: the step budget and the success criterion: a metric
+  name, "within_steps" and a bound, "below" or "at_least" a number, or
+  "below_baseline" (a function of the module, e.g. names.bigram_loss) less
+  "margin"; ``success_bound`` / ``succeeded`` read it.
 """
 
 from __future__ import annotations
 
-from . import addition, sin
-from ._util import flatten, make_rng  # noqa: F401
+from . import addition, digits, names, sin
+from ._util import flatten, make_rng, succeeded, success_bound  # noqa: F401
 
-SAMPLES = {"sin": sin, "addition": addition}
+SAMPLES = {"sin": sin, "addition": addition, "digits": digits, "names": names}
 
 
 def get(name: str):
-    """The sample module called name ('sin', 'addition')."""
+    """The sample module called name ('sin', 'addition', 'digits', 'names')."""
     try:
         return SAMPLES[name]
     except KeyError:

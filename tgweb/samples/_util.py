@@ -30,3 +30,23 @@ def make_rng(step: int, rng):
     if not isinstance(rng, int) or isinstance(rng, bool):
         raise TypeError(f"rng must be an int seed or a random.Random, got {type(rng).__name__}")
     return random.Random(((rng & 0xFFFFFFFF) << 32) | (step & 0xFFFFFFFF))
+
+
+def success_bound(sample) -> tuple[str, float]:
+    """("below" | "at_least", bound) from a sample's SUCCESS: a fixed "below" or
+    "at_least", or "below_baseline" (the name of a function of the sample that
+    computes the baseline, e.g. names.bigram_loss) minus "margin"."""
+    s = sample.SUCCESS
+    if "below" in s:
+        return "below", float(s["below"])
+    if "at_least" in s:
+        return "at_least", float(s["at_least"])
+    if "below_baseline" in s:
+        return "below", float(getattr(sample, s["below_baseline"])()) - float(s.get("margin", 0.0))
+    raise ValueError(f"SUCCESS {s!r} has no bound ('below', 'at_least' or 'below_baseline')")
+
+
+def succeeded(sample, value: float) -> bool:
+    """Whether a metric value meets the sample's SUCCESS bound (see success_bound)."""
+    kind, bound = success_bound(sample)
+    return value < bound if kind == "below" else value >= bound
