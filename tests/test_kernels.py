@@ -357,6 +357,16 @@ def test_matmul_paths():
             xs = (2, 33, 70) if ta else (2, 70, 33)
             ys = (65, 33) if tb else (33, 65)
             run_case(fn, {"x": f(*xs), "y": f(*ys)}, grad=True)
+    # vec4 loads (sizes multiples of 4) along either contiguous axis, batch broadcast
+    for ta in (False, True):
+        for tb in (False, True):
+            def fn4(x, y, ta=ta, tb=tb):
+                from tgweb.ir import make
+                return make("matmul", (x, y), ta=ta, tb=tb)
+            xs = (2, 1, 20, 68) if ta else (2, 1, 68, 20)
+            ys = (3, 36, 20) if tb else (3, 20, 36)
+            prog = run_case(fn4, {"x": f(*xs), "y": f(*ys)}, grad=False)
+            assert "vec4<u32>" in prog.kernels[0].wgsl
     # the backward pass reads transposes through strides: no permute kernels
     prog = run_case(lambda x, y: x @ y, {"x": f(70, 33), "y": f(33, 65)})
     assert not any("permute" in k.ops for k in prog.kernels)

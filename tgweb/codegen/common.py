@@ -114,6 +114,7 @@ class KernelCtx:
         self.ops: list[str] = []
         self.site = ""
         self._n = 0
+        self.vec4: set[int] = set()  # buffers bound as array<vec4<u32>> (read-only here)
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1
@@ -129,7 +130,22 @@ class KernelCtx:
 
     def addr(self, node, idx: str, write: bool = False) -> str:
         buf, off = self.storage(node)
-        return f"{self.bind(buf, write)}[{add_idx(u32_lit(off) if off else '0u', idx)}]"
+        i = add_idx(u32_lit(off) if off else '0u', idx)
+        if buf in self.vec4:
+            if write:
+                raise AssertionError("a vec4 binding is read-only")
+            return f"{self.bind(buf, False)}[({i}) >> 2u][({i}) & 3u]"
+        return f"{self.bind(buf, write)}[{i}]"
+
+    def vec4_ok(self, node) -> bool:
+        return self.storage(node)[1] % 4 == 0
+
+    def load4(self, node, idx4: str) -> str:
+        """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4."""
+        buf, off = self.storage(node)
+        self.vec4.add(buf)
+        i = add_idx(u32_lit(off // 4) if off else "0u", idx4)
+        return f"bitcast<vec4<f32>>({self.bind(buf, False)}[{i}])"
 
     def load(self, node, idx: str) -> str:
         """Value of a stored tensor at flat element index idx (a u32 expression)."""
@@ -153,7 +169,8 @@ class KernelCtx:
         lines = []
         for i, (_, access) in enumerate(self.bindings):
             acc = "read_write" if access == "read_write" else "read"
-            lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<u32>;")
+            ty = "vec4<u32>" if self.bindings[i][0] in self.vec4 else "u32"
+            lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<{ty}>;")
         lines.extend(self.decls)
         for h in sorted(self.helpers):
             lines.append(self.helpers[h])

@@ -64,31 +64,18 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
         body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
     body.append(f"var acc: array<f32, {TM * TN}>;")
     body.append(f"for (var k0 = 0u; k0 < {K}u; k0 = k0 + {BK}u) {{")
-    # A tile: As[kk * BM + mm] = A[m0 + mm, k0 + kk]
-    per = BM * BK // 256
-    for j in range(per):
-        e = f"(li + {256 * j}u)"
-        if ta:   # stored [K, M]: m contiguous
-            mm, kk = f"({e} % {BM}u)", f"({e} / {BM}u)"
-            addr = f"abase + (k0 + {kk}) * {M}u + m0 + {mm}"
-        else:    # stored [M, K]: k contiguous
-            mm, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
-            addr = f"abase + (m0 + {mm}) * {K}u + k0 + {kk}"
-        body.append(f"  {{ let mm = {mm}; let kk = {kk}; var v = 0.0;")
-        body.append(f"    if (m0 + mm < {M}u && k0 + kk < {K}u) {{ v = {kc.load(a, addr)}; }}")
-        body.append(f"    As[kk * {BM}u + mm] = v; }}")
-    per = BN * BK // 256
-    for j in range(per):
-        e = f"(li + {256 * j}u)"
-        if tb:   # stored [N, K]: k contiguous
-            nn, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
-            addr = f"bbase + (n0 + {nn}) * {K}u + k0 + {kk}"
-        else:    # stored [K, N]: n contiguous
-            nn, kk = f"({e} % {BN}u)", f"({e} / {BN}u)"
-            addr = f"bbase + (k0 + {kk}) * {N}u + n0 + {nn}"
-        body.append(f"  {{ let nn = {nn}; let kk = {kk}; var v = 0.0;")
-        body.append(f"    if (n0 + nn < {N}u && k0 + kk < {K}u) {{ v = {kc.load(b, addr)}; }}")
-        body.append(f"    Bs[kk * {BN}u + nn] = v; }}")
+    # vec4 loads along an operand's contiguous axis when it and the offsets allow
+    va = not ta and K % 4 == 0 or ta and M % 4 == 0
+    vb = tb and K % 4 == 0 or not tb and N % 4 == 0
+    va = va and kc.vec4_ok(a) and (nbatch == 1 or all(s % 4 == 0 for s in a_batch))
+    vb = vb and kc.vec4_ok(b) and (nbatch == 1 or all(s % 4 == 0 for s in b_batch))
+    if va:
+        kc.vec4.add(kc.storage(a)[0])
+    if vb:
+        kc.vec4.add(kc.storage(b)[0])
+    # A tile: As[kk * BM + mm] = A[m0 + mm, k0 + kk]; B tile: Bs[kk * BN + nn] = B[k0 + kk, n0 + nn]
+    body += _tile(kc, a, "As", BM, BK, "m0", M, K, "abase", contiguous_rows=ta, vec=va)
+    body += _tile(kc, b, "Bs", BN, BK, "n0", N, K, "bbase", contiguous_rows=not tb, vec=vb)
     body.append("  workgroupBarrier();")
     body.append(f"  for (var kk = 0u; kk < {BK}u; kk = kk + 1u) {{")
     for i in range(TM):
@@ -179,3 +166,41 @@ def finish(kc: KernelCtx, node, idx: str, value: str, epilogue) -> list[str]:
     if node.id in stored:
         lines.append(kc.store(node, idx, v))
     return lines
+
+
+def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int, base: str,
+          contiguous_rows: bool, vec: bool) -> list[str]:
+    """Lines loading an R x BK tile of an operand into shared sh[kk * R + rr]. The operand
+    is stored [rows, K] (k contiguous) or [K, rows] (rows contiguous, contiguous_rows)."""
+    out = []
+    if not vec:
+        for j in range(R * BK // 256):
+            e = f"(li + {256 * j}u)"
+            if contiguous_rows:
+                rr, kk = f"({e} % {R}u)", f"({e} / {R}u)"
+                addr = f"{base} + (k0 + kk) * {rows}u + {r0} + rr"
+            else:
+                rr, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
+                addr = f"{base} + ({r0} + rr) * {K}u + k0 + kk"
+            out.append(f"  {{ let rr = {rr}; let kk = {kk}; var v = 0.0;")
+            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load(x, addr)}; }}")
+            out.append(f"    {sh}[kk * {R}u + rr] = v; }}")
+        return out
+    for j in range(max(1, R * BK // 1024)):
+        e = f"(li + {256 * j}u)"
+        if contiguous_rows:  # four consecutive rows at one k
+            rq, kk = f"({e} % {R // 4}u)", f"({e} / {R // 4}u)"
+            out.append(f"  {{ let rr = {rq} * 4u; let kk = {kk}; var v = vec4<f32>();")
+            idx = f"({base} + (k0 + kk) * {rows}u + {r0} + rr) / 4u"
+            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load4(x, idx)}; }}")
+            for c in range(4):
+                out.append(f"    {sh}[kk * {R}u + rr + {c}u] = v[{c}];")
+        else:  # four consecutive k of one row
+            rr, kq = f"({e} / {BK // 4}u)", f"({e} % {BK // 4}u)"
+            out.append(f"  {{ let rr = {rr}; let kk = {kq} * 4u; var v = vec4<f32>();")
+            idx = f"({base} + ({r0} + rr) * {K}u + k0 + kk) / 4u"
+            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load4(x, idx)}; }}")
+            for c in range(4):
+                out.append(f"    {sh}[(kk + {c}u) * {R}u + rr] = v[{c}];")
+        out.append("  }")
+    return out
