@@ -115,7 +115,20 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     leaf_ids = {**{n: t.id for n, t in graph.params.items()},
                 **{n: t.id for n, t in graph.states.items()}}
     hint = {_root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
-    groups = fuse(nodes, consumers, roots, _root, max_bind,
+    # size-1 elementwise chains over constants and host scalars (an optimizer's 1 - lr * wd)
+    # are recomputed by every kernel that reads them instead of being stored
+    inlined: set[int] = set()
+    for t in nodes:
+        if REGISTRY[t.kind].elementwise and t.kind != "arange" and prod(t.shape) == 1 and all(
+                _root(x).kind in ("full", "scalar") or _root(x).id in inlined for x in t.inputs):
+            inlined.add(t.id)
+    for t in reversed(nodes):
+        if t.id in inlined and (t.id in roots or any(
+                not d or not fusable(c.kind) or c.id in inlined and c.id not in inlined
+                for c, d in consumers.get(t.id, []))):
+            inlined.discard(t.id)
+    # a materialized one must take its inputs from memory or from other inlined nodes
+    groups = fuse(nodes, consumers, roots, _root, max_bind, inlined=inlined,
                   late={_root(u).id for u in graph.updates.values()}, inplace=hint)
 
     # which kernel reads which stored tensor (ids), in schedule order
@@ -126,12 +139,18 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
             parts = [g] + [p for p in (g.prologue, g.epilogue) if p is not None]
         inside = {m.id for p in parts for m in p.members}
         out = set()
+
+        def add(x):
+            r = _root(x)
+            if r.id in inlined:
+                for y in r.inputs:
+                    add(y)
+            elif r.id not in inside and r.kind != "full":
+                out.add(r.id)
         for p in parts:
             for m in p.members:
                 for x in m.inputs:
-                    r = _root(x)
-                    if r.id not in inside and r.kind != "full":
-                        out.add(r.id)
+                    add(x)
         return out
 
     reads = [kernel_reads(g) for g in groups]
@@ -253,6 +272,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     kernels: list[Kernel] = []
     for k, g in enumerate(groups):
         kc = KernelCtx(storage)
+        kc.inlined = inlined
         kernels.append(_emit(kc, g, stored, k))
     for leaf, u in copies:
         kc = KernelCtx(storage)

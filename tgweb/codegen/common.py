@@ -115,6 +115,7 @@ class KernelCtx:
         self.site = ""
         self._n = 0
         self.vec4: set[int] = set()  # buffers bound as array<vec4<u32>> (read-only here)
+        self.inlined: set[int] = set()  # size-1 nodes recomputed where they are read
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1

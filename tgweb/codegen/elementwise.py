@@ -202,6 +202,7 @@ class GroupEmitter:
         self.lines: list[str] = []
         self.local: dict[int, str] = {}
         self._coords: dict[int, str] = {}
+        self.inl: dict[int, str] = {}
         self.ivar = "i"
 
     def emit(self, ivar: str) -> list[str]:
@@ -251,6 +252,11 @@ class GroupEmitter:
         r = _alias_root(x)
         if r.kind in CONST_KINDS:
             return lit(r.attrs["value"], r.dtype)
+        if r.id in self.kc.inlined:  # a size-1 chain over constants and scalars
+            if r.id not in self.inl:
+                args = [self.load_at(a, "0u") for a in r.inputs]
+                self.inl[r.id] = self.let(EXPR[r.kind](args, r, self.kc))
+            return self.inl[r.id]
         if r.kind == "scalar":
             return self.kc.load(r, "0u")
         return self.kc.load(x, idx)

@@ -41,7 +41,7 @@ class Group:
 
 
 def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
-         inplace=None) -> list[Group]:
+         inplace=None, inlined=None) -> list[Group]:
     """nodes: live computed nodes (no leaves, no aliases) in topological order.
     consumers: id -> [(consumer node, direct)] where direct is False when read via an alias.
     roots: ids that must be stored (outputs, captures, updates).
@@ -51,6 +51,7 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
     group_of: dict[int, Group] = {}
     groups: list[Group] = []
     inplace = dict(inplace or {})
+    inlined = set(inlined or ())
 
     def ext_of(n, inside):
         out = set()
@@ -58,11 +59,14 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
             r = root_of(x)
             if r.kind == "full" or r.id in inside:
                 continue
+            if r.id in inlined:
+                out |= ext_of(r, inside)
+                continue
             out.add(-1 if r.kind == "scalar" else r.id)  # all scalars share one buffer
         return out
 
     for n in reversed(nodes):
-        if n.kind == "full":
+        if n.kind == "full" or n.id in inlined:
             continue
         if fusable(n.kind):
             cons = consumers.get(n.id, [])
