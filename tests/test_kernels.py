@@ -442,3 +442,27 @@ def test_compile_error_names_op_site_and_line():
         native.Runtime(prog)
     msg = str(e.value)
     assert "sigmoid" in msg and "test_kernels.py" in msg and "WGSL line" in msg and "exq" in msg
+
+
+def test_lower_needs_no_numpy():
+    """trace -> grad -> optimizer -> lower -> Program JSON with NumPy unimportable."""
+    import subprocess
+    import sys
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "import importlib\n"
+        "from tgweb.samples import get\n"
+        "from tgweb.lower import lower\n"
+        "from tgweb.codegen.program import Program\n"
+        "tgc = importlib.import_module('tgweb.compile')\n"
+        "for name in ('sin', 'addition'):\n"
+        "    s = get(name)\n"
+        "    opt, clip = tgc._optimizer_from_spec(s.OPTIMIZER)\n"
+        "    g = tgc.build_training_graph(s.Model(), s.loss_fn, s.INPUTS, opt, clip)\n"
+        "    p = lower(g)\n"
+        "    q = Program.from_json(p.to_json())\n"
+        "    assert [k.wgsl for k in q.kernels] == [k.wgsl for k in p.kernels]\n"
+        "    assert 'numpy' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
