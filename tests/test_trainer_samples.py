@@ -33,11 +33,9 @@ def test_addition_plan_pools_intermediates():
     assert rep["bytes_by_kind"]["state"] == 2 * rep["bytes_by_kind"]["param"]
 
 
-@pytest.mark.slow
-def test_addition_reaches_95_percent():
-    """python -m pytest -m slow tests/test_trainer_samples.py (a few minutes)."""
+def _train_addition(seed=0):
     tr = tg.compile(addition.Model(), addition.loss_fn, inputs=addition.INPUTS,
-                    optimizer=addition.OPTIMIZER, backend="reference")
+                    optimizer=addition.OPTIMIZER, backend="reference", seed=seed)
     fwd = tr.attach(addition.forward, inputs=addition.EVAL_INPUTS)
     t0 = time.time()
     acc = 0.0
@@ -48,4 +46,28 @@ def test_addition_reaches_95_percent():
             print(f"step {s + 1}: held-out exact match {acc:.3f} ({time.time() - t0:.0f} s)")
             if acc >= addition.SUCCESS["at_least"]:
                 break
+    return acc
+
+
+@pytest.mark.slow
+def test_addition_reaches_95_percent():
+    """python -m pytest -m slow tests/test_trainer_samples.py -k 95 (about 4 minutes).
+
+    Note: SAMPLES.md's held-out rule ((a*100 + c)*31 + 7) % 5 == 0 is the same as
+    c % 5 == 3, so no training pair has 3 or 8 as the second operand's last digit;
+    with that split this recipe reaches 0.13-0.95 depending on the seed (PyTorch's
+    AdamW on the same model behaves alike). See the random-split test below."""
+    acc = _train_addition()
+    assert acc >= addition.SUCCESS["at_least"], acc
+
+
+@pytest.mark.slow
+def test_addition_reaches_95_percent_on_a_uniform_random_split(monkeypatch):
+    """The same recipe with 2,000 held-out pairs drawn uniformly at random."""
+    import random
+    pairs = [(a, c) for a in range(100) for c in range(100)]
+    test = set(random.Random(1234).sample(pairs, len(addition.TEST_PAIRS)))
+    monkeypatch.setattr(addition, "TRAIN_PAIRS", [p for p in pairs if p not in test])
+    monkeypatch.setattr(addition, "TEST_PAIRS", [p for p in pairs if p in test])
+    acc = _train_addition()
     assert acc >= addition.SUCCESS["at_least"], acc
