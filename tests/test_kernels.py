@@ -367,6 +367,22 @@ def test_matmul_paths():
             ys = (3, 36, 20) if tb else (3, 20, 36)
             prog = run_case(fn4, {"x": f(*xs), "y": f(*ys)}, grad=False)
             assert "vec4<u32>" in prog.kernels[0].wgsl
+    # attention's head split and merge: permutes read and written through strides
+    def attn(x, y, w):
+        q = x.reshape(2, 7, 3, 20).permute(0, 2, 1, 3)
+        k = y.reshape(2, 7, 3, 20).permute(0, 2, 1, 3)
+        v = w.reshape(2, 7, 3, 20).permute(0, 2, 1, 3)
+        att = q @ k.mT
+        return (att @ v).permute(0, 2, 1, 3).reshape(2, 7, 60)
+    prog = run_case(attn, {"x": f(2, 7, 60), "y": f(2, 7, 60), "w": f(2, 7, 60)})
+    assert not any("permute" in k.ops for k in prog.kernels), [k.name for k in prog.kernels]
+    def attn2(x, y, w):  # sizes that take the tiled kernel
+        q = x.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
+        k = y.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
+        v = w.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
+        return ((q @ k.mT) @ v).permute(0, 2, 1, 3)
+    prog = run_case(attn2, {"x": f(2, 40, 48), "y": f(2, 40, 48), "w": f(2, 40, 48)})
+    assert not any("permute" in k.ops for k in prog.kernels), [k.name for k in prog.kernels]
     # the backward pass reads transposes through strides: no permute kernels
     prog = run_case(lambda x, y: x @ y, {"x": f(70, 33), "y": f(33, 65)})
     assert not any("permute" in k.ops for k in prog.kernels)

@@ -7,7 +7,7 @@ Pure Python (no NumPy): it runs in the browser too.
 from __future__ import annotations
 
 from .codegen import register_all
-from .codegen.common import KernelCtx
+from .codegen.common import KernelCtx, strides
 from .codegen.elementwise import emit_copy, emit_group, fusable, same_index
 from .codegen.program import Kernel, Program, Scalar, Slot
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod
@@ -39,6 +39,20 @@ def _norm_limits(limits) -> dict[str, int]:
     return out
 
 
+def _permute_view(x: Tensor):
+    """(stored tensor, (shape, strides)) when x is a chain of permutes of it, else None."""
+    if x.kind != "permute":
+        return None
+    chain = []
+    while x.kind == "permute":
+        chain.append(x.attrs["perm"])
+        x = x.inputs[0]
+    shape, st = list(x.shape), strides(tuple(x.shape))
+    for perm in reversed(chain):
+        shape, st = [shape[p] for p in perm], [st[p] for p in perm]
+    return x, (tuple(shape), tuple(st))
+
+
 def _root(t: Tensor) -> Tensor:
     while REGISTRY[t.kind].alias:
         t = t.inputs[0]
@@ -60,23 +74,22 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     # ---------------------------------------------------------------- dead code
     root_nodes = list(graph.outputs.values()) + list(graph.captures.values()) \
         + list(graph.updates.values())
-    # a matmul reads an operand transposed over its last two axes through strides:
-    # the transpose disappears (the node is shadowed by one with ta/tb flipped)
+    # permutes in front of a matmul operand (a transpose, attention's head split) are
+    # read through strides, and a permute of a matmul's result is written through
+    # strides: the node is shadowed by one carrying those views; the permutes go dead
     eff: dict[int, Tensor] = {}
     for t in graph.tensors:
         if t.kind != "matmul":
             continue
         ins, attrs = list(t.inputs), dict(t.attrs)
-        for j, flag in ((0, "ta"), (1, "tb")):
-            x = ins[j]
-            n = len(x.shape)
-            if x.kind == "permute" and tuple(x.attrs["perm"]) == tuple(range(n - 2)) + (n - 1, n - 2):
-                ins[j], attrs[flag] = x.inputs[0], not attrs[flag]
-        if any(a is not b for a, b in zip(ins, t.inputs)):
+        for j, key in ((0, "a_view"), (1, "b_view")):
+            v = _permute_view(ins[j])
+            if v is not None:
+                ins[j], attrs[key] = v
+        if "a_view" in attrs or "b_view" in attrs:
             sh = Tensor(graph, "matmul", tuple(ins), attrs, t.shape, t.dtype, t.site)
             sh.id = t.id
             eff[t.id] = sh
-    # a transposed matmul result is the product of the swapped, transposed operands
     uses: dict[int, int] = {}
     for t in graph.tensors:
         for x in eff.get(t.id, t).inputs:
@@ -84,15 +97,26 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     for t in root_nodes:
         uses[t.id] = uses.get(t.id, 0) + 1
     for t in graph.tensors:
-        n = len(t.shape)
-        if t.kind != "permute" or tuple(t.attrs["perm"]) != tuple(range(n - 2)) + (n - 1, n - 2):
+        if t.kind != "permute":
             continue
         m = eff.get(t.inputs[0].id, t.inputs[0])
         if m.kind != "matmul" or uses.get(m.id) != 1:
             continue
-        a, b = m.inputs
-        sh = Tensor(graph, "matmul", (b, a), {"ta": not m.attrs["tb"], "tb": not m.attrs["ta"]},
-                    t.shape, t.dtype, m.site)
+        perm = t.attrs["perm"]
+        pst = strides(t.shape)
+        moved = [0] * len(perm)  # stride, in t's storage, of each axis of t's input
+        for i, p in enumerate(perm):
+            moved[p] = pst[i]
+        cshape = tuple(m.attrs.get("c_shape") or m.shape)
+        if "c_strides" in m.attrs:  # m already writes through strides into its own layout
+            ist = strides(tuple(m.shape))
+            where = {ist[q]: q for q in range(len(m.shape)) if m.shape[q] > 1}
+            cst = [moved[where[sj]] if cshape[j] > 1 else 0
+                   for j, sj in enumerate(m.attrs["c_strides"])]
+        else:
+            cst = moved
+        attrs = dict(m.attrs, c_strides=tuple(cst), c_shape=cshape)
+        sh = Tensor(graph, "matmul", m.inputs, attrs, t.shape, t.dtype, m.site)
         sh.id = t.id
         eff[t.id] = sh
     live = {t.id for t in root_nodes}

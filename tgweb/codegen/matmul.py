@@ -2,18 +2,21 @@
 
 A workgroup of 16 x 16 invocations computes a BM x BN tile of C, each invocation
 TM x TN outputs (rows ty + 16 i, columns tx + 16 j, so stores are coalesced).
-Operands stored transposed (ta/tb) are read through strides: the tile loader
-walks whichever axis is contiguous in memory, so no transpose is ever copied.
-Leading batch dims of A are flattened into rows when B has no batch, so small
-per-sample row counts still fill tiles; otherwise batches map to dispatch z
-with stride 0 for broadcast batch dims. Edges are bounds-checked, so any size
-works. With K a multiple of 4 and aligned offsets, operands contiguous along K
-are loaded as vec4.
+Every operand is read through strides: a stored transpose (ta/tb), and any chain
+of permutes in front of an operand (attention's head split, lower() folds them
+into the node's `a_view`/`b_view`), so no transpose is ever copied; the result
+may be written through strides too (`c_strides`: a permute after the product).
+The tile loader walks whichever axis is contiguous in memory. Leading batch dims
+are flattened into rows when B has no batch and the layout allows, so small
+per-sample row counts still fill tiles; otherwise batches map to dispatch z with
+stride 0 for broadcast batch dims. Edges are bounds-checked, so any size works.
+Operands contiguous along an axis whose length and strides are multiples of 4
+are loaded as vec4. Skinny products use one invocation per output instead.
 """
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, strides
+from .common import KernelCtx, add_idx, ceil_div, grid, linear_index, strides
 
 
 def _prod(s):
@@ -30,52 +33,98 @@ def config(m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
     return 64, 64, 16, 4, 4
 
 
-def emit_matmul(kc: KernelCtx, node, epilogue=None):
+def _operand(x, view, trans):
+    """(batch shape, batch strides, rows, cols, row stride, col stride) of a logical operand."""
+    shape, st = (tuple(view[0]), tuple(view[1])) if view else (tuple(x.shape), tuple(strides(x.shape)))
+    r, c, rs, cs = shape[-2], shape[-1], st[-2], st[-1]
+    if trans:
+        r, c, rs, cs = c, r, cs, rs
+    return shape[:-2], st[:-2], r, c, rs, cs
+
+
+def _out_batch_strides(bshape, bstr, out_batch):
+    """Per output-batch-dim strides of an operand (0 where it broadcasts or is missing)."""
+    lead = len(out_batch) - len(bshape)
+    out = []
+    for d in range(len(out_batch)):
+        j = d - lead
+        out.append(0 if j < 0 or bshape[j] == 1 else bstr[j])
+    return out
+
+
+def layout(node):
+    """Everything the kernels need: sizes, batch, strides of A, B and C."""
     a, b = node.inputs
-    ta, tb = node.attrs["ta"], node.attrs["tb"]
-    M, N = node.shape[-2], node.shape[-1]
-    K = a.shape[-2] if ta else a.shape[-1]
-    batch = node.shape[:-2]
-    ba, bb = a.shape[:-2], b.shape[:-2]
-    if _prod(bb) == 1 and not ta:
-        M, nbatch = M * _prod(batch), 1  # rows of all batches stacked: one big matrix
-        a_batch = b_batch = None
+    at = node.attrs
+    ba, sba, M, K, am, ak = _operand(a, at.get("a_view"), at["ta"])
+    bb, sbb, K2, N, bk, bn = _operand(b, at.get("b_view"), at["tb"])
+    assert K == K2, (K, K2)
+    cshape = tuple(at.get("c_shape") or node.shape)
+    batch = list(cshape[:-2])
+    cst = at.get("c_strides") or strides(cshape)
+    cm, cn, cb = cst[-2], cst[-1], list(cst[:-2])
+    ab = _out_batch_strides(ba, sba, batch)
+    bbs = _out_batch_strides(bb, sbb, batch)
+    # batch dims that B does not have fold into A's rows when A and C run contiguously
+    while batch and bbs[-1] == 0 and (batch[-1] == 1 or ab[-1] == M * am and cb[-1] == M * cm):
+        M *= batch[-1]
+        batch.pop()
+        ab.pop()
+        bbs.pop()
+        cb.pop()
+    return dict(M=M, N=N, K=K, am=am, ak=ak, bk=bk, bn=bn, cm=cm, cn=cn, batch=batch,
+                ab=ab, bb=bbs, cb=cb, nbatch=_prod(batch))
+
+
+def _bases(L, body):
+    if L["nbatch"] > 1:
+        body.append(f"let abase = {_batch_index(L['ab'], L['batch'])};")
+        body.append(f"let bbase = {_batch_index(L['bb'], L['batch'])};")
+        body.append(f"let cbase = {_batch_index(L['cb'], L['batch'])};")
     else:
-        nbatch = _prod(batch)
-        a_batch = _batch_strides(ba, batch, M * K)
-        b_batch = _batch_strides(bb, batch, K * N)
+        body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
+
+
+def _mul(v, k):
+    return "0u" if k == 0 else v if k == 1 else f"{v} * {k}u"
+
+
+def emit_matmul(kc: KernelCtx, node, epilogue=None):
+    L = layout(node)
+    M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     if M <= 16 or N <= 16 or K <= 4:
-        return _emit_small(kc, node, M, N, K, nbatch, a_batch, b_batch, batch, epilogue)
+        return _emit_small(kc, node, L, epilogue)
+    a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
 
-    kc.decls.append(f"var<workgroup> As: array<f32, {BM * BK}>;")
-    kc.decls.append(f"var<workgroup> Bs: array<f32, {BK * BN}>;")
-    body = ["let tx = lid.x;", "let ty = lid.y;", f"let m0 = wg.y * {BM}u;",
-            f"let n0 = wg.x * {BN}u;"]
-    if nbatch > 1:
-        body.append("let z = wg.z;")
-        body.append(f"let abase = {_batch_index(a_batch, batch)};")
-        body.append(f"let bbase = {_batch_index(b_batch, batch)};")
-        body.append(f"let cbase = z * {M * N}u;")
-    else:
-        body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
-    body.append(f"var acc: array<f32, {TM * TN}>;")
-    body.append(f"for (var k0 = 0u; k0 < {K}u; k0 = k0 + {BK}u) {{")
-    # vec4 loads along an operand's contiguous axis when it and the offsets allow
-    va = not ta and K % 4 == 0 or ta and M % 4 == 0
-    vb = tb and K % 4 == 0 or not tb and N % 4 == 0
-    va = va and kc.vec4_ok(a) and (nbatch == 1 or all(s % 4 == 0 for s in a_batch))
-    vb = vb and kc.vec4_ok(b) and (nbatch == 1 or all(s % 4 == 0 for s in b_batch))
+    def vec_ok(x, rows, rs, ks, bstr):
+        # contiguous along rows (rs == 1) or along k (ks == 1), everything else in steps of 4
+        if rs == 1:
+            ok = rows % 4 == 0 and ks % 4 == 0
+        elif ks == 1:
+            ok = K % 4 == 0 and rs % 4 == 0
+        else:
+            return False
+        return ok and kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
+
+    va = vec_ok(a, M, L["am"], L["ak"], L["ab"])
+    vb = vec_ok(b, N, L["bn"], L["bk"], L["bb"])
     if va:
         kc.vec4.add(kc.storage(a)[0])
     if vb:
         kc.vec4.add(kc.storage(b)[0])
-    # A tile: As[kk * BM + mm] = A[m0 + mm, k0 + kk]; B tile: Bs[kk * BN + nn] = B[k0 + kk, n0 + nn]
-    body += _tile(kc, a, "As", BM, BK, "m0", M, K, "abase", contiguous_rows=ta, vec=va)
-    body += _tile(kc, b, "Bs", BN, BK, "n0", N, K, "bbase", contiguous_rows=not tb, vec=vb)
+    kc.decls.append(f"var<workgroup> As: array<f32, {BM * BK}>;")
+    kc.decls.append(f"var<workgroup> Bs: array<f32, {BK * BN}>;")
+    body = ["let tx = lid.x;", "let ty = lid.y;", f"let m0 = wg.y * {BM}u;",
+            f"let n0 = wg.x * {BN}u;", "let z = wg.z;"]
+    _bases(L, body)
+    body.append(f"var acc: array<f32, {TM * TN}>;")
+    body.append(f"for (var k0 = 0u; k0 < {K}u; k0 = k0 + {BK}u) {{")
+    body += _tile(kc, a, "As", BM, BK, "m0", M, K, "abase", L["am"], L["ak"], va)
+    body += _tile(kc, b, "Bs", BN, BK, "n0", N, K, "bbase", L["bn"], L["bk"], vb)
     body.append("  workgroupBarrier();")
     body.append(f"  for (var kk = 0u; kk < {BK}u; kk = kk + 1u) {{")
     for i in range(TM):
@@ -93,23 +142,12 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
         body.append(f"  if (m < {M}u) {{")
         for j in range(TN):
             body.append(f"    {{ let n = n0 + tx + {16 * j}u; if (n < {N}u) {{")
-            body.append(f"      let ci = {add_idx('cbase', f'm * {N}u', 'n')};")
+            body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
             body += ["      " + ln for ln in finish(kc, node, "ci", f"acc[{i * TN + j}]", epilogue)]
             body.append("    } }")
         body.append("  }")
         body.append("}")
     return body, (gx, gy, nbatch), (16, 16, 1)
-
-
-def _batch_strides(bshape, out_batch, mat):
-    """Per output-batch-dim element strides of an operand (0 where it broadcasts)."""
-    lead = len(out_batch) - len(bshape)
-    st = strides(tuple(bshape))
-    out = []
-    for d in range(len(out_batch)):
-        j = d - lead
-        out.append(0 if j < 0 or bshape[j] == 1 else st[j] * mat)
-    return out
 
 
 def _batch_index(bstr, batch):
@@ -125,29 +163,24 @@ def _batch_index(bstr, batch):
     return add_idx(*terms)
 
 
-def _emit_small(kc: KernelCtx, node, M, N, K, nbatch, a_batch, b_batch, batch, epilogue):
+def _emit_small(kc: KernelCtx, node, L, epilogue):
     """Skinny or tiny products (attention on short sequences, K = 1 layers): one
     invocation per output element, a plain loop over K; tiles would sit mostly empty."""
-    from .common import grid, linear_index
     a, b = node.inputs
-    ta, tb = node.attrs["ta"], node.attrs["tb"]
+    M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     total = nbatch * M * N
     wg = 64
     disp = grid(ceil_div(total, wg))
     body = [f"let i = {linear_index(disp[0], wg)};", f"if (i >= {total}u) {{ return; }}",
-            f"let n = i % {N}u;", f"let m = (i / {N}u) % {M}u;"]
-    if nbatch > 1:
-        body.append(f"let z = i / {M * N}u;")
-        body.append(f"let abase = {_batch_index(a_batch, batch)};")
-        body.append(f"let bbase = {_batch_index(b_batch, batch)};")
-    else:
-        body += ["let abase = 0u;", "let bbase = 0u;"]
-    aa = f"abase + k * {M}u + m" if ta else f"abase + m * {K}u + k"
-    bb = f"bbase + n * {K}u + k" if tb else f"bbase + k * {N}u + n"
+            f"let n = i % {N}u;", f"let m = (i / {N}u) % {M}u;", f"let z = i / {M * N}u;"]
+    _bases(L, body)
+    aa = add_idx("abase", _mul("m", L["am"]), _mul("k", L["ak"]))
+    bb = add_idx("bbase", _mul("k", L["bk"]), _mul("n", L["bn"]))
     body.append("var acc = 0.0;")
     body.append(f"for (var k = 0u; k < {K}u; k = k + 1u) {{ "
                 f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
-    body += finish(kc, node, "i", "acc", epilogue)
+    body.append(f"let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+    body += finish(kc, node, "ci", "acc", epilogue)
     return body, disp, wg
 
 
@@ -169,37 +202,41 @@ def finish(kc: KernelCtx, node, idx: str, value: str, epilogue) -> list[str]:
 
 
 def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int, base: str,
-          contiguous_rows: bool, vec: bool) -> list[str]:
-    """Lines loading an R x BK tile of an operand into shared sh[kk * R + rr]. The operand
-    is stored [rows, K] (k contiguous) or [K, rows] (rows contiguous, contiguous_rows)."""
+          rs: int, ks: int, vec: bool) -> list[str]:
+    """Lines loading an R x BK tile of an operand (element (r, k) at base + r rs + k ks)
+    into shared sh[kk * R + rr], walking the contiguous axis with consecutive invocations."""
     out = []
+    rows_fast = rs == 1 or (ks != 1 and rs < ks)
+
+    def addr(rr, kk):
+        return add_idx(base, _mul(f"({r0} + {rr})", rs), _mul(f"(k0 + {kk})", ks))
+
     if not vec:
         for j in range(R * BK // 256):
             e = f"(li + {256 * j}u)"
-            if contiguous_rows:
+            if rows_fast:
                 rr, kk = f"({e} % {R}u)", f"({e} / {R}u)"
-                addr = f"{base} + (k0 + kk) * {rows}u + {r0} + rr"
             else:
                 rr, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
-                addr = f"{base} + ({r0} + rr) * {K}u + k0 + kk"
             out.append(f"  {{ let rr = {rr}; let kk = {kk}; var v = 0.0;")
-            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load(x, addr)}; }}")
+            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
+                       f"{{ v = {kc.load(x, addr('rr', 'kk'))}; }}")
             out.append(f"    {sh}[kk * {R}u + rr] = v; }}")
         return out
     for j in range(max(1, R * BK // 1024)):
         e = f"(li + {256 * j}u)"
-        if contiguous_rows:  # four consecutive rows at one k
-            rq, kk = f"({e} % {R // 4}u)", f"({e} / {R // 4}u)"
-            out.append(f"  {{ let rr = {rq} * 4u; let kk = {kk}; var v = vec4<f32>();")
-            idx = f"({base} + (k0 + kk) * {rows}u + {r0} + rr) / 4u"
-            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load4(x, idx)}; }}")
+        if rs == 1:  # four consecutive rows at one k
+            out.append(f"  {{ let rr = ({e} % {R // 4}u) * 4u; let kk = {e} / {R // 4}u; "
+                       "var v = vec4<f32>();")
+            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
+                       f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}")
             for c in range(4):
                 out.append(f"    {sh}[kk * {R}u + rr + {c}u] = v[{c}];")
         else:  # four consecutive k of one row
-            rr, kq = f"({e} / {BK // 4}u)", f"({e} % {BK // 4}u)"
-            out.append(f"  {{ let rr = {rr}; let kk = {kq} * 4u; var v = vec4<f32>();")
-            idx = f"({base} + ({r0} + rr) * {K}u + k0 + kk) / 4u"
-            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load4(x, idx)}; }}")
+            out.append(f"  {{ let rr = {e} / {BK // 4}u; let kk = ({e} % {BK // 4}u) * 4u; "
+                       "var v = vec4<f32>();")
+            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
+                       f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}")
             for c in range(4):
                 out.append(f"    {sh}[(kk + {c}u) * {R}u + rr] = v[{c}];")
         out.append("  }")
