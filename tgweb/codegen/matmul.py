@@ -116,37 +116,46 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
         kc.vec4.add(kc.storage(a)[0])
     if vb:
         kc.vec4.add(kc.storage(b)[0])
-    kc.decls.append(f"var<workgroup> As: array<f32, {BM * BK}>;")
-    kc.decls.append(f"var<workgroup> Bs: array<f32, {BK * BN}>;")
+    # shared tiles hold vec4s along m (As) and n (Bs); invocation (tx, ty) owns rows
+    # 64 p + 4 ty + r and columns 64 q + 4 tx + c: per k, TM/4 + TN/4 vec4 reads feed
+    # TM x TN fused multiply-adds
+    kc.decls.append(f"var<workgroup> As: array<vec4<f32>, {BM * BK // 4}>;")
+    kc.decls.append(f"var<workgroup> Bs: array<vec4<f32>, {BK * BN // 4}>;")
     body = ["let tx = lid.x;", "let ty = lid.y;", f"let m0 = wg.y * {BM}u;",
             f"let n0 = wg.x * {BN}u;", "let z = wg.z;"]
     _bases(L, body)
-    body.append(f"var acc: array<f32, {TM * TN}>;")
+    RG, CG = TM // 4, TN // 4
+    body.append(f"var acc: array<vec4<f32>, {TM * CG}>;")  # acc[row i][col group q]
     body.append(f"for (var k0 = 0u; k0 < {K}u; k0 = k0 + {BK}u) {{")
     body += _tile(kc, a, "As", BM, BK, "m0", M, K, "abase", L["am"], L["ak"], va)
     body += _tile(kc, b, "Bs", BN, BK, "n0", N, K, "bbase", L["bn"], L["bk"], vb)
     body.append("  workgroupBarrier();")
     body.append(f"  for (var kk = 0u; kk < {BK}u; kk = kk + 1u) {{")
-    for i in range(TM):
-        body.append(f"    let a{i} = As[kk * {BM}u + ty + {16 * i}u];")
-    for j in range(TN):
-        body.append(f"    let c{j} = Bs[kk * {BN}u + tx + {16 * j}u];")
-    for i in range(TM):
-        for j in range(TN):
-            body.append(f"    acc[{i * TN + j}] = fma(a{i}, c{j}, acc[{i * TN + j}]);")
+    for p in range(RG):
+        body.append(f"    let a{p} = As[kk * {BM // 4}u + ty + {16 * p}u];")
+    for q in range(CG):
+        body.append(f"    let c{q} = Bs[kk * {BN // 4}u + tx + {16 * q}u];")
+    for p in range(RG):
+        for r in range(4):
+            for q in range(CG):
+                i = (p * 4 + r) * CG + q
+                body.append(f"    acc[{i}] = fma(vec4<f32>(a{p}[{r}]), c{q}, acc[{i}]);")
     body.append("  }")
     body.append("  workgroupBarrier();")
     body.append("}")
-    for i in range(TM):
-        body.append(f"{{ let m = m0 + ty + {16 * i}u;")
-        body.append(f"  if (m < {M}u) {{")
-        for j in range(TN):
-            body.append(f"    {{ let n = n0 + tx + {16 * j}u; if (n < {N}u) {{")
-            body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
-            body += ["      " + ln for ln in finish(kc, node, "ci", f"acc[{i * TN + j}]", epilogue)]
-            body.append("    } }")
-        body.append("  }")
-        body.append("}")
+    for p in range(RG):
+        for r in range(4):
+            body.append(f"{{ let m = m0 + {64 * p + r}u + ty * 4u;")
+            body.append(f"  if (m < {M}u) {{")
+            for q in range(CG):
+                for c in range(4):
+                    i = (p * 4 + r) * CG + q
+                    body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {N}u) {{")
+                    body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+                    body += ["      " + ln for ln in finish(kc, node, "ci", f"acc[{i}][{c}]", epilogue)]
+                    body.append("    } }")
+            body.append("  }")
+            body.append("}")
     return body, (gx, gy, nbatch), (16, 16, 1)
 
 
@@ -204,9 +213,11 @@ def finish(kc: KernelCtx, node, idx: str, value: str, epilogue) -> list[str]:
 def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int, base: str,
           rs: int, ks: int, vec: bool) -> list[str]:
     """Lines loading an R x BK tile of an operand (element (r, k) at base + r rs + k ks)
-    into shared sh[kk * R + rr], walking the contiguous axis with consecutive invocations."""
+    into the shared vec4 array sh: element (kk, rr) is sh[kk * R / 4 + rr / 4][rr % 4].
+    Consecutive invocations walk the operand's contiguous axis."""
     out = []
     rows_fast = rs == 1 or (ks != 1 and rs < ks)
+    R4 = R // 4
 
     def addr(rr, kk):
         return add_idx(base, _mul(f"({r0} + {rr})", rs), _mul(f"(k0 + {kk})", ks))
@@ -221,23 +232,21 @@ def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int
             out.append(f"  {{ let rr = {rr}; let kk = {kk}; var v = 0.0;")
             out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
                        f"{{ v = {kc.load(x, addr('rr', 'kk'))}; }}")
-            out.append(f"    {sh}[kk * {R}u + rr] = v; }}")
+            out.append(f"    {sh}[kk * {R4}u + rr / 4u][rr % 4u] = v; }}")
         return out
     for j in range(max(1, R * BK // 1024)):
         e = f"(li + {256 * j}u)"
-        if rs == 1:  # four consecutive rows at one k
-            out.append(f"  {{ let rr = ({e} % {R // 4}u) * 4u; let kk = {e} / {R // 4}u; "
-                       "var v = vec4<f32>();")
-            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
-                       f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}")
-            for c in range(4):
-                out.append(f"    {sh}[kk * {R}u + rr + {c}u] = v[{c}];")
+        if rs == 1:  # four consecutive rows at one k: one shared vec4
+            out.append(f"  {{ let rq = {e} % {R4}u; let kk = {e} / {R4}u; var v = vec4<f32>();")
+            out.append(f"    if ({r0} + rq * 4u < {rows}u && k0 + kk < {K}u) "
+                       f"{{ v = {kc.load4(x, '(' + addr('rq * 4u', 'kk') + ') / 4u')}; }}")
+            out.append(f"    {sh}[kk * {R4}u + rq] = v;")
         else:  # four consecutive k of one row
             out.append(f"  {{ let rr = {e} / {BK // 4}u; let kk = ({e} % {BK // 4}u) * 4u; "
                        "var v = vec4<f32>();")
             out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
                        f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}")
             for c in range(4):
-                out.append(f"    {sh}[(kk + {c}u) * {R}u + rr] = v[{c}];")
+                out.append(f"    {sh}[(kk + {c}u) * {R4}u + rr / 4u][rr % 4u] = v[{c}];")
         out.append("  }")
     return out
