@@ -275,6 +275,8 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     buffers, buffer_of = res[0], res[1]
     offset_of = getattr(res, "offset_of", None) or {}
     for b in buffers:
+        # whole 16-byte units, so any buffer may be bound as array<vec4<u32>>
+        b.size = max(16, (b.size + 15) // 16 * 16)
         for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
             if b.size > lim[key]:
                 raise TraceError(f"buffer {b.id} ({b.kind}, {b.label}) needs {b.size} bytes, "
