@@ -37,6 +37,17 @@ gradient norm before clipping); its scalars are "lr", "step_size" and
 at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
 planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
 intermediate in its own buffer) and peak_live_bytes.
+
+Kernels as tgweb.lower emits them: every binding is a whole buffer (offset 0, the
+buffer's full size), declared `array<u32>` or, for read-only operands loaded as
+vectors, `array<vec4<u32>>`; values are bitcast in the shader and slot offsets
+are baked into the text. Buffer sizes are multiples of 16. A workgroup has at
+most 256 invocations and 16 KiB of workgroup memory; dispatch dimensions stay
+<= 65,535 (large index spaces use x and y). The same WGSL text always comes with
+the same bindings (count and access), so a pipeline and its layout can be shared.
+More meta (optional for a backend): "dispatches", "pipelines" (unique WGSL
+texts), "limits" (what the Program needs, WebGPU names), "inplace_updates" and
+"copied_updates" (how parameter and state updates were written).
 """
 
 from __future__ import annotations
