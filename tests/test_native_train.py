@@ -67,3 +67,23 @@ def test_sin_trains_natively_to_success():
             if mse < 1e-3:
                 break
     assert mse is not None and mse < 1e-3, f"mse {mse} after {i + 1} steps"
+
+
+def test_non_finite_step_changes_nothing_natively():
+    import array
+    s = get("sin")
+    tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
+    tr.step(**s.batch(0))
+    before = {k: np.asarray(v).copy() for k, v in tr.params().items()}
+    states = {k: np.asarray(v).copy() for k, v in tr.states().items()}
+    bad = s.batch(1)
+    bad["y"] = array.array("f", [float("nan")] + list(bad["y"])[1:])
+    r = tr.step(**bad)
+    assert not r.ok
+    for k, v in tr.params().items():
+        assert np.array_equal(np.asarray(v), before[k]), k
+    for k, v in tr.states().items():
+        assert np.array_equal(np.asarray(v), states[k]), k
+    r = tr.step(**s.batch(2))
+    assert r.ok and any(not np.array_equal(np.asarray(v), before[k])
+                        for k, v in tr.params().items())
