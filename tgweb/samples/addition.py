@@ -6,6 +6,12 @@ tokens and predicts the next token at every position; the loss is the
 cross-entropy on the three answer positions only. Pairs (a, c) with
 ((a*100 + c)*31 + 7) mod 5 == 0 (2,000 of the 10,000) are held out of training;
 success is >= 95 % exact match on them with greedy decoding.
+
+Note: since 31*n + 7 = n + 2 (mod 5) and 100*a = 0 (mod 5), the held-out rule is
+exactly "c's units digit is 3 or 8": training never shows token 3 or 8 at
+position 4, so held-out accuracy depends on the seed (reference backend, this
+recipe: 0.95, 0.82 and 1.00 for init/data seeds 0, 1, 2; a hashed 20 % split
+reaches 1.00 by step 1,000 with seed 1). The split follows SAMPLES.md as written.
 """
 
 from __future__ import annotations
