@@ -439,6 +439,34 @@ export class Runtime {
     return out;
   }
 
+  /**
+   * Diagnostics, not for training: one step with each kernel in its own submit, timed
+   * on the host until the queue is idle. Resolves to [{kernel, ops, site, ms}] in order.
+   * Inputs and scalars as for run(); state updates happen as in a real step.
+   */
+  async profile(inputs = {}, scalars = {}) {
+    this._check();
+    await this.queue;
+    for (const n of Object.keys(this.program.inputs)) this.write("inputs", n, inputs[n]);
+    this.writeScalars(scalars);
+    await this.device.queue.onSubmittedWorkDone();
+    const out = [];
+    for (const s of this.steps) {
+      const t = performance.now();
+      const enc = this.device.createCommandEncoder();
+      const pass = enc.beginComputePass();
+      pass.setPipeline(s.pipeline);
+      pass.setBindGroup(0, s.bindGroup);
+      pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+      pass.end();
+      this.device.queue.submit([enc.finish()]);
+      await this.device.queue.onSubmittedWorkDone();
+      out.push({ kernel: s.kernel.name, ops: s.kernel.ops || [], site: s.kernel.site || "",
+        dispatch: s.dispatch, ms: performance.now() - t });
+    }
+    return out;
+  }
+
   /** Convenience: a read as the slot's typed array (Float32Array, Int32Array, Uint32Array). */
   async readTyped(kind, name) {
     const slot = this.slot(kind, name);
