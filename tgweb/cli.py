@@ -128,7 +128,10 @@ def train(name: str, backend: str | None = None, steps: int | None = None, seed:
             if not r.ok:
                 skipped += 1
             if bar is not None:
-                bar.set_postfix(loss=f"{r.loss:.4f}", refresh=False)
+                post = {"loss": f"{r.loss:.4f}"}
+                if history:
+                    post[mod.SUCCESS["metric"]] = _fmt(history[-1][1])
+                bar.set_postfix(post, refresh=False)
                 bar.update(1)
             if done % eval_every == 0 and done < steps:
                 if met(evaluate()) and until_success:
@@ -246,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("sample", choices=list(_samples.SAMPLES))
     t.add_argument("--backend", choices=["native", "reference"], default=None,
                    help="default: native when a GPU adapter is found, else reference")
-    t.add_argument("--steps", type=int, default=None, help="default: the sample's step budget")
+    t.add_argument("--steps", type=int, default=None,
+                   help="default: the sample's step budget (SUCCESS counts only within it)")
     t.add_argument("--seed", type=int, default=0, help="parameter init and data order (default 0)")
     t.add_argument("--eval-every", type=int, default=None, metavar="N",
                    help="evaluate the metric every N steps (default: a tenth of the budget)")
