@@ -482,3 +482,19 @@ def test_lower_needs_no_numpy():
         "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+def test_rand_is_bit_exact():
+    """The WGSL PRNG reproduces tgweb.ops.random's hash exactly (uniforms are exact f32)."""
+    g = Graph()
+    with tracing(g):
+        g.outputs["u"] = rnd.rand((7, 33))
+        g.outputs["v"] = rnd.rand((257,))
+    prog = lower(g)
+    rt = native.Runtime(prog)
+    got = rt.run({}, {"seed": 0xDEADBEEF}, [("outputs", "u"), ("outputs", "v")])
+    rt.close()
+    for name, t in g.outputs.items():
+        stream = t.attrs["stream"]
+        want = [rnd.uniform(0xDEADBEEF, stream, c) for c in range(t.size)]
+        assert list(got[("outputs", name)]) == want
