@@ -161,14 +161,17 @@ class Tgweb {
   }
 
   /** Run Python source; resolves to the JSON value of its last expression.
-   *  options: {filename} names the source in tracebacks (default "main.py"). */
+   *  options: {filename} names the source in tracebacks (default "main.py");
+   *  {globals: {name: value}} sets Python globals first: JSON values become Python data,
+   *  typed arrays arrive as JS typed arrays (usable directly as step inputs). */
   run(source, options = {}) {
     if (this.closed) return Promise.reject(new TgwebError({ message: "tgweb was closed" }));
     if (this.dead) return Promise.reject(this.dead);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ type: "run", id, source: String(source), filename: options.filename });
+      this.worker.postMessage({ type: "run", id, source: String(source), filename: options.filename,
+        globals: options.globals });
     });
   }
 

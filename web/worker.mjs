@@ -4,7 +4,9 @@
 // Protocol (web/tgweb.mjs speaks it; any page may):
 //   page -> worker
 //     {type: "init", interruptBuffer?: SharedArrayBuffer(Int32Array[1]), powerPreference?}
-//     {type: "run", id, source, filename?}  run Python (top-level await allowed)
+//     {type: "run", id, source, filename?, globals?}
+//                                           run Python (top-level await allowed); globals:
+//                                           name -> JSON value or typed array, set first
 //     {type: "stop"}                        ask the running script to stop
 //   worker -> page
 //     {type: "ready", info}                 Pyodide, tgweb and the GPU device are ready
@@ -89,7 +91,6 @@ async function setupGpu(options) {
   device = await gpu.requestDevice({
     adapter,
     onLost: (info) => {
-      if (info.reason === "destroyed") return;
       fatal = `the GPU device was lost (${info.reason || "unknown"}): ${info.message}`;
       post({ type: "error", id: null, error: { name: "DeviceLost", message: fatal, fatal: true } });
     },
@@ -151,10 +152,15 @@ async function init(options) {
   };
 }
 
-async function runSource(id, source, filename) {
+async function runSource(id, source, filename, globals) {
   if (fatal) throw new Error(fatal);
   stopRequested = false;
   if (interrupt) Atomics.store(interrupt, 0, 0);
+  // values handed in by the page: typed arrays stay JS (tgweb accepts them as inputs
+  // without a copy through Python lists), everything else becomes Python data
+  for (const [name, v] of Object.entries(globals || {})) {
+    ns.set(name, ArrayBuffer.isView(v) || v instanceof ArrayBuffer ? v : pyodide.toPy(v));
+  }
   let value = await pyodide.runPythonAsync(source, { globals: ns, filename });
   if (value && typeof value === "object" && typeof value.destroy === "function" && pyodide.ffi &&
       value instanceof pyodide.ffi.PyProxy) {
@@ -197,7 +203,7 @@ self.onmessage = (ev) => {
     queue = queue.then(async () => {
       await ready;
       try {
-        const value = await runSource(m.id, m.source, filename);
+        const value = await runSource(m.id, m.source, filename, m.globals);
         post({ type: "result", id: m.id, value });
       } catch (e) {
         const error = serializeError(e, filename);

@@ -149,5 +149,60 @@ def test_example_page_trains_through_tgweb_mjs(browser, site_url):
         assert page.inner_text("#step") == "60 / 60"
         assert page.inner_text("#status").startswith("done in")
         assert not errors, errors
+        # a lost GPU device reaches the page as an "error" event, and later runs fail at once
+        page.evaluate("window.tg.run('import tgweb_js\\ntgweb_js.device.destroy()')")
+        page.wait_for_function("document.getElementById('status').textContent.includes('device was lost')",
+                               timeout=20000)
+        err = page.evaluate("window.tg.run('1').then(() => null, (e) => e.message)")
+        assert err and "device was lost" in err
     finally:
         page.close()
+
+
+TINY = """
+import array
+import tgweb as tg
+from tgweb import nn
+
+class Tiny(nn.Module):
+    def __init__(self):
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+def loss_fn(model, x, y):
+    return ((model(x) - y) ** 2).mean()
+
+tiny = tg.compile(Tiny(), loss_fn, inputs={"x": (4, 3), "y": (4, 2)},
+                  optimizer=tg.optim.SGD(0.1), backend="browser", seed=0)
+before = {k: v.tolist() for k, v in tiny.params().items()}
+errors = []
+for bad in ({"x": array.array("f", [0.0] * 12)},                                   # missing y
+            {"x": array.array("f", [0.0] * 11), "y": array.array("f", [0.0] * 8)},  # wrong length
+            {"x": [[1.0, 2.0, 3.0]] * 4, "y": [[1.0, 2.0, 3.0]] * 4},              # wrong shape
+            {"x": js_x, "y": js_y, "z": js_y}):                                     # extra name
+    try:
+        tiny.step(**bad)
+        errors.append(None)
+    except (ValueError, TypeError) as e:
+        errors.append(f"{type(e).__name__}: {e}")
+unchanged = {k: v.tolist() for k, v in tiny.params().items()} == before
+# inputs as JS typed arrays (from the page), bytes, memoryview and nested lists
+losses = [tiny.step(x=js_x, y=js_y).loss,
+          tiny.step(x=bytes(memoryview(array.array("f", range(12)))), y=memoryview(array.array("f", [1.0] * 8))).loss,
+          tiny.step(x=[[0.5, 1.0, 1.5]] * 4, y=[[1.0, -1.0]] * 4).loss]
+{"errors": errors, "unchanged": unchanged, "losses": losses,
+ "changed_after": {k: v.tolist() for k, v in tiny.params().items()} != before}
+"""
+
+
+def test_step_inputs_from_the_page_and_bad_inputs(page):
+    r = page.evaluate("""async (src) => window.tg.run(src, {filename: "tiny.py", globals: {
+        js_x: new Float32Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]), js_y: new Float32Array(8).fill(0.5)}})""",
+                      TINY)
+    errors = r["errors"]
+    assert None not in errors, errors
+    assert "'y'" in errors[0] and "'x'" in errors[1] and "'y'" in errors[2] and "'z'" in errors[3], errors
+    assert r["unchanged"] is True
+    assert all(v > 0 for v in r["losses"]) and r["changed_after"] is True
