@@ -40,6 +40,9 @@ export class TgwebError extends Error {
  *   timeout:  ms to wait for startup before rejecting (default 180000),
  *   powerPreference: "high-performance" | "low-power",
  *   on:       {event: handler} registered before startup (e.g. log lines while loading),
+ *   interrupt: true: stop() also interrupts Python anywhere (KeyboardInterrupt), even in
+ *             the middle of a training step; needs a cross-origin isolated page. Default:
+ *             stop() only sets the flag that tgweb.web.check_stop() and each GPU step read.
  * }
  */
 export async function start(options = {}) {
@@ -58,7 +61,8 @@ export async function start(options = {}) {
     tg.close();
     throw e;
   }
-  tg.info.timings.page_to_ready = Math.round(performance.now() - t0);
+  tg.info.timings.start_to_ready = Math.round(performance.now() - t0);
+  tg.info.timings.page_load_to_ready = Math.round(performance.now()); // since navigation start
   return tg;
 }
 
@@ -97,6 +101,7 @@ class Tgweb {
       };
       this.worker.postMessage({ type: "init", options: {
         interruptBuffer: this.interrupt ? this.interrupt.buffer : null,
+        interrupt: !!options.interrupt,
         powerPreference: options.powerPreference || null,
       } });
     });
@@ -175,8 +180,10 @@ class Tgweb {
     });
   }
 
-  /** Ask the running script to stop: it raises tgweb.web.Stopped (KeyboardInterrupt when the page is
-   *  cross-origin isolated and Python is busy) and its run() rejects with error.stopped = true. */
+  /** Ask the running script to stop: it raises tgweb.web.Stopped at its next check_stop() or
+   *  GPU step (KeyboardInterrupt anywhere with start({interrupt: true})), and its run() rejects
+   *  with error.stopped = true. Without cross-origin isolation the request reaches Python only
+   *  while it waits (each GPU step waits), so a pure-Python loop cannot see it. */
   stop() {
     if (this.closed) return;
     if (this.interrupt) Atomics.store(this.interrupt, 0, 2);

@@ -3,7 +3,8 @@
 //
 // Protocol (web/tgweb.mjs speaks it; any page may):
 //   page -> worker
-//     {type: "init", interruptBuffer?: SharedArrayBuffer(Int32Array[1]), powerPreference?}
+//     {type: "init", interruptBuffer?: SharedArrayBuffer(Int32Array[1]), interrupt?: bool,
+//      powerPreference?}                    the page sets interruptBuffer[0] = 2 to stop
 //     {type: "run", id, source, filename?, globals?}
 //                                           run Python (top-level await allowed); globals:
 //                                           name -> JSON value or typed array, set first
@@ -132,7 +133,9 @@ async function init(options) {
     device,
     adapterInfo: gpu.adapterInfo(adapter),
   });
-  if (interrupt) pyodide.setInterruptBuffer(interrupt);
+  // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide
+  // interrupt too (KeyboardInterrupt anywhere, even in the middle of a step) is opt-in
+  if (interrupt && options.interrupt) pyodide.setInterruptBuffer(interrupt);
   const web = pyodide.pyimport("tgweb.web");
   toJson = web.to_json;
   ns = pyodide.runPython("{'__name__': '__main__'}");
@@ -140,6 +143,7 @@ async function init(options) {
   mark("import_tgweb", s2);
   mark("total", s);
   timings.since_worker_start = Math.round(performance.now() - t0);
+  timings.ready_at = performance.timeOrigin + performance.now(); // epoch ms, to compare with the page
   const limits = {};
   for (const k of ["maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
     "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupStorageSize"]) {
@@ -148,7 +152,7 @@ async function init(options) {
   return {
     tgweb: version, pyodide: pyodide.version, python: manifest.python, manifest: { built: manifest.built },
     adapter: gpu.adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,
-    interrupt: interrupt !== null,
+    stopFlag: interrupt !== null, interrupt: interrupt !== null && !!options.interrupt,
   };
 }
 
