@@ -356,6 +356,13 @@ export class Runtime {
     return out;
   }
 
+  /** Read several slots in one submit and one map: [[kind, name], ...] -> [ArrayBuffer, ...]. */
+  async readMany(reads) {
+    this._check();
+    for (const [kind, name] of reads) this.slot(kind, name);
+    return this._submit(null, reads);
+  }
+
   /**
    * One step: write inputs and scalars, dispatch every kernel in one compute pass,
    * submit once, then read back `reads` ([kind, name] pairs) as ArrayBuffers, in order.

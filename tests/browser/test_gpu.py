@@ -170,6 +170,8 @@ for step in range(2):
 rt.write("states", "acc", bytes(16))
 acc = rt.read("states", "acc").tolist()
 scaled = rt.read("outputs", "scaled").tolist()
+many = rt.read_many([("outputs", "scaled"), ("states", "acc"), ("captures", "ix")])
+assert [v.tolist() for v in many.values()] == [scaled, acc, [3, 6, 9, 12]], many
 rt.close()
 [out, acc, scaled]
 """

@@ -149,6 +149,14 @@ class Runtime(base.Runtime):
         slot = self._slot(kind, name)
         return _from_js(_await(self._rt.read(kind, name)), TYPECODE[slot.dtype])
 
+    def read_many(self, which: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
+        """Several slots in one GPU round trip (one submit, one map), e.g. all params."""
+        from pyodide.ffi import to_js
+
+        slots = [self._slot(k, n) for k, n in which]
+        bufs = _await(self._rt.readMany(to_js([[k, n] for k, n in which])))
+        return {kn: _from_js(b, TYPECODE[s.dtype]) for kn, s, b in zip(which, slots, bufs)}
+
     def run(self, inputs: dict[str, array.array], scalars: dict[str, float | int],
             read: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
         from js import Object
