@@ -18,7 +18,7 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def test_info_lists_backends_adapters_and_samples():
+def test_info_lists_backends_adapters_and_samples(capsys):
     p = _run("info")
     assert p.returncode == 0, p.stderr
     out = p.stdout
@@ -29,7 +29,8 @@ def test_info_lists_backends_adapters_and_samples():
     assert "default backend: " in out
     assert "adapters (wgpu-py)" in out
     assert "samples: sin, addition, digits, names" in out
-    found = json.loads(_run("info", "--json").stdout)
+    assert cli.main(["info", "--json"]) == 0           # the same data as JSON, in-process
+    found = json.loads(capsys.readouterr().out)
     assert found["backends"]["reference"]["available"] is True
     assert found["backends"]["browser"]["available"] is False
     if found["backends"]["native"]["available"]:  # then wgpu-py saw at least one adapter
