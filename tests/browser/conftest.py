@@ -98,6 +98,13 @@ def page(browser, site_url):
     print("\ntgweb cold start:", json.dumps(info["timings"]), f"wall {COLD_START['wall_s']:.2f} s")
     yield page
     page.close()
+    # figures for notes and benchmarks (test-output/ is git-ignored)
+    from .test_training import TIMINGS
+
+    out = ROOT / "test-output"
+    out.mkdir(exist_ok=True)
+    (out / "browser_timings.json").write_text(json.dumps(
+        {"cold_start": COLD_START, "training": TIMINGS}, indent=1, default=str))
 
 
 def run_py(page, source: str, filename: str | None = None, timeout: float = 120):
