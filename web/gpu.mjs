@@ -126,10 +126,10 @@ function slotBytes(slot) {
   return 4 * n;
 }
 
-function toBytes(data, what) {
+function toBytes(data, what, dtype = "f32") {
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
   if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  if (Array.isArray(data)) return new Uint8Array(new Float32Array(data).buffer);
+  if (Array.isArray(data)) return new Uint8Array(new ARRAYS[dtype](data).buffer); // plain numbers: the slot's type
   throw new ProgramError(`${what}: expected an ArrayBuffer, a typed array or an array of numbers`);
 }
 
@@ -317,7 +317,7 @@ export class Runtime {
     this._check();
     if (!WRITABLE.includes(kind)) throw new ProgramError(`cannot write ${kind}; writable: ${WRITABLE.join(", ")}`);
     const slot = this.slot(kind, name);
-    const bytes = toBytes(data, `${kind} "${name}"`);
+    const bytes = toBytes(data, `${kind} "${name}"`, slot.dtype);
     const want = slotBytes(slot);
     if (bytes.byteLength !== want) {
       throw new ProgramError(`${kind} "${name}": expected ${want / 4} values (shape [${slot.shape}]), ` +
@@ -380,8 +380,8 @@ export class Runtime {
     for (const [kind, name] of reads) this.slot(kind, name);
     // check every input before writing any, so that a bad one changes nothing
     for (const n of want) {
-      const bytes = toBytes(inputs[n], `input "${n}"`);
       const slot = this.program.inputs[n];
+      const bytes = toBytes(inputs[n], `input "${n}"`, slot.dtype);
       if (bytes.byteLength !== slotBytes(slot)) {
         throw new ProgramError(`input "${n}": expected ${slotBytes(slot) / 4} values (shape [${slot.shape}]), ` +
           `got ${bytes.byteLength / 4}`);
