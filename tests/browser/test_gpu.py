@@ -223,3 +223,42 @@ rt = browser.Runtime(Program.from_json({prog!r}))
     msg = err["message"]
     assert "WGSL compile failed" in msg and "matmul" in msg and "model.py:12" in msg and "line 4" in msg
     assert 'File "train.py", line 4' in msg
+
+
+def test_saved_program_runs_without_pyodide(page):
+    """A Program compiled by tgweb in the worker, saved as JSON with its parameters, runs on
+    the page's main thread with gpu.mjs alone and gives the worker's output."""
+    saved = py(page, """
+import array
+import tgweb as tg
+from tgweb import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        self.l1 = nn.Linear(3, 8)
+        self.l2 = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return tg.softplus(self.l2(tg.relu(self.l1(x))))
+
+net_tr = tg.compile(Net(), lambda m, x: m(x).mean(), inputs={"x": (5, 3)}, optimizer=tg.optim.SGD(0.1),
+                    backend="browser", seed=7)
+net_inf = net_tr.attach(lambda m, x: m(x), inputs={"x": (5, 3)})
+x = array.array("f", [0.1 * i - 0.7 for i in range(15)])
+{"program": net_inf.program.to_json(), "x": list(x),
+ "params": {k: list(v.data) for k, v in net_tr.params().items()},
+ "want": list(net_inf.run(x=x).output.data)}
+""")
+    got = page.evaluate("""async (saved) => {
+        const program = JSON.parse(saved.program);
+        const device = await gpu.requestDevice({program});
+        const rt = await gpu.instantiate(device, program);
+        for (const [name, values] of Object.entries(saved.params)) {
+            if (name in program.params) rt.write("params", name, new Float32Array(values));
+        }
+        const out = Object.keys(program.outputs)[0];
+        const [buf] = await rt.run({x: new Float32Array(saved.x)}, {}, [["outputs", out]]);
+        device.destroy();
+        return Array.from(new Float32Array(buf));
+    }""", saved)
+    assert got == saved["want"]
