@@ -1,1 +1,3 @@
-"""tgweb.io."""
+"""tgweb.io: saving and loading tensors (safetensors, pure Python)."""
+
+from . import safetensors  # noqa: F401
