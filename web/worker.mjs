@@ -200,7 +200,10 @@ self.onmessage = (ev) => {
     if (ready) return;
     ready = init(m.options || {}).then(
       (info) => post({ type: "ready", info }),
-      (e) => post({ type: "error", id: null, error: { ...serializeError(e), fatal: true } }),
+      (e) => {
+        fatal = `tgweb failed to start: ${e && e.message ? e.message : e}`;
+        post({ type: "error", id: null, error: { ...serializeError(e), fatal: true } });
+      },
     );
   } else if (m.type === "run") {
     const filename = m.filename || "main.py";
