@@ -206,3 +206,26 @@ def test_step_inputs_from_the_page_and_bad_inputs(page):
     assert "'y'" in errors[0] and "'x'" in errors[1] and "'y'" in errors[2] and "'z'" in errors[3], errors
     assert r["unchanged"] is True
     assert all(v > 0 for v in r["losses"]) and r["changed_after"] is True
+
+
+def test_stop_during_training_leaves_a_usable_trainer(page):
+    """tg.stop() while a loop trains (no check_stop in it): the next step raises Stopped before
+    touching the GPU, so the step count equals the completed iterations and training goes on."""
+    run_py(page, """
+import array
+import tgweb as tg
+from tgweb import nn
+lin = tg.compile(nn.Linear(3, 2), lambda m, x, y: ((m(x) - y) ** 2).mean(),
+                 inputs={"x": (4, 3), "y": (4, 2)}, optimizer=tg.optim.Adam(0.01), backend="browser")
+xs, ys = array.array("f", range(12)), array.array("f", [1.0] * 8)
+""")
+    page.evaluate("""() => { window.stopTrain = window.tg.run("n = 0\\nwhile True:\\n    lin.step(x=xs, y=ys)\\n    n += 1\\n")
+        .then((v) => ["ok", v], (e) => ["error", {stopped: e.stopped, pyType: e.pyType, message: e.message}]); }""")
+    page.wait_for_timeout(500)
+    page.evaluate("window.tg.stop()")
+    status, err = page.evaluate("window.stopTrain")
+    assert status == "error" and err["stopped"] is True and err["pyType"] == "Stopped", err
+    status, r = run_py(page, "before = lin.steps\nlin.step(x=xs, y=ys)\n[n, before, lin.steps]")
+    assert status == "ok", r
+    n, before, after = r
+    assert n > 0 and before == n and after == n + 1
