@@ -26,9 +26,10 @@ def _prod(s):
     return n
 
 
-def config(m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
-    """(BM, BN, BK, TM, TN) for the problem size."""
-    if m >= 512 and n >= 512:
+def config(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int, int, int]:
+    """(BM, BN, BK, TM, TN) for the problem size: 128 x 128 tiles with 8 x 8 outputs per
+    invocation when that still leaves a few hundred workgroups to fill a big GPU."""
+    if -(-m // 128) * -(-n // 128) * batch >= 256:
         return 128, 128, 8, 8, 8
     return 64, 64, 16, 4, 4
 
@@ -95,7 +96,7 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
     if M <= 16 or N <= 16 or K <= 4:
         return _emit_small(kc, node, L, epilogue)
     a, b = node.inputs
-    BM, BN, BK, TM, TN = config(M, N, K)
+    BM, BN, BK, TM, TN = config(M, N, K, nbatch)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
