@@ -5,6 +5,7 @@
     python3 build.py test [ARGS]    setup, then the whole test suite (pytest ARGS)
     python3 build.py bundle         setup, then assemble the site into site/
     python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
+    python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
 
 Everything it installs is pinned here so that a fresh machine gets the same.
 """
@@ -256,6 +257,10 @@ def main(argv: list[str]) -> int:
         bundle_site()
     elif cmd == "serve":
         serve(rest)
+    elif cmd == "bench":
+        setup()
+        bundle_site()
+        return subprocess.run([str(PY), str(ROOT / "benchmarks" / "bench.py"), *rest], cwd=ROOT).returncode
     else:
         print(f"unknown command {cmd!r}\n{__doc__}")
         return 2

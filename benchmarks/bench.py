@@ -1,0 +1,604 @@
+#!/usr/bin/env python3
+"""tgweb's benchmark (issue 7): sin and addition trained by tgweb in headless
+Chromium (WebGPU on SwiftShader) and natively (wgpu-py), and by TensorFlow.js
+(WebGPU backend) and jax-js (WebGPU, whole step under jit) in the same Chromium
+run, on the same data and from the same initial weights.
+
+    python3 build.py bench [--quick] [--rounds N] [--only sin|addition] [--no-native]
+
+Writes benchmarks/results.json (git-ignored), benchmarks/RESULTS.md (the table)
+and benchmarks/bench.png (a chart drawn as SVG in Chromium and screenshotted).
+
+Figures (per model and framework):
+  cold start    page navigation -> first training step completed (loss read back);
+                natively: process start -> first step completed
+  compile       tgweb: tg.compile() wall time (trace, grad, passes, WGSL, buffers,
+                pipelines ready); peers: their first step minus a steady step (their
+                tracing and shader compilation happen in the first step)
+  ms/step       median of >= 20 steps after warm-up, loss read back every step; and
+                with the loss read every 10th step (median over blocks of 10 steps)
+  dispatches    compute dispatches per step, counted in the page by wrapping
+                GPUComputePassEncoder.dispatchWorkgroups (tgweb: the same Program
+                replayed by gpu.mjs on the page, since its worker is not instrumented)
+  pipelines     compute pipelines created (unique for tgweb: one per WGSL text)
+  peak GPU      high-water mark of live GPUBuffer bytes (createBuffer - destroy)
+
+This is not a test: it prints figures and never fails on a time. Ratios are
+"peer / tgweb" from the same run (> 1: tgweb is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEERS = HERE / "peers"
+CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
+# as tests/browser/conftest.py, plus developer features so that timestamp queries
+# are not quantized to 100 us
+ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+        "--enable-webgpu-developer-features"]
+MODELS = ("sin", "addition")
+PEER_NAMES = {"tfjs": "TensorFlow.js 4.22.0 (webgpu)", "jaxjs": "jax-js 0.1.25 (webgpu, jit)"}
+NBATCH = 8
+TARGETS = {  # issue 7, this machine's Chromium
+    ("sin", "ms_per_step_read_every"): 6.0,
+    ("addition", "ms_per_step_read_every"): 400.0,
+    ("addition", "compile_s"): 2.5,
+    ("sin", "cold_start_s"): 8.0,
+    ("addition", "cold_start_s"): 8.0,
+    ("addition", "peak_gpu_bytes"): 12e6,
+    ("sin", "dispatches_per_step"): 30,
+    ("addition", "dispatches_per_step"): 250,
+}
+
+# --------------------------------------------------------------------------
+# The measuring code, run unchanged in CPython (native) and in the tgweb worker
+# (browser). Globals it expects: MODEL, NBATCH, B_<i>_<input> (the batches).
+
+BENCH_PY = r'''
+import time, statistics
+import tgweb as tg
+from tgweb import samples
+from tgweb.compile import _check_inputs
+
+def _compile(model, backend=None):
+    s = samples.get(model)
+    kw = {"backend": backend} if backend else {}
+    t0 = time.perf_counter()
+    trainer = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER, **kw)
+    return trainer, time.perf_counter() - t0
+
+def _raw_step(trainer, data, read):
+    # Trainer.step without its readback: the same host scalars, reads only `read`
+    lr = trainer._schedule(trainer._t - trainer._origin)
+    sc = trainer.optimizer.host_scalars(trainer._t + 1, lr)
+    sc["seed"] = (trainer.seed * 0x9E3779B1 + trainer._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
+    trainer._calls += 1
+    trainer._t += 1
+    names = {s.name for s in trainer.program.scalars}
+    return trainer._engine.rt.run(data, {k: v for k, v in sc.items() if k in names}, read)
+
+def _program_stats(trainer):
+    p = trainer.program
+    keys = {("".join(b.access[0] for b in k.bindings), k.wgsl) for k in p.kernels}
+    return {"dispatches_per_step": len(p.kernels), "unique_pipelines": len(keys),
+            "program_bytes": sum(b.size for b in p.buffers), "memory": dict(p.meta.get("memory", {}))}
+
+def bench_first(model, batches, backend=None):
+    trainer, compile_s = _compile(model, backend)
+    t = time.perf_counter()
+    r = trainer.step(**batches[0])
+    first = time.perf_counter() - t
+    return trainer, {"compile_s": compile_s, "first_step_ms": 1000 * first, "first_loss": r.loss}
+
+def bench_steps(trainer, batches, warmup, steps, blocks):
+    losses = []
+    for i in range(1, warmup + 1):
+        losses.append(trainer.step(**batches[i % len(batches)]).loss)
+    per = []
+    for i in range(steps):
+        b = batches[(warmup + 1 + i) % len(batches)]
+        t = time.perf_counter()
+        r = trainer.step(**b)
+        per.append(1000 * (time.perf_counter() - t))
+        losses.append(r.loss)
+    datas = [_check_inputs(trainer.graph, b, "bench") for b in batches]
+    blk = []
+    for j in range(blocks):
+        t = time.perf_counter()
+        for i in range(10):
+            got = _raw_step(trainer, datas[i % len(datas)], [("outputs", "loss")] if i == 9 else [])
+        blk.append(100 * (time.perf_counter() - t))
+        losses.append(float(got[("outputs", "loss")][0]))
+    out = {"ms_per_step_read_every": statistics.median(per), "ms_per_step_read_every10": statistics.median(blk),
+           "step_ms_all": per, "block_ms": blk, "losses": losses}
+    out.update(_program_stats(trainer))
+    return out
+
+def replica_args(trainer, step=10):
+    # what the page needs to replay the Program with gpu.mjs alone
+    p = trainer.program
+    lr = trainer._schedule(step)
+    sc = trainer.optimizer.host_scalars(step + 1, lr)
+    sc["seed"] = 12345
+    names = {s.name for s in p.scalars}
+    return {"program": p.to_json(), "scalars": {k: v for k, v in sc.items() if k in names}}
+
+def batches_from_globals(g, model):
+    s = samples.get(model)
+    return [{n: g[f"B_{i}_{n}"] for n in s.INPUTS} for i in range(g["NBATCH"])]
+'''
+
+BROWSER_COLD_PY = BENCH_PY + r'''
+BATCHES = batches_from_globals(globals(), MODEL)
+TRAINER, FIRST = bench_first(MODEL, BATCHES)
+FIRST
+'''
+
+
+# --------------------------------------------------------------------------
+# Data and initial weights, shared by every framework
+
+
+def _samples():
+    sys.path.insert(0, str(ROOT))
+    from tgweb import samples
+    return samples
+
+
+def make_batches(model: str) -> list[dict[str, list]]:
+    s = _samples().get(model)
+    return [{k: list(v) for k, v in s.batch(step).items()} for step in range(NBATCH)]
+
+
+def initial_params(model: str, seed: int = 0) -> dict[str, dict]:
+    """tgweb's initial weights for seed 0 (as Trainer.reset draws them), with shapes and
+    whether weight decay applies, for the peers."""
+    from tgweb.compile import decays
+    from tgweb.nn.module import param_rng
+    m = _samples().get(model).Model()
+    out = {}
+    for n, p in m.named_parameters():
+        data = p.init(p.shape, param_rng(seed, n))
+        out[n] = {"shape": list(p.shape), "data": [float(x) for x in data], "decay": decays(p)}
+    return out
+
+
+# --------------------------------------------------------------------------
+# The server: the bundled site, plus node_modules at /nm/ and benchmarks/peers at /peers/
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def make_server(build):
+    import http.server
+
+    mounts = {"/nm/": ROOT / "node_modules", "/peers/": PEERS}
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **build.MIME}
+
+        def __init__(self, *a, **kw):
+            super().__init__(*a, directory=str(build.SITE), **kw)
+
+        def translate_path(self, path):
+            clean = path.split("?", 1)[0].split("#", 1)[0]
+            for prefix, root in mounts.items():
+                if clean.startswith(prefix):
+                    rel = Path(clean[len(prefix):])
+                    target = (root / rel).resolve()
+                    if root.resolve() in target.parents or target == root.resolve():
+                        return str(target)
+                    return str(root / "__nope__")
+            return super().translate_path(path)
+
+        def end_headers(self):
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+            super().end_headers()
+
+        def log_message(self, fmt, *args):
+            pass
+
+    http.server.ThreadingHTTPServer.daemon_threads = True
+    return http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+# --------------------------------------------------------------------------
+# Browser runs
+
+
+def _new_page(browser, url):
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    page.add_init_script(path=str(PEERS / "instrument.js"))
+    logs: list[str] = []
+    page.on("console", lambda m: logs.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: logs.append(f"pageerror: {e}"))
+    page.goto(f"{url}/peers/bench.html")
+    page.wait_for_function("window.benchReady === true", timeout=30000)
+    return ctx, page, logs
+
+
+def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
+    ctx, page, logs = _new_page(browser, url)
+    try:
+        page.set_default_timeout(600_000)
+        cold = page.evaluate("([m, b, src]) => harness.tgwebCold(m, b, src)", [model, batches, BROWSER_COLD_PY])
+        steps = page.evaluate("([src]) => harness.tgwebRun(src)", [
+            f"bench_steps(TRAINER, BATCHES, {cfg['warmup']}, {cfg['steps']}, {cfg['blocks'][model]})"])
+        rep = page.evaluate("() => harness.tgwebRun('replica_args(TRAINER)')")
+        params = {n: v["data"] for n, v in initial_params(model).items()}  # = the trainer's seed-0 init
+        replica = page.evaluate("([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
+                                [rep["program"], params, rep["scalars"], batches,
+                                 {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": cfg["blocks"][model]}])
+        out = {"fw": "tgweb", "where": "browser", **cold, **steps, "replica": replica}
+        out["cold_start_s"] = out["cold_start_ms"] / 1000
+        out["peak_gpu_bytes"] = replica["peak_gpu_bytes"]
+        out["dispatches_measured"] = replica["dispatches_per_step"]
+        return out
+    except Exception as e:  # reported in the table, never a fake number
+        return {"fw": "tgweb", "where": "browser", "error": _short(e), "logs": logs[-10:]}
+    finally:
+        ctx.close()
+
+
+def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
+    ctx, page, logs = _new_page(browser, url)
+    try:
+        page.set_default_timeout(600_000)
+        r = page.evaluate("([fw, m, init, b, o]) => harness.peer(fw, m, init, b, o)",
+                          [fw, model, init, batches, {"warmup": cfg["warmup"], "steps": cfg["steps"],
+                                                      "blocks": cfg["blocks"][model]}])
+        r["cold_start_s"] = r["cold_start_ms"] / 1000
+        r["compile_s"] = max(0.0, r["first_step_ms"] - r["ms_per_step_read_every"]) / 1000
+        r["logs"] = logs[-5:]
+        return r
+    except Exception as e:
+        return {"fw": fw, "model": model, "error": _short(e), "logs": logs[-10:]}
+    finally:
+        ctx.close()
+
+
+def _short(e) -> str:
+    s = str(e).strip().replace("\n", " ")
+    return s[:400]
+
+
+# --------------------------------------------------------------------------
+# Native (wgpu-py in this CPython)
+
+
+def run_native(model, batches, cfg) -> dict:
+    try:
+        ns: dict = {}
+        exec(compile(BENCH_PY, "bench_native.py", "exec"), ns)
+        bs = [{k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in b.items()} for b in batches]
+        trainer, first = ns["bench_first"](model, bs, "native")
+        steps = ns["bench_steps"](trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model])
+        out = {"fw": "tgweb", "where": "native", **first, **steps}
+        out["peak_gpu_bytes"] = steps["program_bytes"]
+        cold = subprocess.run([sys.executable, str(Path(__file__)), "--native-cold", model],
+                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        lines = [ln for ln in cold.stdout.splitlines() if ln.startswith("COLD ")]
+        out["cold_start_s"] = float(lines[-1].split()[1]) if lines else None
+        try:
+            import wgpu
+            from tgweb.backends import native
+            out["adapter"] = dict(native._device().adapter.info) if hasattr(native, "_device") else None
+            out["wgpu"] = wgpu.__version__
+        except Exception:
+            pass
+        return out
+    except Exception as e:
+        return {"fw": "tgweb", "where": "native", "error": _short(e)}
+
+
+def native_cold(model: str) -> None:
+    """Process start (as close as Python sees it) -> compiled -> first step done."""
+    t0 = time.time()
+    try:
+        import psutil  # noqa: F401  (not required)
+    except ImportError:
+        pass
+    start = _process_start_time() or t0
+    ns: dict = {}
+    exec(compile(BENCH_PY, "bench_native.py", "exec"), ns)
+    b = make_batches(model)[:1]
+    bs = [{k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in x.items()} for x in b]
+    ns["bench_first"](model, bs, "native")
+    print(f"COLD {time.time() - start:.3f}", flush=True)
+
+
+def _process_start_time() -> float | None:
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - uptime + start_ticks / ticks
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------
+# Report
+
+
+def _fmt_ms(x):
+    return "—" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:.0f}")
+
+
+def _fmt_s(x):
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _fmt_bytes(x):
+    return "—" if x is None else f"{x / 1e6:.2f} MB"
+
+
+def _ratio(peer, ours):
+    if peer is None or ours in (None, 0):
+        return "—"
+    return f"{peer / ours:.2f}×"
+
+
+def _get(r, k):
+    return None if r is None or "error" in r else r.get(k)
+
+
+def write_report(results: dict, cmd: str) -> str:
+    L = []
+    env = results["env"]
+    L.append("# tgweb benchmark results\n")
+    L.append(f"Command: `{cmd}` — {env['date']}, {env['cpus']} CPUs, {env['chromium']}; "
+             f"adapter: {env.get('adapter', '?')}. Generated by benchmarks/bench.py; "
+             "figures are medians from one run, ratios are peer ÷ tgweb from the same run "
+             "(> 1 means tgweb is faster).\n")
+    for model in results["models"]:
+        R = results["models"][model]
+        tb, nat = R.get("tgweb"), R.get("native")
+        L.append(f"\n## {model}\n")
+        L.append("| | tgweb (Chromium) | tgweb shim only (gpu.mjs, no Python) | tgweb native (wgpu-py, lavapipe) | "
+                 + " | ".join(PEER_NAMES[p] for p in results["peers"]) + " |")
+        L.append("|---" * (4 + len(results["peers"])) + "|")
+        rep = _get(tb, "replica") or {}
+
+        def row(label, key, fmt, native_key=None, replica_key=None, ratio=True):
+            ours = _get(tb, key)
+            cells = [fmt(ours), fmt(rep.get(replica_key)) if replica_key else "",
+                     fmt(_get(nat, native_key or key)) if native_key != "" else ""]
+            for p in results["peers"]:
+                pr = R.get(p)
+                if pr is None:
+                    cells.append("not run")
+                elif "error" in pr:
+                    cells.append("error")
+                else:
+                    v = pr.get(key)
+                    cells.append(fmt(v) + (f" ({_ratio(v, ours)})" if ratio and v is not None else ""))
+            L.append(f"| {label} | " + " | ".join(cells) + " |")
+
+        row("cold start, s (page load → first step done)", "cold_start_s", _fmt_s)
+        row("compile, s", "compile_s", _fmt_s)
+        row("ms/step, loss read every step", "ms_per_step_read_every", _fmt_ms,
+            replica_key="shim_ms_per_step_read_every")
+        row("ms/step, loss read every 10th step", "ms_per_step_read_every10", _fmt_ms,
+            replica_key="shim_ms_per_step_read_every10")
+        row("dispatches per step", "dispatches_per_step", lambda v: "—" if v is None else f"{v:g}",
+            replica_key="dispatches_per_step", ratio=False)
+        row("compute pipelines (unique)", "unique_pipelines", lambda v: "—" if v is None else f"{v:g}",
+            replica_key="unique_pipelines", ratio=False)
+        row("peak GPU bytes", "peak_gpu_bytes", _fmt_bytes, replica_key="peak_gpu_bytes", ratio=False)
+        first = [f"tgweb {(_get(tb, 'losses') or [None])[0]}" if tb and "error" not in tb else ""]
+        L.append("")
+        ls = []
+        for name, r in [("tgweb", tb), ("native", nat)] + [(p, R.get(p)) for p in results["peers"]]:
+            if r and "error" not in r:
+                fl = r.get("first_loss", (r.get("losses") or [None])[0])
+                last = (r.get("losses") or [None])[-1]
+                ls.append(f"{name} {fl:.4f} → {last:.4f}" if fl is not None and last is not None else name)
+        L.append("Loss at the first step → the last timed step (same data and initial weights everywhere): "
+                 + "; ".join(ls) + ".\n")
+        del first
+        errs = [(n, r) for n, r in [("tgweb", tb), ("native", nat)] + [(p, R.get(p)) for p in results["peers"]]
+                if r and "error" in r]
+        for n, r in errs:
+            L.append(f"- **{n} failed**: `{r['error']}`" + (f" (console: {r['logs']})" if r.get("logs") else ""))
+        if errs:
+            L.append("")
+    L.append("\n## Targets (issue 7)\n")
+    L.append("| target | measured | met |")
+    L.append("|---|---|---|")
+    for (model, key), limit in TARGETS.items():
+        v = _get(results["models"].get(model, {}).get("tgweb"), key)
+        if key == "peak_gpu_bytes":
+            shown, lim = _fmt_bytes(v), _fmt_bytes(limit)
+        elif key.startswith("ms"):
+            shown, lim = f"{_fmt_ms(v)} ms", f"{limit:g} ms"
+        elif key.endswith("_s"):
+            shown, lim = f"{_fmt_s(v)} s", f"{limit:g} s"
+        else:
+            shown, lim = f"{v}", f"{limit:g}"
+        met = "—" if v is None else ("yes" if v <= limit else "**no**")
+        L.append(f"| {model} {key} ≤ {lim} | {shown} | {met} |")
+    for model in results["models"]:
+        for p in results["peers"]:
+            ours = _get(results["models"][model].get("tgweb"), "ms_per_step_read_every")
+            theirs = _get(results["models"][model].get(p), "ms_per_step_read_every")
+            met = "—" if ours is None or theirs is None else ("yes" if ours < theirs else "**no**")
+            L.append(f"| {model}: faster than {PEER_NAMES[p]} (loss read every step) | "
+                     f"{_fmt_ms(ours)} vs {_fmt_ms(theirs)} ms | {met} |")
+    # per-kernel breakdown
+    for model in results["models"]:
+        rep = _get(results["models"][model].get("tgweb"), "replica")
+        if not rep or not rep.get("kernels"):
+            continue
+        ks = rep["kernels"]
+        key = "ts_ms" if rep.get("timestamp_query") else "host_ms"
+        tot = sum(k.get(key) or 0 for k in ks)
+        L.append(f"\n## {model}: where the GPU time goes (tgweb)\n")
+        L.append(f"GPU time per kernel from timestamp queries (each kernel in its own compute pass, median of "
+                 f"5 replays; sum {tot:.1f} ms; the whole step as one pass: {_fmt_ms(rep.get('ts_step_ms'))} ms). "
+                 "Host column: gpu.mjs profile(), one submit per kernel, timed on the host.\n")
+        fam: dict[str, list] = {}
+        for k in ks:
+            f = _family(k)
+            fam.setdefault(f, [0, 0.0, 0.0])
+            fam[f][0] += 1
+            fam[f][1] += k.get(key) or 0
+            fam[f][2] += k.get("host_ms") or 0
+        L.append("| kernel family | kernels | GPU ms | share | host ms |")
+        L.append("|---|---|---|---|---|")
+        for f, (n, ms, host) in sorted(fam.items(), key=lambda x: -x[1][1]):
+            L.append(f"| {f} | {n} | {ms:.2f} | {100 * ms / tot if tot else 0:.0f} % | {host:.2f} |")
+        L.append("\nSlowest kernels:\n")
+        L.append("| # | kernel | ops | dispatch | GPU ms | host ms |")
+        L.append("|---|---|---|---|---|---|")
+        for k in sorted(ks, key=lambda k: -(k.get(key) or 0))[:15]:
+            L.append(f"| {k['i']} | {k['kernel']} | {', '.join(k['ops'][:6])}{' …' if len(k['ops']) > 6 else ''} | "
+                     f"{k['dispatch']} | {k.get(key) or 0:.2f} | {k.get('host_ms') or 0:.2f} |")
+    return "\n".join(L) + "\n"
+
+
+def _family(k) -> str:
+    ops = k.get("ops") or []
+    name = k.get("kernel", "")
+    for key in ("matmul", "softmax", "cross_entropy", "embedding", "layer_norm", "sumsq", "global", "adam", "where"):
+        if any(key in o for o in ops) or key in name:
+            return key
+    return (ops[0] if ops else name.split("_")[0]) or "?"
+
+
+def draw_chart(browser, results: dict, path: Path) -> None:
+    """Bars of ms/step (loss read every step), one panel per model, as SVG in a page."""
+    fws = [("tgweb", "tgweb"), ("native", "tgweb native")] + [(p, PEER_NAMES[p].split(" (")[0]) for p in results["peers"]]
+    colors = {"tgweb": "#2b6cb0", "native": "#90cdf4", "tfjs": "#ed8936", "jaxjs": "#48bb78"}
+    panels = []
+    x0 = 0
+    for model, R in results["models"].items():
+        vals = [(k, lab, _get(R.get(k), "ms_per_step_read_every")) for k, lab in fws]
+        top = max([v for _, _, v in vals if v] or [1])
+        bars = []
+        for i, (k, lab, v) in enumerate(vals):
+            h = 0 if not v else 220 * v / top
+            x = x0 + 40 + i * 90
+            bars.append(f'<rect x="{x}" y="{260 - h}" width="60" height="{h}" fill="{colors.get(k, "#999")}"/>'
+                        f'<text x="{x + 30}" y="{252 - h}" font-size="12" text-anchor="middle">'
+                        f'{"error" if v is None else _fmt_ms(v)}</text>'
+                        f'<text x="{x + 30}" y="278" font-size="11" text-anchor="middle">{lab}</text>')
+        panels.append(f'<text x="{x0 + 40}" y="22" font-size="15" font-weight="bold">{model}: ms per step '
+                      f'(loss read every step; lower is better)</text>' + "".join(bars))
+        x0 += 40 + 90 * len(fws) + 40
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="300" font-family="sans-serif">'
+           f'<rect width="100%" height="100%" fill="white"/>{"".join(panels)}</svg>')
+    page = browser.new_page(viewport={"width": x0, "height": 300})
+    page.set_content(f"<html><body style='margin:0'>{svg}</body></html>")
+    page.screenshot(path=str(path))
+    page.close()
+
+
+# --------------------------------------------------------------------------
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", choices=MODELS, action="append")
+    ap.add_argument("--peers", default="tfjs,jaxjs", help="comma-separated: tfjs,jaxjs (empty: none)")
+    ap.add_argument("--no-native", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="fewer steps (a smoke run; not for the table)")
+    ap.add_argument("--native-cold", help=argparse.SUPPRESS)
+    ap.add_argument("--out", default=str(HERE))
+    a = ap.parse_args(argv)
+    if a.native_cold:
+        native_cold(a.native_cold)
+        return 0
+    cmd = "python3 build.py bench" + (" " + " ".join(argv) if argv else "")
+    models = a.only or list(MODELS)
+    peers = [p for p in a.peers.split(",") if p]
+    cfg = {"warmup": 5, "steps": 20, "blocks": {"sin": 3, "addition": 2}}
+    if a.quick:
+        cfg = {"warmup": 2, "steps": 5, "blocks": {"sin": 1, "addition": 1}}
+
+    build = _build_module()
+    if not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    srv = make_server(build)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    from playwright.sync_api import sync_playwright
+
+    results: dict = {"env": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+                             "python": platform.python_version(), "cfg": cfg},
+                     "peers": peers, "models": {}}
+    out = Path(a.out)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        results["env"]["chromium"] = f"Chromium {browser.version}"
+        for model in models:
+            batches = make_batches(model)
+            init = initial_params(model)
+            R = results["models"].setdefault(model, {})
+            # interleaved: tgweb, then each peer, in one browser
+            print(f"[{model}] tgweb in Chromium ...", flush=True)
+            R["tgweb"] = run_tgweb_browser(browser, url, model, batches, cfg)
+            _say(model, "tgweb", R["tgweb"])
+            if "info" in R["tgweb"]:
+                results["env"]["adapter"] = R["tgweb"]["info"].get("adapter")
+            for peer in peers:
+                print(f"[{model}] {peer} ...", flush=True)
+                R[peer] = run_peer(browser, url, peer, model, init, batches, cfg)
+                _say(model, peer, R[peer])
+            if not a.no_native:
+                print(f"[{model}] tgweb native ...", flush=True)
+                R["native"] = run_native(model, batches, cfg)
+                _say(model, "native", R["native"])
+        report = write_report(results, cmd)
+        try:
+            draw_chart(browser, results, out / "bench.png")
+        except Exception as e:
+            print("chart failed:", _short(e))
+        browser.close()
+    srv.shutdown()
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    (out / "RESULTS.md").write_text(report)
+    print(report)
+    print(f"wrote {out / 'results.json'}, {out / 'RESULTS.md'}, {out / 'bench.png'}")
+    return 0
+
+
+def _say(model, fw, r):
+    if "error" in r:
+        print(f"  {model}/{fw}: ERROR {r['error']}", flush=True)
+        return
+    print(f"  {model}/{fw}: cold {_fmt_s(r.get('cold_start_s'))} s, compile {_fmt_s(r.get('compile_s'))} s, "
+          f"{_fmt_ms(r.get('ms_per_step_read_every'))} ms/step (read every), "
+          f"{_fmt_ms(r.get('ms_per_step_read_every10'))} ms/step (every 10th), "
+          f"dispatches {r.get('dispatches_per_step')}, peak {_fmt_bytes(r.get('peak_gpu_bytes'))}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,206 @@
+// The bench page's side of benchmarks/bench.py: runs tgweb (through tgweb.mjs, in
+// its worker), TensorFlow.js and jax-js on the same model, data and initial
+// weights, and times them the same way. Page-wide WebGPU counters come from
+// instrument.js (window.__gpuStats).
+
+import { start } from "/tgweb.mjs";
+import * as gpu from "/gpu.mjs";
+
+const now = () => performance.now(); // ms since this page's navigation start
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const n = s.length;
+  return n ? (n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : null; };
+const stats = () => ({ ...(globalThis.__gpuStats || {}) });
+
+function toArrays(batches) {
+  return batches.map((b) => Object.fromEntries(Object.entries(b).map(([k, v]) =>
+    [k, k === "tokens" || k === "targets" ? Int32Array.from(v) : Float32Array.from(v)])));
+}
+
+// ------------------------------------------------------------------ tgweb
+
+let tg = null;
+
+/** Page load -> tgweb started -> compiled -> first step done (cold start), in one go. */
+export async function tgwebCold(model, batches, source1) {
+  const arrays = toArrays(batches);
+  const globals = {};
+  arrays.forEach((b, i) => { for (const [k, v] of Object.entries(b)) globals[`B_${i}_${k}`] = v; });
+  globals.MODEL = model;
+  globals.NBATCH = arrays.length;
+  const t0 = now();
+  tg = await start({ base: "/" });
+  const tStarted = now();
+  const r = await tg.run(source1, { globals, filename: "bench_cold.py" });
+  const tFirst = now();
+  return { ...r, cold_start_ms: tFirst, start_ms: tStarted - t0, page_to_start_call_ms: t0,
+    first_run_ms: tFirst - tStarted, info: tg.info };
+}
+
+export async function tgwebRun(source, globals = {}) {
+  return tg.run(source, { globals, filename: "bench_steps.py" });
+}
+
+/**
+ * The same Program run from the page with gpu.mjs alone (no Python): ms per step of the
+ * shim, the page-measured dispatches, pipelines and peak GPU bytes, and per-kernel GPU
+ * times from timestamp queries (one compute pass per kernel) and from gpu.mjs profile().
+ */
+export async function tgwebReplica(programJson, params, scalars, batches, { warmup = 5, steps = 20, blocks = 3, repeats = 5 } = {}) {
+  const program = gpu.parseProgram(programJson);
+  const adapter = await navigator.gpu.requestAdapter();
+  const hasTs = adapter.features.has("timestamp-query");
+  const requiredLimits = {};
+  for (const [k, v] of Object.entries(gpu.programLimits(program))) {
+    if (k in adapter.limits && v > 0) requiredLimits[k] = adapter.limits[k];
+  }
+  const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ["timestamp-query"] : [], requiredLimits });
+  const s0 = stats();
+  const t0 = now();
+  const rt = await gpu.instantiate(device, program);
+  const instantiateMs = now() - t0;
+  for (const [n, v] of Object.entries(params)) rt.write("params", n, Float32Array.from(v));
+  const inputs = toArrays(batches).map((b) => Object.fromEntries(Object.entries(b).filter(([k]) => k in program.inputs)));
+  const loss = [["outputs", "loss"]];
+  for (let i = 0; i < warmup; i++) await rt.run(inputs[i % inputs.length], scalars, loss);
+  const d0 = stats().dispatches;
+  const per = [];
+  let last;
+  for (let i = 0; i < steps; i++) {
+    const t = now();
+    last = await rt.run(inputs[i % inputs.length], scalars, loss);
+    per.push(now() - t);
+  }
+  const dispatchesPerStep = (stats().dispatches - d0) / steps;
+  const blk = [];
+  for (let j = 0; j < blocks; j++) {
+    const t = now();
+    for (let i = 0; i < 10; i++) {
+      const p = rt.run(inputs[i % inputs.length], scalars, i === 9 ? loss : []);
+      if (i === 9) await p;
+    }
+    blk.push((now() - t) / 10);
+  }
+  // GPU time per kernel: timestamp queries around each kernel's own compute pass
+  const kernels = [];
+  let tsStep = [];
+  if (hasTs) {
+    const n = rt.steps.length;
+    const qs = device.createQuerySet({ type: "timestamp", count: 2 * n + 2 });
+    const resolve = device.createBuffer({ size: 8 * (2 * n + 2), usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    const read = device.createBuffer({ size: 8 * (2 * n + 2), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const samples = rt.steps.map(() => []);
+    rt.writeScalars(scalars);
+    for (let r = 0; r < repeats; r++) {
+      for (const [k, v] of Object.entries(inputs[r % inputs.length])) rt.write("inputs", k, v);
+      const enc = device.createCommandEncoder();
+      rt.steps.forEach((s, i) => {
+        const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
+        pass.setPipeline(s.pipeline);
+        pass.setBindGroup(0, s.bindGroup);
+        pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+        pass.end();
+      });
+      // and the whole step as one pass (as rt.run records it)
+      const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 2 * n, endOfPassWriteIndex: 2 * n + 1 } });
+      for (const s of rt.steps) {
+        pass.setPipeline(s.pipeline);
+        pass.setBindGroup(0, s.bindGroup);
+        pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+      }
+      pass.end();
+      enc.resolveQuerySet(qs, 0, 2 * n + 2, resolve, 0);
+      enc.copyBufferToBuffer(resolve, 0, read, 0, 8 * (2 * n + 2));
+      device.queue.submit([enc.finish()]);
+      await read.mapAsync(GPUMapMode.READ);
+      const t = new BigUint64Array(read.getMappedRange().slice(0));
+      read.unmap();
+      for (let i = 0; i < n; i++) samples[i].push(Number(t[2 * i + 1] - t[2 * i]) / 1e6);
+      tsStep.push(Number(t[2 * n + 1] - t[2 * n]) / 1e6);
+    }
+    rt.steps.forEach((s, i) => kernels.push({ i, kernel: s.kernel.name, ops: s.kernel.ops || [], dispatch: s.dispatch,
+      ts_ms: median(samples[i]) }));
+    qs.destroy(); resolve.destroy(); read.destroy();
+  }
+  // host-timed, one submit per kernel (gpu.mjs Runtime.profile)
+  const hostRuns = [];
+  for (let r = 0; r < Math.min(repeats, 3); r++) hostRuns.push(await rt.profile(inputs[r % inputs.length], scalars));
+  hostRuns[0].forEach((k, i) => {
+    const row = kernels[i] || { i, kernel: k.kernel, ops: k.ops, dispatch: k.dispatch };
+    row.host_ms = median(hostRuns.map((h) => h[i].ms));
+    kernels[i] = row;
+  });
+  const s1 = stats();
+  const out = {
+    shim_ms_per_step_read_every: median(per), shim_ms_per_step_read_every10: median(blk),
+    shim_step_ms_all: per, instantiate_ms: instantiateMs, dispatches_per_step: dispatchesPerStep,
+    pipelines_created: s1.pipelines - s0.pipelines, unique_pipelines: rt.pipelineCount,
+    peak_gpu_bytes: s1.peak, live_gpu_bytes: s1.live, timestamp_query: hasTs,
+    ts_step_ms: median(tsStep), kernels, last_loss: new Float32Array(last[0])[0],
+  };
+  rt.destroy();
+  device.destroy();
+  return out;
+}
+
+// ------------------------------------------------------------------ peers
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const s = document.createElement("script");
+    s.src = src;
+    s.onload = resolve;
+    s.onerror = () => reject(new Error(`could not load ${src}`));
+    document.head.appendChild(s);
+  });
+}
+
+async function loadPeer(fw) {
+  if (fw === "tfjs") {
+    await loadScript("/nm/@tensorflow/tfjs/dist/tf.min.js");
+    await loadScript("/nm/@tensorflow/tfjs-backend-webgpu/dist/tf-backend-webgpu.min.js");
+    return import("/peers/tfjs.mjs");
+  }
+  if (fw === "jaxjs") return import("/peers/jaxjs.mjs");
+  throw new Error(`unknown peer ${fw}`);
+}
+
+/** A peer from page load: import, set up, build, first step (cold start), then timed steps. */
+export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, blocks = 3 } = {}) {
+  const out = { fw, model };
+  const arrays = toArrays(batches);
+  const t0 = now();
+  const mod = await loadPeer(fw);
+  out.setup = await mod.setup();
+  out.load_ms = now() - t0;
+  const m = model === "sin" ? mod.sinModel(init) : mod.additionModel(init);
+  const s0 = stats();
+  let t = now();
+  const losses = [await mod.readScalar(m.step(arrays[0]))];
+  out.first_step_ms = now() - t;
+  out.cold_start_ms = now();
+  out.pipelines_first_step = stats().pipelines - s0.pipelines;
+  for (let i = 1; i <= warmup; i++) losses.push(await mod.readScalar(m.step(arrays[i % arrays.length])));
+  const d0 = stats().dispatches, p0 = stats().pipelines;
+  const per = [];
+  for (let i = 0; i < steps; i++) {
+    t = now();
+    losses.push(await mod.readScalar(m.step(arrays[(warmup + 1 + i) % arrays.length])));
+    per.push(now() - t);
+  }
+  out.dispatches_per_step = (stats().dispatches - d0) / steps;
+  out.pipelines_created_in_steady_state = stats().pipelines - p0;
+  const blk = [];
+  for (let j = 0; j < blocks; j++) {
+    t = now();
+    for (let i = 0; i < 10; i++) {
+      const l = m.step(arrays[i % arrays.length]);
+      if (i === 9) losses.push(await mod.readScalar(l));
+      else mod.dispose(l);
+    }
+    blk.push((now() - t) / 10);
+  }
+  const s = stats();
+  Object.assign(out, { ms_per_step_read_every: median(per), ms_per_step_read_every10: median(blk), step_ms_all: per,
+    block_ms: blk, unique_pipelines: s.pipelines, peak_gpu_bytes: s.peak, losses });
+  return out;
+}
