@@ -12,6 +12,7 @@ Nothing here imports NumPy.
 from __future__ import annotations
 
 import math
+import re
 import struct
 
 from .program import Binding, Kernel
@@ -181,9 +182,32 @@ class KernelCtx:
                      "@builtin(local_invocation_id) lid: vec3<u32>) {")
         lines.extend("  " + ln for ln in body)
         lines.append("}")
-        text = "\n".join(lines) + "\n"
+        text = _nonfinite_through_private("\n".join(lines) + "\n")
         return Kernel(name, text, [Binding(b, a) for b, a in self.bindings], tuple(dispatch),
                       list(self.ops), self.site)
+
+
+_BITCAST_F32 = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|[0-9]+)u\)")
+
+
+def _nonfinite_through_private(text: str) -> str:
+    """Chrome's WGSL compiler (Tint) rejects a constant expression that evaluates to inf
+    or NaN; a private variable is not a constant expression, so each non-finite f32
+    constant is read from one (same bits, same value)."""
+    names: dict[int, str] = {}
+
+    def sub(m):
+        bits = int(m.group(1), 0)
+        if bits & 0x7F800000 != 0x7F800000:
+            return m.group(0)
+        names.setdefault(bits, f"tg_nonfinite{len(names)}")
+        return f"bitcast<f32>({names[bits]})"
+
+    text = _BITCAST_F32.sub(sub, text)
+    if not names:
+        return text
+    decls = "".join(f"var<private> {n}: u32 = {b:#x}u;\n" for b, n in names.items())
+    return decls + text
 
 
 def _alias_root(node):
