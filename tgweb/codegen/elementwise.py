@@ -407,25 +407,6 @@ def _take_grad(g: GroupEmitter, m) -> str:
     return v
 
 
-@index_op("embedding_grad")
-def _embedding_grad(g: GroupEmitter, m) -> str:
-    # out[n, d] = sum over rows r with idx[r] == n of gr[r, d]; a loop over the rows
-    gr, idx = m.inputs
-    rows = 1
-    for d in idx.shape:
-        rows *= d
-    dim = gr.shape[-1]
-    n, d = g.coord(0), g.coord(1)
-    r = g.kc.fresh("r")
-    v = g.kc.fresh()
-    g.lines.append(f"var {v} = 0.0;")
-    g.lines.append(f"for (var {r} = 0u; {r} < {rows}u; {r} = {r} + 1u) {{")
-    g.lines.append(f"  if ({g.load_at(idx, r)} == i32({n})) {{ "
-                   f"{v} = {v} + {g.load_at(gr, add_idx(mul_idx(r, dim), d))}; }}")
-    g.lines.append("}")
-    return v
-
-
 def fusable(kind: str) -> bool:
     """Kinds a fused elementwise group can hold."""
     d = REGISTRY.get(kind)

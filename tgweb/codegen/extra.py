@@ -7,7 +7,7 @@ bit for bit), and the global sum of squares over all gradients.
 from __future__ import annotations
 
 from ..ops.random import GOLDEN, STREAM_OFFSET, lowbias32
-from .common import KernelCtx, f32_lit
+from .common import KernelCtx, f32_lit, grid
 from .elementwise import GroupEmitter, index_op
 
 _NINF = "bitcast<f32>(0xff800000u)"
@@ -286,7 +286,7 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
             continue
         buf, off = kc.storage(x)
         ranges.setdefault(buf, []).append([off, off + n])
-    body = ["var acc = 0.0;"]
+    body = ["var s0 = 0.0;", "var s1 = 0.0;", "var s2 = 0.0;", "var s3 = 0.0;"]
     for buf, rs in ranges.items():
         rs.sort()
         merged = []
@@ -296,11 +296,15 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
             else:
                 merged.append([a, b])
         name = kc.bind(buf, False)
-        for a, b in merged:
-            body.append(f"for (var r = {a}u + li; r < {b}u; r = r + {wg}u) {{ "
-                        f"let v = bitcast<f32>({name}[r]); acc = fma(v, v, acc); }}")
+        for a, b in merged:  # four independent sums in flight per invocation
+            body.append(f"for (var r = {a}u + li; r < {b}u; r = r + {4 * wg}u) {{")
+            for j in range(4):
+                rj = f"r + {j * wg}u" if j else "r"
+                body.append(f"  if ({rj} < {b}u) {{ let v = bitcast<f32>({name}[{rj}]); "
+                            f"s{j} = fma(v, v, s{j}); }}")
+            body.append("}")
     kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-    body.append("sh[li] = acc;")
+    body.append("sh[li] = (s0 + s1) + (s2 + s3);")
     body.append("workgroupBarrier();")
     s = wg // 2
     while s >= 1:
@@ -325,5 +329,35 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
     return body, (1, 1, 1), wg
 
 
+def emit_embedding_grad(kc: KernelCtx, node):
+    """out[n, d] = sum of g[r, d] over the rows r with idx[r] == n: one workgroup per
+    output element sums the rows in parallel (no atomics, a fixed summation order)."""
+    from .common import add_idx, linear_group, mul_idx
+    gr, idx = node.inputs
+    rows = 1
+    for d in idx.shape:
+        rows *= d
+    num, dim = node.shape
+    wg = 256 if rows >= 4096 else 64
+    disp = grid(num * dim)
+    kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
+    body = [f"let o = {linear_group(disp[0])};",
+            f"if (o >= {num * dim}u) {{ return; }}",  # the grid may overshoot; uniform per workgroup
+            f"let n = i32(o / {dim}u);",
+            f"let d = o % {dim}u;", "var acc = 0.0;",
+            f"for (var r = li; r < {rows}u; r = r + {wg}u) {{",
+            f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + "
+            f"{kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",
+            "}", "sh[li] = acc;", "workgroupBarrier();"]
+    s = wg // 2
+    while s >= 1:
+        body.append(f"if (li < {s}u) {{ sh[li] = sh[li] + sh[li + {s}u]; }}")
+        body.append("workgroupBarrier();")
+        s //= 2
+    body.append(f"if (li == 0u) {{ {kc.store(node, 'o', 'sh[0]')} }}")
+    return body, disp, wg
+
+
 def table() -> dict:
-    return {"global_sumsq": ("kernel", emit_global_sumsq)}
+    return {"global_sumsq": ("kernel", emit_global_sumsq),
+            "embedding_grad": ("kernel", emit_embedding_grad)}

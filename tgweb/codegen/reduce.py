@@ -125,7 +125,9 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     kc.decls.append(f"var<workgroup> sh: array<{t}, {wg}>;")
     if arg:
         kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
-    body += [f"let o = {linear_group(disp[0])};", f"let base = {_index(kept, 'o')};",
+    body += [f"let o = {linear_group(disp[0])};",
+             f"if (o >= {rows}u) {{ return; }}",  # the grid may overshoot; uniform per workgroup
+             f"let base = {_index(kept, 'o')};",
              f"var acc: {t} = {init};"]
     if arg:
         body.append("var best = 0xffffffffu;")
@@ -175,7 +177,9 @@ def emit_softmax(kc: KernelCtx, node):
     disp = grid(rows)
     kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
     ninf = "bitcast<f32>(0xff800000u)"
-    body = [f"let o = {linear_group(disp[0])};", f"let base = {_index(kept, 'o')};"]
+    body = [f"let o = {linear_group(disp[0])};",
+            f"if (o >= {rows}u) {{ return; }}",  # the grid may overshoot; uniform per workgroup
+            f"let base = {_index(kept, 'o')};"]
     if causal:
         trow = shape[-2]
         body.append(f"let lim = {('(o % ' + str(trow) + 'u)') if trow > 1 else '0u'} + 1u;")
