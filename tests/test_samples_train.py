@@ -161,11 +161,9 @@ def test_sample_names_from_the_bigram_model():
 # ---------------------------------------------------------------- training to success
 
 
-# (sample, backend, seed, evaluate every N steps). addition's held-out pairs are exactly
-# those whose second operand ends in 3 or 8 (see its docstring), so whether it generalises
-# to them depends on the seed: seed 0 peaked at 0.91 here, seed 2 reaches 1.00.
+# (sample, backend, seed, evaluate every N steps)
 TRAININGS = [("sin", "reference", 0, 25), ("digits", "reference", 0, 25),
-             ("addition", "reference", 2, 100), ("names", "reference", 0, 50),
+             ("addition", "reference", 0, 100), ("names", "reference", 0, 50),
              ("sin", "native", 0, 25), ("digits", "native", 0, 25)]
 
 

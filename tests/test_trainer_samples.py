@@ -51,23 +51,6 @@ def _train_addition(seed=0):
 
 @pytest.mark.slow
 def test_addition_reaches_95_percent():
-    """python -m pytest -m slow tests/test_trainer_samples.py -k 95 (about 4 minutes).
-
-    Note: SAMPLES.md's held-out rule ((a*100 + c)*31 + 7) % 5 == 0 is the same as
-    c % 5 == 3, so no training pair has 3 or 8 as the second operand's last digit;
-    with that split this recipe reaches 0.13-0.95 depending on the seed (PyTorch's
-    AdamW on the same model behaves alike). See the random-split test below."""
-    acc = _train_addition()
-    assert acc >= addition.SUCCESS["at_least"], acc
-
-
-@pytest.mark.slow
-def test_addition_reaches_95_percent_on_a_uniform_random_split(monkeypatch):
-    """The same recipe with 2,000 held-out pairs drawn uniformly at random."""
-    import random
-    pairs = [(a, c) for a in range(100) for c in range(100)]
-    test = set(random.Random(1234).sample(pairs, len(addition.TEST_PAIRS)))
-    monkeypatch.setattr(addition, "TRAIN_PAIRS", [p for p in pairs if p not in test])
-    monkeypatch.setattr(addition, "TEST_PAIRS", [p for p in pairs if p in test])
+    """python -m pytest -m slow tests/test_trainer_samples.py -k 95 (about 4 minutes)."""
     acc = _train_addition()
     assert acc >= addition.SUCCESS["at_least"], acc
