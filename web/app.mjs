@@ -1,0 +1,702 @@
+// The trainer page (index.html): a gallery of the four samples. Each sample's Python
+// source (page/samples/*.py) is editable; Start runs it in its own namespace through
+// page/harness.py (compiling the trainer) and then calls its train(steps), which emits
+// "metric" events (the loss) and "view" events (the sample's own view) back here.
+import { start } from "./tgweb.mjs";
+
+const SAMPLES = [
+  { name: "sin", title: "sin", kind: "MLP regression", steps: 1000,
+    blurb: "An MLP (1→64→64→1) fits y = sin x. The view plots the fit against sin x." },
+  { name: "addition", title: "addition", kind: "transformer", steps: 1500,
+    blurb: "A 3-block transformer learns two-digit addition; accuracy on held-out pairs and an attention map." },
+  { name: "digits", title: "digits", kind: "CNN", steps: 1500,
+    blurb: "A small CNN reads 8×8 handwritten digits; predictions on test images." },
+  { name: "names", title: "names", kind: "character LM", steps: 1500,
+    blurb: "A character-level transformer learns first names and makes up new ones." },
+];
+
+const $ = (id) => document.getElementById(id);
+const state = Object.fromEntries(SAMPLES.map((s) => [s.name, {
+  ...s, original: "", source: "", compiled: null, losses: [], view: null, info: null, error: null,
+  stepsWanted: s.steps, rate: null,
+}]));
+let current = SAMPLES[0].name;
+let tg = null;
+let running = null;   // {name, promise} while a sample trains
+let busy = false;     // a non-training call (compile, reset, save, load) is in flight
+let escPressed = false;
+const app = { state, ready: false, errors: [] };
+window.app = app;
+
+// ------------------------------------------------------------------ status, log, errors
+
+function setStatus(text, kind = "") {
+  const el = $("status");
+  el.textContent = text;
+  el.dataset.kind = kind;
+}
+
+function log(text, cls = "") {
+  const el = $("log");
+  const line = document.createElement("span");
+  if (cls) line.className = cls;
+  line.textContent = text.endsWith("\n") ? text : text + "\n";
+  el.append(line);
+  while (el.childNodes.length > 500) el.firstChild.remove();
+  el.scrollTop = el.scrollHeight;
+}
+
+/** {type, message, line, traceback} from a tgweb error; line is in filename. */
+function parseError(e, filename) {
+  const tb = String(e.traceback || e.message || e);
+  const lines = tb.replace(/\s+$/, "").split("\n");
+  let i = -1;
+  lines.forEach((l, k) => { if (/^\s*File "/.test(l)) i = k; });
+  let rest = lines;
+  if (i >= 0) {
+    let k = i + 1;
+    while (k < lines.length && /^\s{4}/.test(lines[k])) k++;
+    rest = lines.slice(k);
+  }
+  let text = rest.join("\n").trim() || lines[lines.length - 1] || String(e);
+  let type = e.pyType || e.name || "Error";
+  const m = /^([A-Za-z_][\w.]*): ([\s\S]*)$/.exec(text);
+  if (m) { type = m[1]; text = m[2]; }
+  let line = null;
+  const re = new RegExp(`File "${filename.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}", line (\\d+)`, "g");
+  for (let mm; (mm = re.exec(tb));) line = Number(mm[1]);
+  return { type, message: text, line, traceback: tb, filename };
+}
+
+function showError(s) {
+  const err = s.error;
+  $("error").hidden = !err;
+  markGutter(err && err.line);
+  if (!err) return;
+  $("error-type").textContent = err.type + ":";
+  $("error-text").textContent = err.message;
+  $("error-where").hidden = err.line == null;
+  $("error-file").textContent = err.filename;
+  $("error-line-no").textContent = err.line ?? "";
+  $("error-trace").textContent = err.traceback;
+}
+
+function fail(s, e, what) {
+  if (e && e.stopped) return;
+  s.error = parseError(e, `${s.name}.py`);
+  const where = s.error.line != null ? ` (line ${s.error.line})` : "";
+  setStatus(`${s.title}: ${what} failed — ${s.error.type}${where}`, "error");
+  log(s.error.traceback, "err");
+  if (s.name === current) showError(s);
+  renderGallery();
+}
+
+// ------------------------------------------------------------------ editor
+
+function renderGutter() {
+  const n = $("source").value.split("\n").length;
+  const err = state[current].error;
+  const out = [];
+  for (let i = 1; i <= n; i++) out.push(err && err.line === i ? `<b>${i}</b>` : String(i));
+  $("gutter").innerHTML = out.join("\n") + "\n";
+  $("gutter").scrollTop = $("source").scrollTop;
+}
+
+function markGutter() { renderGutter(); }
+
+function goToLine(line) {
+  const ta = $("source");
+  const lines = ta.value.split("\n");
+  let pos = 0;
+  for (let i = 0; i < line - 1 && i < lines.length; i++) pos += lines[i].length + 1;
+  ta.focus();
+  ta.setSelectionRange(pos, pos + (lines[line - 1] || "").length);
+  const lh = parseFloat(getComputedStyle(ta).lineHeight) || 18;
+  ta.scrollTop = Math.max(0, (line - 4) * lh);
+}
+
+function setupEditor() {
+  const ta = $("source");
+  ta.addEventListener("input", () => {
+    state[current].source = ta.value;
+    renderGutter();
+    renderGallery();
+  });
+  ta.addEventListener("scroll", () => { $("gutter").scrollTop = ta.scrollTop; });
+  ta.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape") { escPressed = true; return; }
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+      ev.preventDefault();
+      trainSample(current);
+      return;
+    }
+    if (ev.key === "Tab" && !ev.shiftKey && !escPressed && !ev.ctrlKey && !ev.altKey) {
+      ev.preventDefault();
+      const a = ta.selectionStart, b = ta.selectionEnd;
+      ta.setRangeText("    ", a, b, "end");
+      ta.dispatchEvent(new Event("input"));
+    }
+    escPressed = false;
+  });
+  $("error-line").addEventListener("click", () => {
+    const err = state[current].error;
+    if (err && err.line) goToLine(err.line);
+  });
+  $("revert").addEventListener("click", () => {
+    const s = state[current];
+    s.source = s.original;
+    ta.value = s.source;
+    renderGutter();
+    renderGallery();
+  });
+}
+
+// ------------------------------------------------------------------ charts
+
+function fitCanvas(c, cssHeight) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = Math.max(50, c.clientWidth), h = cssHeight;
+  if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+    c.width = Math.round(w * dpr);
+    c.height = Math.round(h * dpr);
+  }
+  c.style.height = h + "px";
+  const g = c.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, w, h);
+  return [g, w, h];
+}
+
+const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+
+function fmt(v) {
+  if (v == null || !Number.isFinite(v)) return "–";
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return v.toExponential(2);
+  return v.toPrecision(4).replace(/\.?0+$/, "") || "0";
+}
+
+// a log10 tick: 0.01, 1, 100 or 1e-5; halves as 0.03, 3e-5
+function tick(lv) {
+  const v = 10 ** lv;
+  if (lv >= -3 && lv <= 4) return String(Number(v.toPrecision(1)));
+  const [m, e] = v.toExponential(0).split("e");
+  return `${m}e${Number(e)}`;
+}
+
+function smooth(losses) {
+  const out = [];
+  let m = null;
+  const alpha = Math.max(0.02, Math.min(0.3, 20 / Math.max(1, losses.length)));
+  for (const [, v] of losses) {
+    const lv = Math.log(Math.max(v, 1e-12));
+    m = m == null ? lv : m + alpha * (lv - m);
+    out.push(Math.exp(m));
+  }
+  return out;
+}
+
+function drawChart() {
+  const s = state[current];
+  const c = $("chart");
+  const [g, w, h] = fitCanvas(c, 220);
+  const pts = s.losses.filter(([, v]) => Number.isFinite(v) && v > 0);
+  const pad = { l: 52, r: 12, t: 10, b: 26 };
+  g.font = "11px system-ui, sans-serif";
+  g.fillStyle = css("--muted");
+  if (pts.length < 2) {
+    g.fillText(pts.length ? "…" : "no steps yet", pad.l, h / 2);
+    c.dataset.points = String(pts.length);
+    return;
+  }
+  const sm = smooth(pts);
+  const ys = pts.map(([, v]) => Math.log10(v));
+  let lo = Math.floor(Math.min(...ys) * 2) / 2, hi = Math.ceil(Math.max(...ys) * 2) / 2;
+  if (hi - lo < 0.5) hi = lo + 0.5;
+  const x0 = pts[0][0], x1 = Math.max(pts[pts.length - 1][0], x0 + 1);
+  const X = (st) => pad.l + (w - pad.l - pad.r) * (st - x0) / (x1 - x0);
+  const Y = (lv) => pad.t + (h - pad.t - pad.b) * (hi - lv) / (hi - lo);
+  // grid: decades (and halves) on y, ~6 ticks on x
+  g.strokeStyle = css("--grid");
+  g.lineWidth = 1;
+  g.textAlign = "right";
+  g.textBaseline = "middle";
+  const yStep = hi - lo > 3 ? 1 : 0.5;
+  for (let lv = Math.ceil(lo / yStep) * yStep; lv <= hi + 1e-9; lv += yStep) {
+    const y = Math.round(Y(lv)) + 0.5;
+    g.beginPath(); g.moveTo(pad.l, y); g.lineTo(w - pad.r, y); g.stroke();
+    g.fillText(tick(lv), pad.l - 6, y);
+  }
+  g.textAlign = "center";
+  g.textBaseline = "top";
+  const span = x1 - x0, raw = span / 6, p10 = 10 ** Math.floor(Math.log10(raw));
+  const xStep = [1, 2, 5, 10].map((k) => k * p10).find((v) => v >= raw) || raw;
+  for (let st = Math.ceil(x0 / xStep) * xStep; st <= x1; st += xStep) {
+    const x = Math.round(X(st)) + 0.5;
+    g.beginPath(); g.moveTo(x, pad.t); g.lineTo(x, h - pad.b); g.stroke();
+    g.fillText(String(st), x, h - pad.b + 6);
+  }
+  const line = (vals, color, width) => {
+    g.strokeStyle = color; g.lineWidth = width; g.lineJoin = "round"; g.beginPath();
+    pts.forEach(([st], i) => {
+      const x = X(st), y = Y(Math.log10(vals[i]));
+      i ? g.lineTo(x, y) : g.moveTo(x, y);
+    });
+    g.stroke();
+  };
+  line(pts.map(([, v]) => v), css("--accent-faint"), 1);
+  line(sm, css("--accent"), 2);
+  c.dataset.points = String(pts.length);
+  c.dataset.first = String(sm[0]);
+  c.dataset.last = String(sm[sm.length - 1]);
+  c.dataset.firstStep = String(pts[0][0]);
+  c.dataset.lastStep = String(pts[pts.length - 1][0]);
+  c.setAttribute("aria-label", `training loss from ${fmt(pts[0][1])} at step ${pts[0][0]} to ` +
+    `${fmt(pts[pts.length - 1][1])} at step ${pts[pts.length - 1][0]}`);
+}
+
+function drawCurve(c, curve) {
+  const [g, w, h] = fitCanvas(c, 220);
+  const pad = { l: 36, r: 10, t: 10, b: 22 };
+  const xs = curve.x, series = Object.entries(curve.series);
+  const all = series.flatMap(([, ys]) => ys).filter(Number.isFinite);
+  let lo = Math.min(...all), hi = Math.max(...all);
+  if (hi - lo < 1e-6) { lo -= 1; hi += 1; }
+  const m = (hi - lo) * 0.08; lo -= m; hi += m;
+  const X = (x) => pad.l + (w - pad.l - pad.r) * (x - xs[0]) / (xs[xs.length - 1] - xs[0]);
+  const Y = (y) => pad.t + (h - pad.t - pad.b) * (hi - y) / (hi - lo);
+  g.font = "11px system-ui, sans-serif";
+  g.strokeStyle = css("--grid"); g.fillStyle = css("--muted");
+  g.textAlign = "right"; g.textBaseline = "middle";
+  for (const y of [-1, -0.5, 0, 0.5, 1].filter((v) => v > lo && v < hi)) {
+    const yy = Math.round(Y(y)) + 0.5;
+    g.beginPath(); g.moveTo(pad.l, yy); g.lineTo(w - pad.r, yy); g.stroke();
+    g.fillText(String(y), pad.l - 5, yy);
+  }
+  g.textAlign = "center"; g.textBaseline = "top";
+  for (const [x, label] of [[-Math.PI, "−π"], [-Math.PI / 2, "−π/2"], [0, "0"], [Math.PI / 2, "π/2"], [Math.PI, "π"]]) {
+    if (x < xs[0] - 1e-9 || x > xs[xs.length - 1] + 1e-9) continue;
+    g.fillText(label, X(x), h - pad.b + 5);
+  }
+  const colors = [css("--muted-strong"), css("--accent")];
+  series.forEach(([name, ys], k) => {
+    g.strokeStyle = colors[k % colors.length];
+    g.lineWidth = k ? 2.5 : 1.5;
+    g.setLineDash(k ? [] : [5, 4]);
+    g.beginPath();
+    ys.forEach((y, i) => (i ? g.lineTo(X(xs[i]), Y(y)) : g.moveTo(X(xs[i]), Y(y))));
+    g.stroke();
+    g.setLineDash([]);
+    g.fillStyle = colors[k % colors.length];
+    g.textAlign = "left";
+    g.fillText(name, pad.l + 8 + k * 70, pad.t + 2);
+  });
+}
+
+function drawHeat(c, map, ticks, size) {
+  const n = map.length, cell = Math.floor((size - 16) / n);
+  const side = cell * n + 16;
+  const dpr = window.devicePixelRatio || 1;
+  c.width = side * dpr; c.height = side * dpr;
+  c.style.width = side + "px"; c.style.height = side + "px";
+  const g = c.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.font = "10px ui-monospace, monospace";
+  g.fillStyle = css("--muted"); g.textAlign = "center"; g.textBaseline = "middle";
+  for (let i = 0; i < n; i++) {
+    g.fillText(ticks[i] ?? "", 16 + cell * i + cell / 2, 7);
+    g.fillText(ticks[i] ?? "", 7, 16 + cell * i + cell / 2);
+    for (let j = 0; j < n; j++) {
+      const v = Math.max(0, Math.min(1, map[i][j]));
+      g.fillStyle = `hsl(222 70% ${97 - 62 * Math.sqrt(v)}%)`;
+      g.fillRect(16 + cell * j, 16 + cell * i, cell - 1, cell - 1);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ the sample's view
+
+function renderView() {
+  const s = state[current];
+  const v = s.view;
+  const figs = $("view-figures"), body = $("view-body");
+  figs.replaceChildren();
+  body.replaceChildren();
+  if (!v) {
+    const p = document.createElement("p");
+    p.className = "muted";
+    p.textContent = s.compiled ? "No view yet." : "Press Start to compile and train.";
+    body.append(p);
+    return;
+  }
+  for (const [k, val] of Object.entries(v.figures || {})) {
+    const d = document.createElement("div");
+    const dt = document.createElement("dt"); dt.textContent = k;
+    const dd = document.createElement("dd");
+    dd.textContent = typeof val === "number" ? (Number.isInteger(val) ? String(val) : fmt(val)) : String(val);
+    dd.dataset.name = k;
+    d.append(dt, dd);
+    figs.append(d);
+  }
+  if (v.curve) {
+    const c = document.createElement("canvas");
+    c.className = "curve";
+    c.setAttribute("role", "img");
+    c.setAttribute("aria-label", "the model's fit: " + Object.keys(v.curve.series).join(" and "));
+    body.append(c);
+    drawCurve(c, v.curve);
+  }
+  if (v.heatmaps) {
+    const box = document.createElement("div");
+    box.className = "heat";
+    const t = document.createElement("p"); t.className = "muted"; t.textContent = v.heatmaps.title || "";
+    box.append(t);
+    const row = document.createElement("div"); row.className = "heat-row";
+    v.heatmaps.maps.forEach((m, k) => {
+      const f = document.createElement("figure");
+      const c = document.createElement("canvas");
+      c.setAttribute("role", "img");
+      c.setAttribute("aria-label", (v.heatmaps.names || [])[k] || `map ${k}`);
+      drawHeat(c, m, v.heatmaps.ticks || [], 132);
+      const cap = document.createElement("figcaption");
+      cap.textContent = (v.heatmaps.names || [])[k] || "";
+      f.append(c, cap);
+      row.append(f);
+    });
+    box.append(row);
+    body.append(box);
+  }
+  if (v.images) {
+    const grid = document.createElement("div");
+    grid.className = "images";
+    const { side, pixels, labels = [], ok = [] } = v.images;
+    pixels.forEach((px, k) => {
+      const f = document.createElement("figure");
+      f.className = ok[k] === false ? "bad" : ok[k] === true ? "good" : "";
+      const c = document.createElement("canvas");
+      c.width = side; c.height = side;
+      const g = c.getContext("2d"), img = g.createImageData(side, side);
+      px.forEach((p, i) => {
+        const val = 255 - Math.round(255 * Math.max(0, Math.min(1, p)));
+        img.data.set([val, val, val, 255], i * 4);
+      });
+      g.putImageData(img, 0, 0);
+      c.setAttribute("role", "img");
+      c.setAttribute("aria-label", `predicted ${labels[k] ?? "?"}${ok[k] === false ? " (wrong)" : ""}`);
+      const cap = document.createElement("figcaption");
+      cap.textContent = labels[k] ?? "";
+      f.append(c, cap);
+      grid.append(f);
+    });
+    body.append(grid);
+  }
+  if (v.text) {
+    const ul = document.createElement("ul");
+    ul.className = "text-list";
+    for (const t of v.text) {
+      const li = document.createElement("li");
+      li.textContent = t;
+      ul.append(li);
+    }
+    body.append(ul);
+  }
+}
+
+// ------------------------------------------------------------------ figures and gallery
+
+function renderFigures() {
+  const s = state[current];
+  const last = s.losses[s.losses.length - 1];
+  $("fig-step").textContent = last ? String(last[0]) : String(s.info ? s.info.steps : 0);
+  $("fig-loss").textContent = last ? fmt(last[1]) : "–";
+  $("fig-rate").textContent = s.rate != null ? s.rate.toFixed(s.rate < 10 ? 1 : 0) : "–";
+  $("fig-params").textContent = s.info ? s.info.params.toLocaleString("en-US") : "–";
+  $("fig-compile").textContent = s.info && s.info.compile_s != null ? `${s.info.compile_s.toFixed(2)} s` : "–";
+}
+
+function renderGallery() {
+  const ul = $("gallery");
+  for (const s of Object.values(state)) {
+    let li = ul.querySelector(`[data-sample="${s.name}"]`);
+    if (!li) {
+      li = document.createElement("li");
+      li.dataset.sample = s.name;
+      const b = document.createElement("button");
+      b.type = "button";
+      b.id = `pick-${s.name}`;
+      b.innerHTML = `<span class="g-title"></span><span class="g-kind"></span><span class="g-state"></span>`;
+      b.querySelector(".g-title").textContent = s.title;
+      b.querySelector(".g-kind").textContent = s.kind;
+      b.addEventListener("click", () => select(s.name));
+      li.append(b);
+      ul.append(li);
+    }
+    const b = li.querySelector("button");
+    b.setAttribute("aria-pressed", String(s.name === current));
+    const last = s.losses[s.losses.length - 1];
+    let st = running && running.name === s.name ? "training" : s.error ? "error" : last ? `step ${last[0]}` : "not started";
+    if (s.source !== s.original) st += " · edited";
+    b.querySelector(".g-state").textContent = st;
+    b.dataset.state = running && running.name === s.name ? "running" : s.error ? "error" : "";
+  }
+}
+
+function renderControls() {
+  const s = state[current];
+  const mine = running && running.name === current;
+  const ok = !!tg && !tg.dead;
+  $("start").disabled = !ok || mine || busy;
+  $("stop").disabled = !mine;
+  $("reset").disabled = !ok || busy || (!s.compiled && !s.losses.length);
+  $("download").disabled = !ok || busy || !!running || !s.compiled;
+  $("load").disabled = !ok || busy || !!running;
+  document.body.dataset.state = !tg ? "starting" : running ? "running" : busy ? "busy" : "ready";
+}
+
+function renderAll() {
+  const s = state[current];
+  $("sample-title").textContent = s.title;
+  $("sample-blurb").textContent = s.blurb;
+  if ($("source").value !== s.source) $("source").value = s.source;
+  $("steps").value = s.stepsWanted;
+  renderGutter();
+  showError(s);
+  renderFigures();
+  drawChart();
+  renderView();
+  renderGallery();
+  renderControls();
+}
+
+function select(name) {
+  current = name;
+  history.replaceState(null, "", `#${name}`);
+  renderAll();
+}
+
+// ------------------------------------------------------------------ Python calls
+
+async function call(expr, globals = {}) {
+  return tg.run(expr, { filename: "<page>", globals });
+}
+
+async function ensureCompiled(s) {
+  if (s.compiled === s.source) return false;
+  s.compiled = null;  // the old namespace is gone once the new source starts running
+  s.error = null;
+  showError(s);
+  setStatus(`${s.title}: compiling…`, "busy");
+  const t0 = performance.now();
+  s.info = await call("page_exec(PAGE_NAME, PAGE_SOURCE, PAGE_FILE)",
+    { PAGE_NAME: s.name, PAGE_SOURCE: s.source, PAGE_FILE: `${s.name}.py` });
+  s.info.wall_s = (performance.now() - t0) / 1000;
+  s.compiled = s.source;
+  s.losses = [];
+  s.rate = null;
+  log(`${s.title}: compiled in ${s.info.compile_s.toFixed(2)} s (${s.info.kernels ?? "?"} kernels, ` +
+    `${s.info.params} parameters)`);
+  return true;
+}
+
+async function stopRunning() {
+  if (!running) return;
+  tg.stop();
+  try { await running.promise; } catch { /* reported by trainSample */ }
+}
+
+async function trainSample(name) {
+  const s = state[name];
+  if (!tg || (running && running.name === name) || busy) return;
+  await stopRunning();
+  const steps = Math.max(1, Math.min(100000, parseInt($("steps").value, 10) || s.steps));
+  if (name === current) s.stepsWanted = steps;
+  const job = { name, t0: performance.now(), startStep: null };
+  running = job;
+  job.promise = (async () => {
+    renderGallery(); renderControls();
+    try {
+      const fresh = await ensureCompiled(s);
+      if (fresh && name === current) renderAll();
+      setStatus(`${s.title}: training ${steps} steps…`, "busy");
+      s.rateMarks = [];
+      const r = await call("page_train(PAGE_NAME, PAGE_STEPS)", { PAGE_NAME: name, PAGE_STEPS: steps });
+      s.info = { ...s.info, ...r };
+      const rate = r.ran > 0 && r.seconds > 0 ? r.ran / r.seconds : null;
+      setStatus(`${s.title}: ${r.stopped ? "stopped" : "done"} at step ${r.steps}` +
+        (rate ? ` (${r.ran} steps, ${rate.toFixed(1)} steps/s)` : ""), r.stopped ? "" : "ok");
+      return r;
+    } catch (e) {
+      if (e.stopped) {
+        setStatus(`${s.title}: stopped`);
+      } else {
+        fail(s, e, s.compiled === s.source ? "training" : "compiling");
+      }
+      return null;
+    } finally {
+      if (running === job) running = null;
+      renderGallery(); renderControls();
+      if (name === current) renderFigures();
+    }
+  })();
+  return job.promise;
+}
+
+async function withBusy(label, fn) {
+  const s = state[current];
+  await stopRunning();
+  busy = true;
+  renderControls();
+  try {
+    return await fn(s);
+  } catch (e) {
+    fail(s, e, label);
+  } finally {
+    busy = false;
+    renderControls();
+  }
+}
+
+async function resetSample() {
+  await withBusy("reset", async (s) => {
+    s.losses = [];
+    s.rate = null;
+    s.error = null;
+    if (s.compiled) {
+      s.info = await call("page_reset(PAGE_NAME)", { PAGE_NAME: s.name });
+      setStatus(`${s.title}: reset to the initial parameters (seeded)`);
+    } else {
+      s.view = null;
+    }
+    renderAll();
+  });
+}
+
+async function downloadParams() {
+  await withBusy("download", async (s) => {
+    const b64 = await call("page_save(PAGE_NAME)", { PAGE_NAME: s.name });
+    const bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const steps = s.info ? s.info.steps : 0;
+    const url = URL.createObjectURL(new Blob([bytes], { type: "application/octet-stream" }));
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = `${s.name}-step${steps}.safetensors`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    setStatus(`${s.title}: saved ${a.download} (${(bytes.length / 1024).toFixed(0)} KiB)`, "ok");
+  });
+}
+
+async function loadParams(file) {
+  await withBusy("loading parameters", async (s) => {
+    const data = new Uint8Array(await file.arrayBuffer());
+    const fresh = await ensureCompiled(s);
+    if (fresh) renderAll();
+    const r = await call("page_load(PAGE_NAME, PAGE_DATA)", { PAGE_NAME: s.name, PAGE_DATA: data });
+    s.info = { ...s.info, ...r };
+    s.error = null;
+    showError(s);
+    setStatus(`${s.title}: loaded ${file.name} (${r.tensors} tensors, step ${r.steps}` +
+      `${r.optimizer_state ? ", with optimizer state" : ", parameters only"})`, "ok");
+    renderAll();
+  });
+}
+
+// ------------------------------------------------------------------ events from Python
+
+function onMetric(m) {
+  const name = running ? running.name : current;
+  const s = state[name];
+  if (m.name !== "loss" || m.value == null) return;
+  s.losses.push([m.step, m.value]);
+  const now = performance.now();
+  s.rateMarks = s.rateMarks || [];
+  s.rateMarks.push([now, m.step]);
+  while (s.rateMarks.length > 2 && now - s.rateMarks[0][0] > 3000) s.rateMarks.shift();
+  const [t0, st0] = s.rateMarks[0];
+  if (now - t0 > 250 && m.step > st0) s.rate = (m.step - st0) / ((now - t0) / 1000);
+  if (name === current) scheduleDraw();
+}
+
+let drawPending = false;
+function scheduleDraw() {
+  if (drawPending) return;
+  drawPending = true;
+  requestAnimationFrame(() => {
+    drawPending = false;
+    drawChart();
+    renderFigures();
+    renderGallery();
+  });
+}
+
+function onView(v) {
+  const name = running ? running.name : current;
+  state[name].view = v;
+  if (name === current) renderView();
+}
+
+// ------------------------------------------------------------------ start-up
+
+async function boot() {
+  setupEditor();
+  const want = location.hash.slice(1);
+  if (state[want]) current = want;
+  const sources = Promise.all([
+    fetch("page/harness.py").then((r) => r.text()),
+    ...SAMPLES.map((s) => fetch(`page/samples/${s.name}.py`).then((r) => {
+      if (!r.ok) throw new Error(`page/samples/${s.name}.py: HTTP ${r.status}`);
+      return r.text();
+    })),
+  ]);
+  const [harness, ...texts] = await sources;
+  SAMPLES.forEach((s, i) => { state[s.name].original = state[s.name].source = texts[i]; });
+  renderAll();
+  $("start").addEventListener("click", () => trainSample(current));
+  $("stop").addEventListener("click", () => { if (running && running.name === current) tg.stop(); });
+  $("reset").addEventListener("click", resetSample);
+  $("download").addEventListener("click", downloadParams);
+  $("load").addEventListener("click", () => $("load-file").click());
+  $("load-file").addEventListener("change", (ev) => {
+    const f = ev.target.files && ev.target.files[0];
+    ev.target.value = "";
+    if (f) loadParams(f);
+  });
+  $("steps").addEventListener("change", () => {
+    state[current].stepsWanted = Math.max(1, parseInt($("steps").value, 10) || state[current].steps);
+  });
+  new ResizeObserver(() => { drawChart(); renderView(); }).observe($("chart"));
+  try {
+    tg = await start({ on: { log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : "") } });
+  } catch (e) {
+    setStatus(e.message, "error");
+    app.startError = e.message;
+    return;
+  }
+  tg.on("metric", onMetric);
+  tg.on("view", onView);
+  tg.on("error", (e) => {
+    setStatus(e.message, "error");
+    log(e.message, "err");
+    renderControls();
+  });
+  await tg.run(harness, { filename: "harness.py" });
+  const a = tg.info.adapter || {};
+  const adapter = [a.description, a.vendor, a.architecture, a.device].filter(Boolean).join(" · ") || "WebGPU";
+  $("fig-adapter").textContent = adapter;
+  app.adapter = adapter;
+  app.tg = tg;
+  app.ready = true;
+  setStatus(`Ready in ${(tg.info.timings.page_load_to_ready / 1000).toFixed(1)} s — Python ${tg.info.python}, ` +
+    `tgweb ${tg.info.tgweb}. Pick a sample and press Start.`, "ok");
+  renderAll();
+  if (new URLSearchParams(location.search).has("autostart")) trainSample(current);
+}
+
+boot().catch((e) => {
+  setStatus(`The page failed to start: ${e.message}`, "error");
+  app.startError = e.message;
+  console.warn(e);
+});

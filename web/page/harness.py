@@ -1,0 +1,129 @@
+"""The trainer page's Python side (web/index.html, web/app.mjs).
+
+Each sample's source runs in a namespace of its own; it must define `trainer` (from
+tg.compile) and `train(steps)`, and may define `show()` (the sample's view, sent as a
+"view" event). The page calls the functions below by name through tgweb.mjs's run().
+"""
+
+import array
+import base64
+import time
+
+from tgweb import web
+from tgweb.io import safetensors
+
+_spaces = {}
+_STATE = "optimizer."  # prefix of optimizer-state tensors in a saved file
+
+
+def _ns(name):
+    try:
+        return _spaces[name]
+    except KeyError:
+        raise RuntimeError(f"{name}: press Start first (the source has not run yet)") from None
+
+
+def _count(shapes):
+    total = 0
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total
+
+
+def page_info(name):
+    ns = _ns(name)
+    tr = ns["trainer"]
+    prog = tr.program
+    return {"params": _count(t.shape for t in tr.graph.params.values()), "steps": tr.steps,
+            "backend": tr.backend, "kernels": len(prog.kernels) if prog is not None else None,
+            "compile_s": ns.get("__compile_s__")}
+
+
+def page_exec(name, source, filename):
+    """Run a sample's source in a fresh namespace (compiling its trainer), then show()."""
+    _spaces.pop(name, None)
+    ns = {"__name__": "__main__", "__file__": filename}
+    t0 = time.perf_counter()
+    exec(compile(source, filename, "exec"), ns)
+    compile_s = time.perf_counter() - t0
+    if not hasattr(ns.get("trainer"), "step"):
+        raise NameError(f"{filename} must define `trainer` (what tg.compile returns)")
+    if not callable(ns.get("train")):
+        raise NameError(f"{filename} must define train(steps), the loop Start calls")
+    ns["__compile_s__"] = compile_s
+    _spaces[name] = ns
+    _show(ns)
+    return page_info(name)
+
+
+def _show(ns):
+    if callable(ns.get("show")):
+        ns["show"]()
+
+
+def page_train(name, steps):
+    """train(steps); a stop request ends it quietly. Then show()."""
+    ns = _ns(name)
+    t0, s0 = time.perf_counter(), ns["trainer"].steps
+    stopped = False
+    try:
+        ns["train"](int(steps))
+    except web.Stopped:
+        stopped = True
+    secs = time.perf_counter() - t0
+    _show(ns)
+    out = page_info(name)
+    out.update(stopped=stopped, ran=out["steps"] - s0, seconds=secs)
+    return out
+
+
+def page_reset(name):
+    ns = _ns(name)
+    ns["trainer"].reset()
+    _show(ns)
+    return page_info(name)
+
+
+def page_save(name):
+    """Parameters and optimizer state as safetensors bytes, base64-encoded for the page."""
+    tr = _ns(name)["trainer"]
+    tensors = dict(tr.params())
+    tensors.update({_STATE + k: v for k, v in tr.states().items()})
+    meta = {"format": "tgweb", "sample": name, "steps": str(tr.steps)}
+    return base64.b64encode(safetensors.save(tensors, metadata=meta)).decode("ascii")
+
+
+def page_load(name, data):
+    """Load a file from page_save (or any safetensors file with the same parameter names
+    and shapes). Checks everything first: on error nothing changes."""
+    tr = _ns(name)["trainer"]
+    blob = data.to_bytes() if hasattr(data, "to_bytes") else bytes(data)
+    tensors, meta = safetensors.load(blob)
+    params = {k: v for k, v in tensors.items() if not k.startswith(_STATE)}
+    states = {k[len(_STATE):]: v for k, v in tensors.items() if k.startswith(_STATE)}
+    want = {k: tuple(t.shape) for k, t in tr.graph.params.items()}
+    missing = sorted(set(want) - set(params))
+    extra = sorted(set(params) - set(want))
+    wrong = [f"{k} {tuple(params[k].shape)} (model: {want[k]})" for k in want
+             if k in params and tuple(params[k].shape) != want[k]]
+    if missing or extra or wrong:
+        raise ValueError("these parameters do not fit this model: " + "; ".join(
+            ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])
+            + ([f"wrong shape {wrong}"] if wrong else [])))
+    swant = {k: tuple(t.shape) for k, t in tr.graph.states.items()}
+    use_states = bool(states) and {k: tuple(v.shape) for k, v in states.items()} == swant
+    tr.load_params(params)
+    if use_states:
+        steps = int(meta.get("steps", "0") or 0)
+        tr.load_states(states, steps=steps)
+    else:  # parameters only: the optimizer starts afresh
+        tr.load_states({k: array.array("f", [t.attrs["init"]]) * _count([t.shape])
+                        for k, t in tr.graph.states.items()},
+                       steps=0)
+    _show(_spaces[name])
+    out = page_info(name)
+    out.update(optimizer_state=use_states, tensors=len(tensors), meta=meta)
+    return out
