@@ -394,7 +394,7 @@ def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
             def input_at(idx):
                 ge = GroupEmitter(kc, pro.shape, pro.members)
                 lines = [f"let pi = {idx};"] + ge.emit("pi")
-                return lines, ge.local[x.id]
+                return lines, ge.local[_root(x).id]
         else:
             def input_at(idx):
                 return [], kc.load(x, idx)

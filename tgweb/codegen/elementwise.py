@@ -245,6 +245,12 @@ class GroupEmitter:
             return self.local[x.id]
         if x.id in self.provided:
             return self.provided[x.id]
+        from .common import _alias_root
+        r = _alias_root(x)
+        if r.id in self.provided and tuple(x.shape) == self.shape:  # a reshape of it
+            return self.provided[r.id]
+        if r.id in self.local and tuple(x.shape) == self.shape:  # same flat index
+            return self.local[r.id]
         return self.load_at(x, self.bcast_index(x.shape))
 
     def load_at(self, x, idx: str) -> str:

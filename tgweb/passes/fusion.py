@@ -127,21 +127,25 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
             continue
         r = g.head
         # prologue: the input is computed by a group that feeds only this reduction
-        x = r.inputs[0]
+        # (also through a reshape: the flat index is the same)
+        x = root_of(r.inputs[0])
         p = group_of.get(x.id)
         if (r.kind in REDUCE_KINDS and p is not None and p.kind == "ew" and not p.absorbed
-                and p.stored == {x.id}
-                and x.id not in roots and consumers.get(x.id) == [(r, True)]
+                and p.stored == {x.id} and x.id not in roots
+                and [c for c, _ in consumers.get(x.id, [])] == [r]
                 and len(p.ext) + 1 <= max_bindings):
             g.prologue = p
             p.absorbed = True
         # epilogue: one group of the result's shape is the only consumer of the result
+        # (also through a reshape of the result to the group's shape: same flat index)
         cons = consumers.get(r.id, [])
-        if not cons or r.id in roots or not all(d for _, d in cons):
+        if not cons or r.id in roots:
             continue
         e = group_of.get(cons[0][0].id)
-        if (e is None or e.kind != "ew" or e.absorbed or e.shape != r.shape
+        if (e is None or e.kind != "ew" or e.absorbed or _size(e.shape) != _size(r.shape)
                 or any(group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
+                or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs
+                       if root_of(inp) is r)
                 or any(h.epilogue is e for h in by_id.values())):
             continue
         ext = (e.ext - {r.id}) | g.ext
@@ -236,6 +240,13 @@ def _readers(g: Group, group_of, consumers) -> list:
             if h is not None and h is not g and h not in out:
                 out.append(h)
     return out
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _bindings(ext: set, stored: set, inplace: dict) -> int:
