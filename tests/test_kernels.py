@@ -336,6 +336,10 @@ def test_fusion_fuses_elementwise_chains():
     # prologue and epilogue: mean of squares is one kernel
     prog = run_case(lambda x: ((x - 1.0) ** 2).mean(axis=1), {"x": f(7, 33)}, grad=False)
     assert len(prog.kernels) == 1
+    # ... also when the reduction's input and result pass through reshapes
+    prog = run_case(lambda x, y: (tg.exp(x) * 2.0).reshape(7, 3, 11).sum(axis=(1, 2)).reshape(7, 1) * y,
+                    {"x": f(7, 33), "y": f(7, 1)}, grad=False)
+    assert len(prog.kernels) == 1, [k.name for k in prog.kernels]
     # a broadcast, a slice and elementwise math read straight from memory in one kernel
     prog = run_case(lambda x, y: tg.broadcast_to(y, (7, 33)) * x[:, 1:34],
                     {"x": f(7, 40), "y": f(7, 1)}, grad=False)
