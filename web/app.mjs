@@ -211,21 +211,34 @@ function drawChart() {
   }
   const sm = smooth(pts);
   const ys = pts.map(([, v]) => Math.log10(v));
-  let lo = Math.floor(Math.min(...ys) * 2) / 2, hi = Math.ceil(Math.max(...ys) * 2) / 2;
-  if (hi - lo < 0.5) hi = lo + 0.5;
+  const span10 = Math.max(...ys) - Math.min(...ys);
+  const q = span10 > 1.5 ? 2 : 10;   // round the range to half decades, or tenths when narrow
+  let lo = Math.floor(Math.min(...ys) * q) / q, hi = Math.ceil(Math.max(...ys) * q) / q;
+  if (hi - lo < 0.2) hi = lo + 0.2;
   const x0 = pts[0][0], x1 = Math.max(pts[pts.length - 1][0], x0 + 1);
   const X = (st) => pad.l + (w - pad.l - pad.r) * (st - x0) / (x1 - x0);
   const Y = (lv) => pad.t + (h - pad.t - pad.b) * (hi - lv) / (hi - lo);
-  // grid: decades (and halves) on y, ~6 ticks on x
+  // grid: decades (or halves) on y when the range is wide, round values when narrow
   g.strokeStyle = css("--grid");
   g.lineWidth = 1;
   g.textAlign = "right";
   g.textBaseline = "middle";
-  const yStep = hi - lo > 3 ? 1 : 0.5;
-  for (let lv = Math.ceil(lo / yStep) * yStep; lv <= hi + 1e-9; lv += yStep) {
+  const yTicks = [];
+  if (hi - lo > 1) {
+    const yStep = hi - lo > 3 ? 1 : 0.5;
+    for (let lv = Math.ceil(lo / yStep) * yStep; lv <= hi + 1e-9; lv += yStep) yTicks.push([lv, tick(lv)]);
+  } else {
+    const vlo = 10 ** lo, vhi = 10 ** hi, raw = (vhi - vlo) / 4;
+    const p = 10 ** Math.floor(Math.log10(raw));
+    const st = [1, 2, 5, 10].map((k) => k * p).find((v) => v >= raw);
+    for (let v = Math.ceil(vlo / st) * st; v <= vhi * (1 + 1e-9); v += st) {
+      yTicks.push([Math.log10(v), Number(v.toPrecision(3)) >= 1e-3 ? String(Number(v.toPrecision(3))) : v.toExponential(1)]);
+    }
+  }
+  for (const [lv, label] of yTicks) {
     const y = Math.round(Y(lv)) + 0.5;
     g.beginPath(); g.moveTo(pad.l, y); g.lineTo(w - pad.r, y); g.stroke();
-    g.fillText(tick(lv), pad.l - 6, y);
+    g.fillText(label, pad.l - 6, y);
   }
   g.textAlign = "center";
   g.textBaseline = "top";
