@@ -362,6 +362,10 @@ def test_matmul_paths():
             xs = (2, 33, 70) if ta else (2, 70, 33)
             ys = (65, 33) if tb else (33, 65)
             run_case(fn, {"x": f(*xs), "y": f(*ys)}, grad=True)
+    # few outputs, long K (a weight gradient): K split over a workgroup, with an epilogue
+    prog = run_case(lambda x, y, c: tg.relu(x.mT @ y + c), {"x": f(300, 20), "y": f(300, 33),
+                                                         "c": f(33)})
+    assert any("for (var k = li;" in k.wgsl for k in prog.kernels)
     # vec4 loads (sizes multiples of 4) along either contiguous axis, batch broadcast
     for ta in (False, True):
         for tb in (False, True):

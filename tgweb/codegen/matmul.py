@@ -98,6 +98,8 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
+    if gx * gy * nbatch < 32 and K >= 256:
+        return _emit_split_k(kc, node, L, epilogue)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
 
@@ -191,6 +193,38 @@ def _emit_small(kc: KernelCtx, node, L, epilogue):
                 f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
     body.append(f"let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
     body += finish(kc, node, "ci", "acc", epilogue)
+    return body, disp, wg
+
+
+def _emit_split_k(kc: KernelCtx, node, L, epilogue):
+    """Few outputs and a long K (a weight gradient summed over every row of a batch):
+    tiles would leave the GPU nearly idle, so one workgroup per output element splits K
+    over its invocations and adds the parts in a shared-memory tree."""
+    from .common import linear_group
+    a, b = node.inputs
+    M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
+    total = nbatch * M * N
+    wg = 64
+    disp = grid(total)
+    kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
+    body = [f"let i = {linear_group(disp[0])};", f"if (i >= {total}u) {{ return; }}",
+            f"let n = i % {N}u;", f"let m = (i / {N}u) % {M}u;", f"let z = i / {M * N}u;"]
+    _bases(L, body)
+    aa = add_idx("abase", _mul("m", L["am"]), _mul("k", L["ak"]))
+    bb = add_idx("bbase", _mul("k", L["bk"]), _mul("n", L["bn"]))
+    body.append("var acc = 0.0;")
+    body.append(f"for (var k = li; k < {K}u; k = k + {wg}u) {{ "
+                f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
+    body += ["sh[li] = acc;", "workgroupBarrier();"]
+    st = wg // 2
+    while st >= 1:
+        body.append(f"if (li < {st}u) {{ sh[li] = sh[li] + sh[li + {st}u]; }}")
+        body.append("workgroupBarrier();")
+        st //= 2
+    body.append("if (li == 0u) {")
+    body.append(f"  let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+    body += ["  " + ln for ln in finish(kc, node, "ci", "sh[0]", epilogue)]
+    body.append("}")
     return body, disp, wg
 
 
