@@ -35,6 +35,7 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -129,6 +130,23 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
     out.update(_program_stats(trainer))
     return out
 
+def bench_overhead(trainer, batches, n=10):
+    # where the host time of a step goes: input checks/conversion, the step with one
+    # read (loss) vs the three Trainer.step reads, and the full Trainer.step
+    med = lambda f: statistics.median(f(i) for i in range(n))
+    def timed(fn):
+        t = time.perf_counter(); fn(); return 1000 * (time.perf_counter() - t)
+    datas = [_check_inputs(trainer.graph, b, "bench") for b in batches]
+    L = [("outputs", "loss")]
+    L3 = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
+    return {
+        "check_inputs_ms": med(lambda i: timed(lambda: _check_inputs(trainer.graph, batches[i % len(batches)], "x"))),
+        "raw_step_no_read_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], []))),
+        "raw_step_read_loss_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], L))),
+        "raw_step_read_3_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], L3))),
+        "trainer_step_ms": med(lambda i: timed(lambda: trainer.step(**batches[i % len(batches)]))),
+    }
+
 def replica_args(trainer, step=10):
     # what the page needs to replay the Program with gpu.mjs alone
     p = trainer.program
@@ -189,7 +207,7 @@ def _build_module():
     return mod
 
 
-def make_server(build):
+def make_server(build, site: Path):
     import http.server
 
     mounts = {"/nm/": ROOT / "node_modules", "/peers/": PEERS}
@@ -198,7 +216,7 @@ def make_server(build):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **build.MIME}
 
         def __init__(self, *a, **kw):
-            super().__init__(*a, directory=str(build.SITE), **kw)
+            super().__init__(*a, directory=str(site), **kw)
 
         def translate_path(self, path):
             clean = path.split("?", 1)[0].split("#", 1)[0]
@@ -248,6 +266,7 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
         cold = page.evaluate("([m, b, src]) => harness.tgwebCold(m, b, src)", [model, batches, BROWSER_COLD_PY])
         steps = page.evaluate("([src]) => harness.tgwebRun(src)", [
             f"bench_steps(TRAINER, BATCHES, {cfg['warmup']}, {cfg['steps']}, {cfg['blocks'][model]})"])
+        steps["host_breakdown"] = page.evaluate("() => harness.tgwebRun('bench_overhead(TRAINER, BATCHES)')")
         rep = page.evaluate("() => harness.tgwebRun('replica_args(TRAINER)')")
         params = {n: v["data"] for n, v in initial_params(model).items()}  # = the trainer's seed-0 init
         replica = page.evaluate("([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
@@ -269,8 +288,8 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
     try:
         page.set_default_timeout(600_000)
         r = page.evaluate("([fw, m, init, b, o]) => harness.peer(fw, m, init, b, o)",
-                          [fw, model, init, batches, {"warmup": cfg["warmup"], "steps": cfg["steps"],
-                                                      "blocks": cfg["blocks"][model]}])
+                          [fw, model, init, batches, {"warmup": cfg["peer_warmup"][model], "steps": cfg["steps"],
+                                                      "blocks": cfg["blocks"][model], "budgetMs": cfg["budget_ms"]}])
         r["cold_start_s"] = r["cold_start_ms"] / 1000
         r["compile_s"] = max(0.0, r["first_step_ms"] - r["ms_per_step_read_every"]) / 1000
         r["logs"] = logs[-5:]
@@ -282,8 +301,8 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
 
 
 def _short(e) -> str:
-    s = str(e).strip().replace("\n", " ")
-    return s[:400]
+    s = " ".join(str(e).split())
+    return s if len(s) <= 600 else s[:150] + " … " + s[-450:]
 
 
 # --------------------------------------------------------------------------
@@ -297,6 +316,7 @@ def run_native(model, batches, cfg) -> dict:
         bs = [{k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in b.items()} for b in batches]
         trainer, first = ns["bench_first"](model, bs, "native")
         steps = ns["bench_steps"](trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model])
+        steps["host_breakdown"] = ns["bench_overhead"](trainer, bs)
         out = {"fw": "tgweb", "where": "native", **first, **steps}
         out["peak_gpu_bytes"] = steps["program_bytes"]
         cold = subprocess.run([sys.executable, str(Path(__file__)), "--native-cold", model],
@@ -539,14 +559,21 @@ def main(argv: list[str]) -> int:
     cmd = "python3 build.py bench" + (" " + " ".join(argv) if argv else "")
     models = a.only or list(MODELS)
     peers = [p for p in a.peers.split(",") if p]
-    cfg = {"warmup": 5, "steps": 20, "blocks": {"sin": 3, "addition": 2}}
+    # peers that take seconds per step get fewer warm-up steps and a time budget per model
+    cfg = {"warmup": 5, "steps": 20, "blocks": {"sin": 3, "addition": 2},
+           "peer_warmup": {"sin": 5, "addition": 2}, "budget_ms": 120_000}
     if a.quick:
-        cfg = {"warmup": 2, "steps": 5, "blocks": {"sin": 1, "addition": 1}}
+        cfg = {"warmup": 2, "steps": 5, "blocks": {"sin": 1, "addition": 1},
+               "peer_warmup": {"sin": 2, "addition": 1}, "budget_ms": 20_000}
 
     build = _build_module()
     if not (build.SITE / "manifest.json").exists():
         build.bundle_site()
-    srv = make_server(build)
+    # serve a snapshot: another `build.py test`/`bundle` may replace site/ during the run
+    snap = ROOT / "build" / "bench-site"
+    shutil.rmtree(snap, ignore_errors=True)
+    shutil.copytree(build.SITE, snap)
+    srv = make_server(build, snap)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     from playwright.sync_api import sync_playwright

@@ -165,7 +165,7 @@ async function loadPeer(fw) {
 }
 
 /** A peer from page load: import, set up, build, first step (cold start), then timed steps. */
-export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, blocks = 3 } = {}) {
+export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, blocks = 3, budgetMs = Infinity } = {}) {
   const out = { fw, model };
   const arrays = toArrays(batches);
   const t0 = now();
@@ -182,15 +182,18 @@ export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, b
   for (let i = 1; i <= warmup; i++) losses.push(await mod.readScalar(m.step(arrays[i % arrays.length])));
   const d0 = stats().dispatches, p0 = stats().pipelines;
   const per = [];
-  for (let i = 0; i < steps; i++) {
+  const tLoop = now();
+  // a very slow peer stops after 10 steps once the time budget is spent (out.steps_timed says)
+  for (let i = 0; i < steps && !(i >= 10 && now() - tLoop > budgetMs); i++) {
     t = now();
     losses.push(await mod.readScalar(m.step(arrays[(warmup + 1 + i) % arrays.length])));
     per.push(now() - t);
   }
-  out.dispatches_per_step = (stats().dispatches - d0) / steps;
+  out.steps_timed = per.length;
+  out.dispatches_per_step = (stats().dispatches - d0) / per.length;
   out.pipelines_created_in_steady_state = stats().pipelines - p0;
   const blk = [];
-  for (let j = 0; j < blocks; j++) {
+  for (let j = 0; j < blocks && !(j >= 1 && now() - tLoop > budgetMs); j++) {
     t = now();
     for (let i = 0; i < 10; i++) {
       const l = m.step(arrays[i % arrays.length]);

@@ -123,7 +123,7 @@ export function additionModel(init, { batch = 128, ctx = 8, dim = 64, heads = 4,
       const s = g[n].ref.mul(g[n].ref).sum();
       sumsq = sumsq === null ? s : sumsq.add(s);
     }
-    const coef = np.minimum(np.sqrt(sumsq).add(1e-6).reciprocal(), 1.0);
+    const coef = np.minimum(np.reciprocal(np.sqrt(sumsq).add(1e-6)), 1.0);
     const gc = {};
     for (const n of Object.keys(g)) gc[n] = g[n].mul(coef.ref);
     coef.dispose();
