@@ -62,8 +62,7 @@ def site_url():
 
 @pytest.fixture(scope="session")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (python3 build.py setup installs it)")
+    assert Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM} (python3 build.py setup installs it)"
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
