@@ -78,7 +78,7 @@ def setup() -> None:
 def test(args: list[str]) -> int:
     setup()
     bundle_site()
-    return subprocess.run([str(PY), "-m", "pytest", *args], cwd=ROOT).returncode
+    return subprocess.run([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT).returncode
 
 
 # --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "test-output"
@@ -65,7 +66,15 @@ def _train(page, steps: int, timeout: float = 120):
     page.dispatch_event("#steps", "change")
     page.click("#start")
     page.wait_for_function("document.body.dataset.state === 'running'", timeout=10000)
-    page.wait_for_function("document.body.dataset.state === 'ready'", timeout=timeout * 1000)
+    try:
+        page.wait_for_function("document.body.dataset.state === 'ready'", timeout=timeout * 1000)
+    except PlaywrightTimeout:
+        # say where the page was, so that a slow or stuck run can be told apart
+        raise AssertionError(
+            f"training did not finish in {timeout} s; "
+            f"state={page.evaluate('document.body.dataset.state')!r}, "
+            f"step={page.inner_text('#fig-step')!r}, status={page.inner_text('#status')!r}, "
+            f"error={page.text_content('#error')!r}, log tail={page.inner_text('#log')[-600:]!r}") from None
 
 
 def _view_figure(page, name: str) -> str:
@@ -183,7 +192,7 @@ def test_addition_trains_on_the_page(app):
     page.click("#pick-addition")
     assert page.inner_text("#sample-title") == "addition"
     t = time.perf_counter()
-    _train(page, 12, timeout=240)
+    _train(page, 12, timeout=480)
     wall = time.perf_counter() - t
     losses = _losses(page, "addition")
     figs = _figures(page)
