@@ -283,6 +283,38 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
         ctx.close()
 
 
+def profile(browser, url, model, cfg) -> None:
+    """Print ms/step and per-kernel GPU times of tgweb's step for `model`, the Program
+    compiled in this process (no Pyodide) and replayed by gpu.mjs in the page."""
+    sys.path.insert(0, str(ROOT))
+    ns: dict = {}
+    exec(BENCH_PY, ns)
+    t = time.perf_counter()
+    trainer, _ = ns["_compile"](model, "reference")
+    from tgweb.lower import lower
+    trainer._engine.program = lower(trainer.graph)
+    compile_s = time.perf_counter() - t
+    rep = ns["replica_args"](trainer)
+    params = {n: v["data"] for n, v in initial_params(model).items()}
+    ctx, page, logs = _new_page(browser, url)
+    try:
+        page.set_default_timeout(600_000)
+        r = page.evaluate("([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
+                          [rep["program"], params, rep["scalars"], make_batches(model),
+                           {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": 1}])
+    finally:
+        ctx.close()
+    ks = r["kernels"]
+    tot = sum(k.get("ts_ms") or 0 for k in ks)
+    print(f"[{model}] CPython compile {compile_s:.2f} s; gpu.mjs: {r['shim_ms_per_step_read_every']:.2f} ms/step "
+          f"(loss read every step), {r['shim_ms_per_step_read_every10']:.2f} ms/step (every 10th); "
+          f"GPU {r.get('ts_step_ms') or 0:.2f} ms as one pass, kernels sum {tot:.2f} ms; "
+          f"{r['dispatches_per_step']:.0f} dispatches, {r['unique_pipelines']} pipelines, "
+          f"instantiate {r['instantiate_ms']:.0f} ms, peak {r['peak_gpu_bytes'] / 1e6:.2f} MB; loss {r['last_loss']:.5f}")
+    for k in sorted(ks, key=lambda k: -(k.get("ts_ms") or 0))[:25]:
+        print(f"  {k.get('ts_ms') or 0:7.3f} ms  #{k['i']:<3} {str(k['dispatch']):14} {k['kernel'][:60]}")
+
+
 def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
     ctx, page, logs = _new_page(browser, url)
     try:
@@ -552,6 +584,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer steps (a smoke run; not for the table)")
     ap.add_argument("--native-cold", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(HERE))
+    ap.add_argument("--profile", action="store_true",
+                    help="only tgweb's Program, compiled here in CPython and replayed in Chromium by gpu.mjs: "
+                         "ms/step and GPU time per kernel (a quick loop for kernel work; writes nothing)")
     a = ap.parse_args(argv)
     if a.native_cold:
         native_cold(a.native_cold)
@@ -578,6 +613,15 @@ def main(argv: list[str]) -> int:
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     from playwright.sync_api import sync_playwright
 
+    if a.profile:
+        from playwright.sync_api import sync_playwright
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            for model in models:
+                profile(browser, url, model, cfg)
+            browser.close()
+        srv.shutdown()
+        return 0
     results: dict = {"env": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
                              "python": platform.python_version(), "cfg": cfg},
                      "peers": peers, "models": {}}

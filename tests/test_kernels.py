@@ -324,9 +324,23 @@ def test_dispatch_past_65535_workgroups():
     prog = run_case(lambda x, y: x * 2.0 + y, {"x": f(n), "y": f(1)}, grad=False)
     assert max(k.dispatch[0] * k.dispatch[1] for k in prog.kernels) > 65535
     assert all(max(k.dispatch) <= 65535 for k in prog.kernels)
-    # one workgroup per row: 70,000 rows of a softmax, forward and backward
+    # one invocation per row: 70,000 rows of a softmax, forward and backward
     prog = run_case(lambda x: nn_ops.softmax(x, -1), {"x": f(70000, 2)})
-    assert any(k.dispatch[1] > 1 and "softmax" in k.ops for k in prog.kernels)
+    assert any(k.dispatch[0] > 1000 and "softmax" in k.ops for k in prog.kernels)
+
+
+def test_long_rows_take_workgroup_trees():
+    # rows longer than SERIAL_MAX are reduced by a workgroup each, through shared memory
+    from tgweb.codegen.reduce import SERIAL_MAX
+    n = SERIAL_MAX + 77
+    cases = [(lambda x: x.sum(axis=1) * 2.0, f(3, n)), (lambda x: x.max(axis=0), f(n, 2)),
+             (lambda x: nn_ops.softmax(x, -1), f(2, n)), (lambda x: nn_ops.log_softmax(x, 0), f(n, 3)),
+             (lambda x: nn_ops.causal_softmax(x), f(4, n))]
+    for fn, spec in cases:
+        prog = run_case(fn, {"x": spec})
+        assert any("workgroupBarrier" in k.wgsl for k in prog.kernels), [k.name for k in prog.kernels]
+    prog = run_case(lambda x: tg.argmax(x, axis=1), {"x": f(3, n)}, grad=False)
+    assert "workgroupBarrier" in prog.kernels[0].wgsl
 
 
 def test_fusion_fuses_elementwise_chains():
@@ -362,10 +376,23 @@ def test_matmul_paths():
             xs = (2, 33, 70) if ta else (2, 70, 33)
             ys = (65, 33) if tb else (33, 65)
             run_case(fn, {"x": f(*xs), "y": f(*ys)}, grad=True)
-    # few outputs, long K (a weight gradient): K split over a workgroup, with an epilogue
+    # tiles of 64 in workgroup memory (a million outputs), stored transposes through strides
+    for ta in (False, True):
+        for tb in (False, True):
+            def fnt(x, y, ta=ta, tb=tb):
+                from tgweb.ir import make
+                return make("matmul", (x, y), ta=ta, tb=tb)
+            prog = run_case(fnt, {"x": f(6, 1030) if ta else f(1030, 6), "y": f(1027, 6) if tb else f(6, 1027)},
+                            grad=False)
+            assert "var<workgroup> As: array<vec4<f32>, 256>;" in prog.kernels[0].wgsl
+    prog = run_case(lambda x, y: x @ y, {"x": f(1024, 8), "y": f(8, 1028)}, grad=False)
+    assert "As: array<vec4" in prog.kernels[0].wgsl and "vec4<u32>" in prog.kernels[0].wgsl
+    # few outputs, long K (a weight gradient): register blocks of 8 x 8 with no barriers,
+    # an epilogue, edges that are not multiples of the block
     prog = run_case(lambda x, y, c: tg.relu(x.mT @ y + c), {"x": f(300, 20), "y": f(300, 33),
                                                          "c": f(33)})
-    assert any("for (var k = li;" in k.wgsl for k in prog.kernels)
+    mm = [k.wgsl for k in prog.kernels if "acc7_7" in k.wgsl]
+    assert mm and not any("workgroupBarrier" in w for w in mm)
     # vec4 loads (sizes multiples of 4) along either contiguous axis, batch broadcast
     for ta in (False, True):
         for tb in (False, True):
@@ -385,7 +412,7 @@ def test_matmul_paths():
         return (att @ v).permute(0, 2, 1, 3).reshape(2, 7, 60)
     prog = run_case(attn, {"x": f(2, 7, 60), "y": f(2, 7, 60), "w": f(2, 7, 60)})
     assert not any("permute" in k.ops for k in prog.kernels), [k.name for k in prog.kernels]
-    def attn2(x, y, w):  # sizes that take the tiled kernel
+    def attn2(x, y, w):  # longer sequences
         q = x.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
         k = y.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
         v = w.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)

@@ -1,6 +1,14 @@
-"""Matmul: tiled in workgroup memory with register blocking.
+"""Matmul: three kernels by problem size.
 
-A workgroup of 16 x 16 invocations computes a BM x BN tile of C, each invocation
+Most products (every one in the samples) run _emit_direct: register blocks of
+8 x 8 outputs per invocation read straight from the operands, with no workgroup
+memory and no barriers. On CPU implementations of WebGPU (SwiftShader in Chrome,
+lavapipe) a barrier is a context switch per invocation group; measured in this
+machine's Chromium (benchmarks/matmul_browser.py), the direct kernel runs the
+samples' shapes 5-10x faster than shared-memory tiles, and split-K (one
+workgroup per output with a tree) was 100-300x slower. Products with a million
+outputs or more run tiles in workgroup memory, which big GPUs need:
+a workgroup of 16 x 16 invocations computes a BM x BN tile of C, each invocation
 TM x TN outputs (rows ty + 16 i, columns tx + 16 j, so stores are coalesced).
 Every operand is read through strides: a stored transpose (ta/tb), and any chain
 of permutes in front of an operand (attention's head split, lower() folds them
@@ -16,7 +24,7 @@ are loaded as vec4. Skinny products use one invocation per output instead.
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, grid, linear_index, strides
+from .common import KernelCtx, add_idx, ceil_div, grid, linear_group, linear_index, strides
 
 
 def _prod(s):
@@ -24,6 +32,12 @@ def _prod(s):
     for d in s:
         n *= d
     return n
+
+
+# products with fewer outputs than this run _emit_direct; only big ones fill enough
+# workgroup-memory tiles to pay for their barriers (which CPU WebGPU implementations,
+# SwiftShader and lavapipe, run as costly context switches)
+TILED_MIN = 1 << 20
 
 
 def config(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int, int, int]:
@@ -95,11 +109,11 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     if M <= 16 or N <= 16 or K <= 4:
         return _emit_small(kc, node, L, epilogue)
+    if M * N * nbatch < TILED_MIN:
+        return _emit_direct(kc, node, L, epilogue)
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
-    if gx * gy * nbatch < 32 and K >= 256:
-        return _emit_split_k(kc, node, L, epilogue)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
 
@@ -196,35 +210,94 @@ def _emit_small(kc: KernelCtx, node, L, epilogue):
     return body, disp, wg
 
 
-def _emit_split_k(kc: KernelCtx, node, L, epilogue):
-    """Few outputs and a long K (a weight gradient summed over every row of a batch):
-    tiles would leave the GPU nearly idle, so one workgroup per output element splits K
-    over its invocations and adds the parts in a shared-memory tree."""
-    from .common import linear_group
+def _spread(M: int, N: int, T: int, wg: int) -> int:
+    """S for _emit_direct: the workgroup shape ((wg / S) T x S T) that wastes the fewest
+    clamped rows and columns on the edges of an M x N product."""
+    def waste(s):
+        bm, bn = wg // s * T, s * T
+        return ceil_div(M, bm) * bm * ceil_div(N, bn) * bn
+    return min((4, 2, 8, 1, 16, 32), key=waste)
+
+
+def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
+    """Register blocking with no workgroup memory and no barriers: each invocation
+    computes a TM x TN block of C straight from A and B, U steps of k at a time, with
+    vec4 loads along whichever axis of an operand is contiguous. A workgroup covers
+    (wg / S) TM rows and S TN columns; an invocation's columns are S apart (S = 1:
+    adjacent), so with S > 1 neighbouring invocations read neighbouring elements of B."""
     a, b = node.inputs
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    total = nbatch * M * N
-    wg = 64
+    TM = TN = T
+    S = _spread(M, N, T, wg)
+    BM, BN = (wg // S) * TM, S * TN
+    mb, nb = ceil_div(M, BM), ceil_div(N, BN)
+    total = nbatch * mb * nb
     disp = grid(total)
-    kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-    body = [f"let i = {linear_group(disp[0])};", f"if (i >= {total}u) {{ return; }}",
-            f"let n = i % {N}u;", f"let m = (i / {N}u) % {M}u;", f"let z = i / {M * N}u;"]
+    body = [f"let t = {linear_group(disp[0])};", f"if (t >= {total}u) {{ return; }}",
+            f"let n0 = (t % {nb}u) * {BN}u + li % {S}u;",
+            f"let m0 = ((t / {nb}u) % {mb}u) * {BM}u + (li / {S}u) * {TM}u;",
+            f"let z = t / {mb * nb}u;"]
     _bases(L, body)
-    aa = add_idx("abase", _mul("m", L["am"]), _mul("k", L["ak"]))
-    bb = add_idx("bbase", _mul("k", L["bk"]), _mul("n", L["bn"]))
-    body.append("var acc = 0.0;")
-    body.append(f"for (var k = li; k < {K}u; k = k + {wg}u) {{ "
-                f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
-    body += ["sh[li] = acc;", "workgroupBarrier();"]
-    st = wg // 2
-    while st >= 1:
-        body.append(f"if (li < {st}u) {{ sh[li] = sh[li] + sh[li + {st}u]; }}")
-        body.append("workgroupBarrier();")
-        st //= 2
-    body.append("if (li == 0u) {")
-    body.append(f"  let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
-    body += ["  " + ln for ln in finish(kc, node, "ci", "sh[0]", epilogue)]
-    body.append("}")
+    # clamped row and column indices: loads never leave the operands, stores are guarded
+    for r in range(TM):
+        body.append(f"let am{r} = {add_idx('abase', _mul(f'min(m0 + {r}u, {M - 1}u)', L['am']))};")
+    for c in range(TN):
+        body.append(f"let bn{c} = {add_idx('bbase', _mul(f'min(n0 + {c * S}u, {N - 1}u)', L['bn']))};")
+    for r in range(TM):
+        for c in range(TN):
+            body.append(f"var acc{r}_{c} = 0.0;")
+
+    def loads(x, R, lead, rs, ks, nrows, ksym, U_, pre, bstr, blocked):
+        """Lines defining pre{i}_{kk} = operand element (row i, k + kk) for i < R, kk < U_."""
+        out = []
+        aligned = kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
+        if U_ == 4 and ks == 1 and rs % 4 == 0 and aligned:
+            for i in range(R):
+                v = kc.fresh("v")
+                out.append(f"let {v} = {kc.load4(x, f'({lead}{i} + {ksym}) / 4u')};")
+                out += [f"let {pre}{i}_{kk} = {v}[{kk}];" for kk in range(4)]
+            return out
+        if blocked and rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
+            for kk in range(U_):
+                koff = _mul(f"({ksym} + {kk}u)", ks)
+                for g in range(R // 4):
+                    v = kc.fresh("v")
+                    out.append(f"let {v} = {kc.load4(x, f'({lead}{4 * g} + {koff}) / 4u')};")
+                    out += [f"let {pre}{4 * g + i}_{kk} = {v}[{i}];" for i in range(4)]
+            return out
+        for kk in range(U_):
+            for i in range(R):
+                out.append(f"let {pre}{i}_{kk} = {kc.load(x, add_idx(f'{lead}{i}', _mul(f'({ksym} + {kk}u)', ks)))};")
+        return out
+
+    def chunk(U_, ksym):
+        out = loads(a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"], True)
+        out += loads(b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"], S == 1)
+        for kk in range(U_):
+            for r in range(TM):
+                for c in range(TN):
+                    out.append(f"acc{r}_{c} = fma(a{r}_{kk}, b{c}_{kk}, acc{r}_{c});")
+        return ["  " + ln for ln in out]
+
+    K4 = K - K % U
+    if K4:
+        body.append(f"for (var k = 0u; k < {K4}u; k = k + {U}u) {{")
+        body += chunk(U, "k")
+        body.append("}")
+    for k in range(K4, K):
+        body.append("{")
+        body += chunk(1, f"{k}u")
+        body.append("}")
+    for r in range(TM):
+        body.append(f"{{ let m = m0 + {r}u;")
+        body.append(f"  if (m < {M}u) {{")
+        for c in range(TN):
+            body.append(f"    {{ let n = n0 + {c * S}u; if (n < {N}u) {{")
+            body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+            body += ["      " + ln for ln in finish(kc, node, "ci", f"acc{r}_{c}", epilogue)]
+            body.append("    } }")
+        body.append("  }")
+        body.append("}")
     return body, disp, wg
 
 

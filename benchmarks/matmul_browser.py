@@ -1,0 +1,87 @@
+"""GPU time of tgweb's matmul kernels in this machine's Chromium (WebGPU on
+SwiftShader), for the shapes the samples train with, from timestamp queries.
+
+    python3 benchmarks/matmul_browser.py                 # the sample shapes
+    python3 benchmarks/matmul_browser.py --shape 256x64x64:nt
+
+A shape is MxKxN with an optional :FLAGS, t marking a stored transpose of A
+and/or B (as the backward pass reads them): "nn", "tn", "nt". Each product is
+lowered to a one-kernel Program here in CPython and replayed by gpu.mjs in the
+bench page; the figure is the median GPU time of the kernel over five replays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+# (M, K, N, flags): sin's MLP (batch 256, width 64) and addition's transformer
+# (1,024 token rows, width 64, MLP 256), forward, input gradient and weight gradient
+SHAPES = [
+    (256, 64, 64, "nn"), (256, 64, 64, "nt"), (64, 256, 64, "tn"),
+    (1024, 64, 64, "nn"), (1024, 64, 256, "nn"), (1024, 256, 64, "nn"),
+    (1024, 256, 64, "nt"), (64, 1024, 256, "tn"), (256, 1024, 64, "tn"),
+]
+
+
+def parse(s: str):
+    dims, _, flags = s.partition(":")
+    m, k, n = (int(x) for x in dims.split("x"))
+    return m, k, n, flags or "nn"
+
+
+def program(m: int, k: int, n: int, flags: str):
+    from tgweb.ir import Graph, make, tracing
+    from tgweb.lower import lower
+    ta, tb = flags[0] == "t", flags[1] == "t"
+    g = Graph()
+    with tracing(g):
+        a = g.input("a", (k, m) if ta else (m, k))
+        b = g.input("b", (n, k) if tb else (k, n))
+        g.outputs["loss"] = make("matmul", (a, b), ta=ta, tb=tb)
+    return lower(g)
+
+
+def main(argv: list[str]) -> int:
+    import bench
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", action="append", type=parse)
+    a = ap.parse_args(argv)
+    shapes = a.shape or SHAPES
+    build = bench._build_module()
+    if not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    srv = bench.make_server(build, build.SITE)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    from playwright.sync_api import sync_playwright
+    rnd = random.Random(0)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=bench.CHROMIUM, args=bench.ARGS)
+        ctx, page, logs = bench._new_page(browser, url)
+        page.set_default_timeout(600_000)
+        print(f"{'shape':>22} {'kernel':>40} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8}")
+        for m, k, n, flags in shapes:
+            prog = program(m, k, n, flags)
+            data = {"a": [rnd.uniform(-1, 1) for _ in range(m * k)], "b": [rnd.uniform(-1, 1) for _ in range(k * n)]}
+            r = page.evaluate("([p, b]) => harness.tgwebReplica(p, {}, {}, b, {warmup: 2, steps: 3, blocks: 1})",
+                              [prog.to_json(), [data]])
+            (kr,) = r["kernels"]
+            ms = kr["ts_ms"]
+            print(f"{f'{m}x{k}x{n}:{flags}':>22} {kr['kernel'][:40]:>40} {str(kr['dispatch']):>14} "
+                  f"{ms:8.3f} {2 * m * n * k / ms / 1e6:8.2f}", flush=True)
+        ctx.close()
+        browser.close()
+    srv.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
