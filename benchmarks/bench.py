@@ -311,8 +311,16 @@ def profile(browser, url, model, cfg) -> None:
           f"GPU {r.get('ts_step_ms') or 0:.2f} ms as one pass, kernels sum {tot:.2f} ms; "
           f"{r['dispatches_per_step']:.0f} dispatches, {r['unique_pipelines']} pipelines, "
           f"instantiate {r['instantiate_ms']:.0f} ms, peak {r['peak_gpu_bytes'] / 1e6:.2f} MB; loss {r['last_loss']:.5f}")
+    fam: dict[str, list] = {}
+    for k in ks:
+        e = fam.setdefault(_family(k), [0, 0.0])
+        e[0] += 1
+        e[1] += k.get("ts_ms") or 0
+    print("  by family: " + ", ".join(f"{f} {n}x {ms:.1f} ms" for f, (n, ms) in
+                                      sorted(fam.items(), key=lambda x: -x[1][1])))
     for k in sorted(ks, key=lambda k: -(k.get("ts_ms") or 0))[:25]:
         print(f"  {k.get('ts_ms') or 0:7.3f} ms  #{k['i']:<3} {str(k['dispatch']):14} {k['kernel'][:60]}")
+    Path(f"/tmp/tgweb-profile-{model}.json").write_text(json.dumps({"replica": r, "program": rep["program"]}))
 
 
 def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:

@@ -237,7 +237,9 @@ CASES = {
                 (lambda k: nn_ops.one_hot(k, 12), {"k": i(3, 257)}, {"doms": {"k": (0, 12)}})],
     "embedding": [(emb, {"w": f(1, 1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
                   (emb, {"w": f(7, 33), "k": i(5, 3)}, {"doms": {"k": (-1, 8)}}),
-                  (emb, {"w": f(12, 9), "k": i(257)}, {"doms": {"k": (0, 12)}})],
+                  (emb, {"w": f(12, 9), "k": i(257)}, {"doms": {"k": (0, 12)}}),
+                  # more rows than one invocation loops over: a workgroup tree per output
+                  (emb, {"w": f(5, 2), "k": i(17000)}, {"doms": {"k": (0, 5)}})],
     "take_along_axis": [
         (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(1), "k": i(1)},
          {"doms": {"k": (0, 1)}}),

@@ -7,7 +7,7 @@ bit for bit), and the global sum of squares over all gradients.
 from __future__ import annotations
 
 from ..ops.random import GOLDEN, STREAM_OFFSET, lowbias32
-from .common import KernelCtx, f32_lit, grid
+from .common import KernelCtx, ceil_div, f32_lit, grid
 from .elementwise import GroupEmitter, index_op
 
 _NINF = "bitcast<f32>(0xff800000u)"
@@ -330,25 +330,40 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
 
 
 def emit_embedding_grad(kc: KernelCtx, node):
-    """out[n, d] = sum of g[r, d] over the rows r with idx[r] == n: one workgroup per
-    output element sums the rows in parallel (no atomics, a fixed summation order)."""
-    from .common import add_idx, linear_group, mul_idx
+    """out[n, d] = sum of g[r, d] over the rows r with idx[r] == n, in a fixed order (no
+    atomics). Up to SERIAL_MAX * 16 rows, one invocation per output element loops over
+    them (neighbouring invocations share n, so they test the same idx); beyond, one
+    workgroup per output element splits the rows and adds the parts in a tree."""
+    from .common import add_idx, linear_group, linear_index, mul_idx
+    from .reduce import SERIAL_MAX
     gr, idx = node.inputs
     rows = 1
     for d in idx.shape:
         rows *= d
     num, dim = node.shape
-    wg = 256 if rows >= 4096 else 64
-    disp = grid(num * dim)
-    kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-    body = [f"let o = {linear_group(disp[0])};",
-            f"if (o >= {num * dim}u) {{ return; }}",  # the grid may overshoot; uniform per workgroup
-            f"let n = i32(o / {dim}u);",
-            f"let d = o % {dim}u;", "var acc = 0.0;",
-            f"for (var r = li; r < {rows}u; r = r + {wg}u) {{",
-            f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + "
-            f"{kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",
-            "}", "sh[li] = acc;", "workgroupBarrier();"]
+    serial = rows <= 16 * SERIAL_MAX
+    if serial:
+        wg = 64
+        disp = grid(ceil_div(num * dim, wg))
+        body = [f"let o = {linear_index(disp[0], wg)};"]
+        first, stride = "0u", "1u"
+    else:
+        wg = 256 if rows >= 4096 else 64
+        disp = grid(num * dim)
+        kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
+        body = [f"let o = {linear_group(disp[0])};"]  # the grid may overshoot; uniform per workgroup
+        first, stride = "li", f"{wg}u"
+    body += [f"if (o >= {num * dim}u) {{ return; }}",
+             f"let n = i32(o / {dim}u);",
+             f"let d = o % {dim}u;", "var acc = 0.0;",
+             f"for (var r = {first}; r < {rows}u; r = r + {stride}) {{",
+             f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + "
+             f"{kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",
+             "}"]
+    if serial:
+        body.append(kc.store(node, "o", "acc"))
+        return body, disp, wg
+    body += ["sh[li] = acc;", "workgroupBarrier();"]
     s = wg // 2
     while s >= 1:
         body.append(f"if (li < {s}u) {{ sh[li] = sh[li] + sh[li + {s}u]; }}")

@@ -19,12 +19,11 @@ are flattened into rows when B has no batch and the layout allows, so small
 per-sample row counts still fill tiles; otherwise batches map to dispatch z with
 stride 0 for broadcast batch dims. Edges are bounds-checked, so any size works.
 Operands contiguous along an axis whose length and strides are multiples of 4
-are loaded as vec4. Skinny products use one invocation per output instead.
-"""
+are loaded as vec4. """
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, grid, linear_group, linear_index, strides
+from .common import KernelCtx, add_idx, ceil_div, grid, linear_index, strides
 
 
 def _prod(s):
@@ -107,9 +106,7 @@ def _mul(v, k):
 def emit_matmul(kc: KernelCtx, node, epilogue=None):
     L = layout(node)
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    if M <= 16 or N <= 16 or K <= 4:
-        return _emit_small(kc, node, L, epilogue)
-    if M * N * nbatch < TILED_MIN:
+    if M <= 16 or N <= 16 or K <= 4 or M * N * nbatch < TILED_MIN:
         return _emit_direct(kc, node, L, epilogue)
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch)
@@ -189,65 +186,33 @@ def _batch_index(bstr, batch):
     return add_idx(*terms)
 
 
-def _emit_small(kc: KernelCtx, node, L, epilogue):
-    """Skinny or tiny products (attention on short sequences, K = 1 layers): one
-    invocation per output element, a plain loop over K; tiles would sit mostly empty."""
-    a, b = node.inputs
-    M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    total = nbatch * M * N
-    wg = 64
-    disp = grid(ceil_div(total, wg))
-    body = [f"let i = {linear_index(disp[0], wg)};", f"if (i >= {total}u) {{ return; }}",
-            f"let n = i % {N}u;", f"let m = (i / {N}u) % {M}u;", f"let z = i / {M * N}u;"]
-    _bases(L, body)
-    aa = add_idx("abase", _mul("m", L["am"]), _mul("k", L["ak"]))
-    bb = add_idx("bbase", _mul("k", L["bk"]), _mul("n", L["bn"]))
-    body.append("var acc = 0.0;")
-    body.append(f"for (var k = 0u; k < {K}u; k = k + 1u) {{ "
-                f"acc = fma({kc.load(a, aa)}, {kc.load(b, bb)}, acc); }}")
-    body.append(f"let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
-    body += finish(kc, node, "ci", "acc", epilogue)
-    return body, disp, wg
-
-
-def _spread(M: int, N: int, T: int, wg: int) -> int:
-    """S for _emit_direct: the workgroup shape ((wg / S) T x S T) that wastes the fewest
-    clamped rows and columns on the edges of an M x N product."""
-    def waste(s):
-        bm, bn = wg // s * T, s * T
-        return ceil_div(M, bm) * bm * ceil_div(N, bn) * bn
-    return min((4, 2, 8, 1, 16, 32), key=waste)
-
-
 def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
     """Register blocking with no workgroup memory and no barriers: each invocation
-    computes a TM x TN block of C straight from A and B, U steps of k at a time, with
-    vec4 loads along whichever axis of an operand is contiguous. A workgroup covers
-    (wg / S) TM rows and S TN columns; an invocation's columns are S apart (S = 1:
-    adjacent), so with S > 1 neighbouring invocations read neighbouring elements of B."""
+    computes a TM x TN block of C (T x T, less where C is narrower) straight from A
+    and B, U steps of k at a time, with vec4 loads along whichever axis of an operand
+    is contiguous. Invocations take the
+    blocks in order (columns, rows, batch), so a workgroup may span several products
+    of a batch (attention's small per-head products)."""
     a, b = node.inputs
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    TM = TN = T
-    S = _spread(M, N, T, wg)
-    BM, BN = (wg // S) * TM, S * TN
-    mb, nb = ceil_div(M, BM), ceil_div(N, BN)
+    TM, TN = min(T, M), min(T, N)
+    mb, nb = ceil_div(M, TM), ceil_div(N, TN)
     total = nbatch * mb * nb
-    disp = grid(total)
-    body = [f"let t = {linear_group(disp[0])};", f"if (t >= {total}u) {{ return; }}",
-            f"let n0 = (t % {nb}u) * {BN}u + li % {S}u;",
-            f"let m0 = ((t / {nb}u) % {mb}u) * {BM}u + (li / {S}u) * {TM}u;",
+    disp = grid(ceil_div(total, wg))
+    body = [f"let t = {linear_index(disp[0], wg)};", f"if (t >= {total}u) {{ return; }}",
+            f"let n0 = (t % {nb}u) * {TN}u;", f"let m0 = ((t / {nb}u) % {mb}u) * {TM}u;",
             f"let z = t / {mb * nb}u;"]
     _bases(L, body)
     # clamped row and column indices: loads never leave the operands, stores are guarded
     for r in range(TM):
         body.append(f"let am{r} = {add_idx('abase', _mul(f'min(m0 + {r}u, {M - 1}u)', L['am']))};")
     for c in range(TN):
-        body.append(f"let bn{c} = {add_idx('bbase', _mul(f'min(n0 + {c * S}u, {N - 1}u)', L['bn']))};")
+        body.append(f"let bn{c} = {add_idx('bbase', _mul(f'min(n0 + {c}u, {N - 1}u)', L['bn']))};")
     for r in range(TM):
         for c in range(TN):
             body.append(f"var acc{r}_{c} = 0.0;")
 
-    def loads(x, R, lead, rs, ks, nrows, ksym, U_, pre, bstr, blocked):
+    def loads(x, R, lead, rs, ks, nrows, ksym, U_, pre, bstr):
         """Lines defining pre{i}_{kk} = operand element (row i, k + kk) for i < R, kk < U_."""
         out = []
         aligned = kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
@@ -257,7 +222,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
                 out.append(f"let {v} = {kc.load4(x, f'({lead}{i} + {ksym}) / 4u')};")
                 out += [f"let {pre}{i}_{kk} = {v}[{kk}];" for kk in range(4)]
             return out
-        if blocked and rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
+        if rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
             for kk in range(U_):
                 koff = _mul(f"({ksym} + {kk}u)", ks)
                 for g in range(R // 4):
@@ -271,8 +236,8 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
         return out
 
     def chunk(U_, ksym):
-        out = loads(a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"], True)
-        out += loads(b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"], S == 1)
+        out = loads(a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"])
+        out += loads(b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"])
         for kk in range(U_):
             for r in range(TM):
                 for c in range(TN):
@@ -292,7 +257,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
         body.append(f"{{ let m = m0 + {r}u;")
         body.append(f"  if (m < {M}u) {{")
         for c in range(TN):
-            body.append(f"    {{ let n = n0 + {c * S}u; if (n < {N}u) {{")
+            body.append(f"    {{ let n = n0 + {c}u; if (n < {N}u) {{")
             body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
             body += ["      " + ln for ln in finish(kc, node, "ci", f"acc{r}_{c}", epilogue)]
             body.append("    } }")
