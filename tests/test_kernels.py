@@ -436,6 +436,21 @@ def test_identical_kernels_share_pipelines():
     prog = run_case(lambda x, y: (tg.exp(x).sum(axis=1), tg.exp(y).sum(axis=1)),
                     {"x": f(7, 33), "y": f(7, 33)}, grad=False)
     assert len(prog.kernels) == 2 and prog.pipelines() == 1
+    # the same layer twice: its tensors live at other offsets, read from the kernel's
+    # uniform, so forward and backward kernels are shared between the layers
+    # the same layer four times in a training step: gradients and Adam states live at
+    # other offsets of their arenas, which kernels read from their uniform, so the
+    # layers share pipelines (the step itself is checked against the reference in
+    # test_trainer_native)
+    model = tg.nn.Sequential(*[m for _ in range(4) for m in (tg.nn.Linear(16, 16), tg.nn.ReLU())])
+    tr = tg.compile(model, lambda m, x: (m(x) ** 2).mean(), inputs={"x": (8, 16)},
+                    optimizer=tg.optim.Adam(lr=1e-3), backend="native")
+    prog = tr.program
+    by_text = {}
+    for k in prog.kernels:
+        by_text.setdefault(k.wgsl, []).append(k)
+    assert any(len({tuple(k.offsets) for k in ks}) > 1 for ks in by_text.values())
+    assert prog.pipelines() <= len(prog.kernels) // 2, (prog.pipelines(), len(prog.kernels))
 
 
 def test_updates_written_in_place():

@@ -116,7 +116,11 @@ export function parseProgram(program) {
   if (!program || !Array.isArray(program.buffers) || !Array.isArray(program.kernels)) {
     throw new ProgramError("not a tgweb Program (no buffers/kernels)");
   }
-  if (program.version !== 1) throw new ProgramError(`Program version ${program.version} is not 1`);
+  if (program.version !== 2) throw new ProgramError(`Program version ${program.version} is not 2`);
+  for (const k of program.kernels) {
+    if (k.offsets === undefined) k.offsets = [];
+    if (!Array.isArray(k.offsets)) throw new ProgramError(`kernel ${k.name}: offsets must be an array of u32`);
+  }
   return program;
 }
 
@@ -228,6 +232,27 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
   }
 
+  // every kernel's offsets (its uniform binding) in one buffer, a slice per kernel
+  const align = device.limits.minUniformBufferOffsetAlignment || 256;
+  let at = 0;
+  const slices = program.kernels.map((k) => {
+    const size = 16 * Math.ceil(k.offsets.length / 4);
+    const slice = { offset: at, size };
+    at += Math.ceil(size / align) * align;
+    return slice;
+  });
+  const uniform = device.createBuffer({ size: Math.max(at, 16), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+    label: "offsets" });
+  owned.push(uniform);
+  const words = new Uint32Array(Math.max(at, 16) / 4);
+  program.kernels.forEach((k, i) => words.set(k.offsets, slices[i].offset / 4));
+  device.queue.writeBuffer(uniform, 0, words);
+  const bindEntries = (k, i) => {
+    const entries = k.bindings.map((b, j) => ({ binding: j, resource: { buffer: buffers[b.buffer] } }));
+    if (k.offsets.length) entries.push({ binding: k.bindings.length, resource: { buffer: uniform, ...slices[i] } });
+    return entries;
+  };
+
   // pipelines, one per (WGSL, binding accesses), created concurrently
   const groups = new Map();
   for (const k of program.kernels) {
@@ -243,6 +268,9 @@ export async function instantiate(device, program, { shared = {} } = {}) {
         binding: i, visibility: GPUShaderStage.COMPUTE,
         buffer: { type: b.access === "read" ? "read-only-storage" : "storage" },
       }));
+      if (ks[0].offsets.length) {
+        entries.push({ binding: entries.length, visibility: GPUShaderStage.COMPUTE, buffer: { type: "uniform" } });
+      }
       const bgl = device.createBindGroupLayout({ entries });
       const layout = device.createPipelineLayout({ bindGroupLayouts: [bgl] });
       layouts.set(key, bgl);
@@ -255,24 +283,18 @@ export async function instantiate(device, program, { shared = {} } = {}) {
 
   // bind groups, once
   device.pushErrorScope("validation");
-  const steps = program.kernels.map((k) => {
+  const steps = program.kernels.map((k, i) => {
     const key = k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
-    const bindGroup = device.createBindGroup({
-      layout: layouts.get(key), label: k.name,
-      entries: k.bindings.map((b, i) => ({ binding: i, resource: { buffer: buffers[b.buffer] } })),
-    });
+    const bindGroup = device.createBindGroup({ layout: layouts.get(key), label: k.name, entries: bindEntries(k, i) });
     return { kernel: k, pipeline: pipelines.get(key), bindGroup, dispatch: k.dispatch };
   });
   const bindError = await device.popErrorScope();
   if (bindError) {
     for (const b of owned) b.destroy();
     // find the kernel: redo one by one inside scopes (only on failure)
-    for (const s of steps) {
+    for (const [i, s] of steps.entries()) {
       device.pushErrorScope("validation");
-      device.createBindGroup({
-        layout: s.pipeline.getBindGroupLayout(0),
-        entries: s.kernel.bindings.map((b, i) => ({ binding: i, resource: { buffer: buffers[b.buffer] } })),
-      });
+      device.createBindGroup({ layout: s.pipeline.getBindGroupLayout(0), entries: bindEntries(s.kernel, i) });
       const e = await device.popErrorScope();
       if (e) {
         const w = describeKernels([s.kernel]);

@@ -30,7 +30,7 @@ def kernel(name, code, bindings, dispatch, ops=(), site=""):
 def program(buffers, kernels, **slots):
     p = {"buffers": [{"id": i, "size": s, "kind": k, "label": lab} for i, (s, k, lab) in enumerate(buffers)],
          "kernels": kernels, "inputs": {}, "params": {}, "states": {}, "outputs": {}, "captures": {},
-         "scalars": [], "scalars_buffer": None, "meta": {}, "version": 1}
+         "scalars": [], "scalars_buffer": None, "meta": {}, "version": 2}
     p.update(slots)
     return p
 

@@ -121,6 +121,9 @@ def pipeline_for(kernel):
                 "buffer": {"type": wgpu.BufferBindingType.storage if b.access == "read_write"
                            else wgpu.BufferBindingType.read_only_storage}}
                for i, b in enumerate(kernel.bindings)]
+    if kernel.offsets:
+        entries.append({"binding": len(kernel.bindings), "visibility": wgpu.ShaderStage.COMPUTE,
+                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
     try:
         module = dev.create_shader_module(code=kernel.wgsl)
         bgl = dev.create_bind_group_layout(entries=entries)
@@ -172,16 +175,32 @@ class Runtime(base.Runtime):
                 for d in s.shape:
                     cnt *= d
                 self.write("states", n, array.array("f", [float(v)]) * cnt)
+        # every kernel's offsets in one uniform buffer, a slice per kernel
+        at, slices = 0, []
+        align = limits.get("min-uniform-buffer-offset-alignment", 256)
+        for k in program.kernels:
+            size = 16 * -(-len(k.offsets) // 4)
+            slices.append((at, size))
+            at += -(-size // align) * align
+        self._uniform = self.device.create_buffer(
+            size=max(at, 16), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, label="offsets")
+        data = bytearray(max(at, 16))
+        for k, (o, _) in zip(program.kernels, slices):
+            data[o:o + 4 * len(k.offsets)] = array.array("I", k.offsets).tobytes()
+        self.device.queue.write_buffer(self._uniform, 0, data)
+        self._owned.append(self._uniform)
         self.pipes = []
         self.groups = []
-        for k in program.kernels:
+        for k, (o, size) in zip(program.kernels, slices):
             pipe, bgl = pipeline_for(k)
-            bg = self.device.create_bind_group(layout=bgl, entries=[
-                {"binding": i, "resource": {"buffer": self.buffers[b.buffer], "offset": 0,
-                                            "size": self.buffers[b.buffer].size}}
-                for i, b in enumerate(k.bindings)])
+            entries = [{"binding": i, "resource": {"buffer": self.buffers[b.buffer], "offset": 0,
+                                                   "size": self.buffers[b.buffer].size}}
+                       for i, b in enumerate(k.bindings)]
+            if k.offsets:
+                entries.append({"binding": len(k.bindings),
+                                "resource": {"buffer": self._uniform, "offset": o, "size": size}})
             self.pipes.append(pipe)
-            self.groups.append(bg)
+            self.groups.append(self.device.create_bind_group(layout=bgl, entries=entries))
         self._staging = None
 
     # ------------------------------------------------------------ helpers

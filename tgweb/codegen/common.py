@@ -116,6 +116,8 @@ class KernelCtx:
         self.site = ""
         self._n = 0
         self.vec4: set[int] = set()  # buffers bound as array<vec4<u32>> (read-only here)
+        self.offsets: list[int] = []  # element offsets the kernel reads from its uniform
+        self._oidx: dict[tuple[int, int], int] = {}
         self.inlined: set[int] = set()  # size-1 nodes recomputed where they are read
 
     def fresh(self, prefix: str = "v") -> str:
@@ -130,9 +132,19 @@ class KernelCtx:
             self.bindings[self._bidx[buffer]][1] = "read_write"
         return f"b{self._bidx[buffer]}"
 
+    def offset(self, buf: int, off: int) -> str:
+        """The expression of an element offset: read from the kernel's uniform, so that
+        kernels differing only in where their tensors live (one per layer) share a
+        pipeline."""
+        if (buf, off) not in self._oidx:
+            self._oidx[(buf, off)] = len(self.offsets)
+            self.offsets.append(off)
+        i = self._oidx[(buf, off)]
+        return f"tg_off[{i // 4}].{'xyzw'[i % 4]}"
+
     def addr(self, node, idx: str, write: bool = False) -> str:
         buf, off = self.storage(node)
-        i = add_idx(u32_lit(off) if off else '0u', idx)
+        i = add_idx(self.offset(buf, off), idx)
         if buf in self.vec4:
             if write:
                 raise AssertionError("a vec4 binding is read-only")
@@ -146,7 +158,7 @@ class KernelCtx:
         """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4."""
         buf, off = self.storage(node)
         self.vec4.add(buf)
-        i = add_idx(u32_lit(off // 4) if off else "0u", idx4)
+        i = add_idx(f"({self.offset(buf, off)} >> 2u)", idx4)
         return f"bitcast<vec4<f32>>({self.bind(buf, False)}[{i}])"
 
     def load(self, node, idx: str) -> str:
@@ -173,6 +185,9 @@ class KernelCtx:
             acc = "read_write" if access == "read_write" else "read"
             ty = "vec4<u32>" if self.bindings[i][0] in self.vec4 else "u32"
             lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<{ty}>;")
+        if self.offsets:
+            lines.append(f"@group(0) @binding({len(self.bindings)}) var<uniform> tg_off: "
+                         f"array<vec4<u32>, {ceil_div(len(self.offsets), 4)}>;")
         lines.extend(self.decls)
         for h in sorted(self.helpers):
             lines.append(self.helpers[h])
@@ -184,7 +199,7 @@ class KernelCtx:
         lines.append("}")
         text = _nonfinite_through_private("\n".join(lines) + "\n")
         return Kernel(name, text, [Binding(b, a) for b, a in self.bindings], tuple(dispatch),
-                      list(self.ops), self.site)
+                      list(self.ops), self.site, list(self.offsets))
 
 
 _BITCAST_F32 = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|[0-9]+)u\)")

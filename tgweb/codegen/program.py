@@ -10,8 +10,9 @@ buffers   every GPU buffer: id (its index in the list), size in bytes (a multipl
 kernels   in execution order. Each has WGSL text with entry point `main`, its
           bindings (binding i of @group(0) is bindings[i]: a buffer id and an
           access, "read" or "read_write"), the workgroup counts (x, y, z) to
-          dispatch, and for error messages the op kinds it computes and the user's
-          call site. Kernels with the same WGSL share a pipeline.
+          dispatch, for error messages the op kinds it computes and the user's
+          call site, and `offsets`: u32 values for a uniform binding. Kernels with
+          the same WGSL share a pipeline.
 inputs, params, states, outputs, captures
           name -> Slot: the buffer holding that tensor, its byte offset in it
           (several tensors may share one buffer, e.g. all gradients packed in one
@@ -38,10 +39,13 @@ at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
 planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
 intermediate in its own buffer) and peak_live_bytes.
 
-Kernels as tgweb.lower emits them: every binding is a whole buffer (offset 0, the
-buffer's full size), declared `array<u32>` or, for read-only operands loaded as
-vectors, `array<vec4<u32>>`; values are bitcast in the shader and slot offsets
-are baked into the text. Buffer sizes are multiples of 16. A workgroup has at
+Kernels as tgweb.lower emits them: every storage binding is a whole buffer
+(offset 0, the buffer's full size), declared `array<u32>` or, for read-only
+operands loaded as vectors, `array<vec4<u32>>`; values are bitcast in the shader.
+Where a tensor lives in its buffer is not in the text: a kernel with `offsets`
+declares `@binding(len(bindings)) var<uniform> tg_off: array<vec4<u32>, n>`
+(n = ceil(len(offsets) / 4)), which the backend fills with the offsets (zero
+padded to 16 bytes), so the kernels of a model's repeated layers share pipelines. Buffer sizes are multiples of 16. A workgroup has at
 most 256 invocations and 16 KiB of workgroup memory; dispatch dimensions stay
 <= 65,535 (large index spaces use x and y). The same WGSL text always comes with
 the same bindings (count and access), so a pipeline and its layout can be shared.
@@ -56,7 +60,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-VERSION = 1
+VERSION = 2
 BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
 
 
@@ -82,6 +86,7 @@ class Kernel:
     dispatch: tuple[int, int, int]
     ops: list[str] = field(default_factory=list)
     site: str = ""
+    offsets: list[int] = field(default_factory=list)  # u32s of its uniform binding
 
 
 @dataclass
@@ -128,7 +133,8 @@ class Program:
         return cls(
             buffers=[Buffer(**b) for b in d["buffers"]],
             kernels=[Kernel(k["name"], k["wgsl"], [Binding(**b) for b in k["bindings"]],
-                            tuple(k["dispatch"]), list(k["ops"]), k["site"]) for k in d["kernels"]],
+                            tuple(k["dispatch"]), list(k["ops"]), k["site"], list(k.get("offsets", [])))
+                     for k in d["kernels"]],
             inputs=slots(d["inputs"]), params=slots(d["params"]), states=slots(d["states"]),
             outputs=slots(d["outputs"]), captures=slots(d["captures"]),
             scalars=[Scalar(**s) for s in d["scalars"]], scalars_buffer=d["scalars_buffer"],
