@@ -205,9 +205,11 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
     _bases(L, body)
     # clamped row and column indices: loads never leave the operands, stores are guarded
     for r in range(TM):
-        body.append(f"let am{r} = {add_idx('abase', _mul(f'min(m0 + {r}u, {M - 1}u)', L['am']))};")
+        m = f"min(m0 + {r}u, {M - 1}u)" if M % TM else f"(m0 + {r}u)"
+        body.append(f"let am{r} = {add_idx('abase', _mul(m, L['am']))};")
     for c in range(TN):
-        body.append(f"let bn{c} = {add_idx('bbase', _mul(f'min(n0 + {c}u, {N - 1}u)', L['bn']))};")
+        n = f"min(n0 + {c}u, {N - 1}u)" if N % TN else f"(n0 + {c}u)"
+        body.append(f"let bn{c} = {add_idx('bbase', _mul(n, L['bn']))};")
     for r in range(TM):
         for c in range(TN):
             body.append(f"var acc{r}_{c} = 0.0;")
@@ -253,16 +255,16 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
         body.append("{")
         body += chunk(1, f"{k}u")
         body.append("}")
+    # stores, guarded only where blocks overhang C's edges (each branch costs CPU
+    # implementations of WebGPU compile time and masked execution)
     for r in range(TM):
-        body.append(f"{{ let m = m0 + {r}u;")
-        body.append(f"  if (m < {M}u) {{")
+        body.append(f"{{ let m = m0 + {r}u;" + (f" if (m < {M}u) {{" if M % TM else ""))
         for c in range(TN):
-            body.append(f"    {{ let n = n0 + {c}u; if (n < {N}u) {{")
-            body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
-            body += ["      " + ln for ln in finish(kc, node, "ci", f"acc{r}_{c}", epilogue)]
-            body.append("    } }")
-        body.append("  }")
-        body.append("}")
+            body.append(f"  {{ let n = n0 + {c}u;" + (f" if (n < {N}u) {{" if N % TN else ""))
+            body.append(f"    let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+            body += ["    " + ln for ln in finish(kc, node, "ci", f"acc{r}_{c}", epilogue)]
+            body.append("  }" + (" }" if N % TN else ""))
+        body.append("}" + (" }" if M % TM else ""))
     return body, disp, wg
 
 
