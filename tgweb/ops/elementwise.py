@@ -299,7 +299,7 @@ _UNARY = {
     "rsqrt": (True, lambda np, x, a: 1 / np.sqrt(x), lambda t, g, x: g * (-0.5) * t * t * t),
     "tanh": (True, lambda np, x, a: np.tanh(x), lambda t, g, x: g * (1.0 - t * t)),
     "sigmoid": (True, lambda np, x, a: 1 / (1 + np.exp(-x)), lambda t, g, x: g * t * (1.0 - t)),
-    "relu": (True, lambda np, x, a: np.maximum(x, 0), lambda t, g, x: where(x > 0.0, g, 0.0)),
+    "relu": (True, lambda np, x, a: np.maximum(x, 0), lambda t, g, x: where(t > 0.0, g, 0.0)),
     "leaky_relu": (True, lambda np, x, a: np.where(x > 0, x, x * a["alpha"]),
                    lambda t, g, x: where(x > 0.0, g, g * t.attrs["alpha"])),
     "gelu": (True, lambda np, x, a: _np_gelu(np, x, a["approximate"]),
