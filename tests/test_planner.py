@@ -240,3 +240,75 @@ def test_training_graph_and_plan_without_numpy():
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) > 0
+
+
+def test_addition_sample_plans_at_most_12_MB():
+    """Issue 7: every buffer of the addition sample's training step (params, grads, Adam
+    states, inputs, intermediates) fits in 12 MB; forward values are recomputed or
+    overwritten instead of kept (it was 18.9 MB)."""
+    from tgweb import samples
+    from tgweb.lower import lower
+
+    s = samples.get("addition")
+    tr = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER,
+                    backend="reference")
+    prog = lower(tr.graph)
+    assert sum(b.size for b in prog.buffers) <= 12_000_000
+    assert prog.meta["overwritten_intermediates"] > 0
+    assert len(prog.kernels) <= 234
+
+
+def _chain(late_reads_exp_input: bool):
+    """exp(a) (or exp(t), t = log(a) computed and last read early) read by the next kernel
+    and again 20 kernels later."""
+    from tgweb.ir import Graph
+
+    g = Graph()
+    a = g.input("a", (4, 4))
+    src = a
+    nodes = []
+    if not late_reads_exp_input:
+        src = g.add("log", (a,), {}, (4, 4), "f32", "t")
+        nodes.append(src)
+    e = g.add("exp", (src,), {}, (4, 4), "f32", "t")
+    early = g.add("matmul", (e, e), {}, (4, 4), "f32", "t")
+    nodes += [e, early]
+    x = early
+    for _ in range(20):
+        x = g.add("matmul", (x, a), {}, (4, 4), "f32", "t")
+        nodes.append(x)
+    late = g.add("matmul", (x, g.add("reshape", (e,), {"shape": (4, 4)}, (4, 4), "f32", "t")),
+                 {}, (4, 4), "f32", "t")
+    nodes.append(late)
+    pos = {n.id: k for k, n in enumerate(nodes)}
+    return g, nodes, pos, {n.id for n in nodes}, e, late
+
+
+def _root(t):
+    while t.kind == "reshape":
+        t = t.inputs[0]
+    return t
+
+
+def test_rematerialize_copies_a_late_read_value():
+    from tgweb.passes.remat import rematerialize
+
+    g, nodes, pos, stored, e, late = _chain(True)
+    ids = iter(range(1000, 2000))
+    out = rematerialize(nodes, pos, stored, set(), _root, ids.__next__)
+    assert out is not None and len(out) == len(nodes) + 1
+    copy, rewired = out[-2], out[-1]
+    assert copy.kind == "exp" and copy.id == 1000 and copy.inputs[0].kind == "input"
+    assert rewired.id == late.id and _root(rewired.inputs[1]) is copy  # through a copied view
+    assert out[:-2] == nodes[:-1]  # the early readers keep the original
+    # nothing to gain for a value kept as an output
+    assert rematerialize(nodes, pos, stored, {e.id}, _root, ids.__next__) is None
+
+
+def test_rematerialize_keeps_values_whose_inputs_are_gone():
+    from tgweb.passes.remat import rematerialize
+
+    # exp's input t is stored but read for the last time early: recomputing exp late
+    # would keep t longer than exp itself, so nothing changes
+    g, nodes, pos, stored, e, late = _chain(False)
+    assert rematerialize(nodes, pos, stored, set(), _root, iter(range(1000, 2000)).__next__) is None

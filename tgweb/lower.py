@@ -6,6 +6,8 @@ Pure Python (no NumPy): it runs in the browser too.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .codegen import register_all
 from .codegen.common import KernelCtx, strides
 from .codegen.elementwise import emit_copy, emit_group, fusable, same_index
@@ -13,6 +15,7 @@ from .codegen.program import Kernel, Program, Scalar, Slot
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod
 from .passes.fusion import Group, fuse
 from .passes.plan import Step, Value, plan
+from .passes.remat import rematerialize
 
 LEAVES = ("input", "param", "state", "scalar")
 
@@ -130,61 +133,20 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     roots = {_root(t).id for t in root_nodes}
     nodes = [eff.get(t.id, t) for t in graph.tensors
              if t.id in live and t.kind not in LEAVES and not REGISTRY[t.kind].alias]
-    consumers: dict[int, list] = {}
-    for t in nodes:
-        for x in t.inputs:
-            r = _root(x)
-            consumers.setdefault(r.id, []).append((t, r is x))
-
     leaf_ids = {**{n: t.id for n, t in graph.params.items()},
                 **{n: t.id for n, t in graph.states.items()}}
     hint = {_root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
-    # size-1 elementwise chains over constants and host scalars (an optimizer's 1 - lr * wd)
-    # are recomputed by every kernel that reads them instead of being stored
-    inlined: set[int] = set()
-    for t in nodes:
-        if REGISTRY[t.kind].elementwise and t.kind != "arange" and prod(t.shape) == 1 and all(
-                _root(x).kind in ("full", "scalar") or _root(x).id in inlined for x in t.inputs):
-            inlined.add(t.id)
-    for t in reversed(nodes):
-        if t.id in inlined and (t.id in roots or any(
-                not d or not fusable(c.kind) or c.id in inlined and c.id not in inlined
-                for c, d in consumers.get(t.id, []))):
-            inlined.discard(t.id)
-    # a materialized one must take its inputs from memory or from other inlined nodes
-    groups = fuse(nodes, consumers, roots, _root, max_bind, inlined=inlined,
-                  late={_root(u).id for u in graph.updates.values()}, inplace=hint)
-
-    # which kernel reads which stored tensor (ids), in schedule order
-    def kernel_reads(g: Group) -> set[int]:
-        if g.kind == "ew":
-            parts = [g]
-        else:
-            parts = [g] + [p for p in (g.prologue, g.epilogue) if p is not None]
-        inside = {m.id for p in parts for m in p.members}
-        out = set()
-
-        def add(x):
-            r = _root(x)
-            if r.id in inlined:
-                for y in r.inputs:
-                    add(y)
-            elif r.id not in inside and r.kind != "full":
-                out.add(r.id)
-        for p in parts:
-            for m in p.members:
-                for x in m.inputs:
-                    add(x)
-        return out
-
-    reads = [kernel_reads(g) for g in groups]
-    pos_of: dict[int, int] = {}
-    for k, g in enumerate(groups):
-        parts = [g] + ([g.prologue, g.epilogue] if g.kind == "op" else [])
-        for p in parts:
-            if p is not None:
-                for m in p.members:
-                    pos_of[m.id] = k
+    late = {_root(u).id for u in graph.updates.values()}
+    sched = _schedule(nodes, roots, max_bind, late, hint)
+    # values read again much later (forward values the backward pass needs) that are cheap
+    # to recompute from what stays stored anyway are recomputed there instead of kept
+    keep = roots | {_root(t).id for t in graph.grads.values()}
+    fresh = iter(range(len(graph.tensors) + 1, 1 << 62))  # len(graph.tensors): scalars
+    again = rematerialize(nodes, sched.pos_of, sched.stored, keep, _root, fresh.__next__)
+    if again is not None:
+        nodes = again
+        sched = _schedule(nodes, roots, max_bind, late, hint)
+    inlined, groups, reads, pos_of, stored = sched
 
     # ---------------------------------------------------------------- in-place updates
     leaf_of_name = {**{n: t for n, t in graph.params.items()},
@@ -206,20 +168,10 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
             copies.append((leaf, u))
 
     # ---------------------------------------------------------------- values to store
-    stored: set[int] = set()
-    for g in groups:
-        if g.kind == "ew":
-            stored |= g.stored
-        else:
-            for p in (g.epilogue,):
-                if p is not None:
-                    stored |= p.stored
-            if g.epilogue is None or g.head.id in roots:
-                stored.add(g.head.id)
     out_ids = {_root(t).id for t in graph.outputs.values()}
     cap_ids = {_root(t).id for t in graph.captures.values()}
     grad_ids = {_root(t).id for t in graph.grads.values()}
-    by_id = {t.id: eff.get(t.id, t) for t in graph.tensors}
+    by_id = {**{t.id: eff.get(t.id, t) for t in graph.tensors}, **{t.id: t for t in nodes}}
 
     def check(t: Tensor, nbytes: int) -> None:
         for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
@@ -227,6 +179,11 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
                 raise TraceError(f"{describe(t)} needs {nbytes} bytes, over the device limit "
                                  f"{key} = {lim[key]} bytes; make it smaller (batch, width) "
                                  "or use a device with larger limits", t.site)
+
+    # an intermediate whose last reader reads it only at the index it writes a result of the
+    # same size lends that result its memory (the result overwrites it element by element)
+    over = _overwrites(groups, reads, stored,
+                       roots | out_ids | cap_ids | grad_ids | set(inplace), by_id)
 
     values: list[Value] = []
     for kind, leaves in (("input", graph.inputs), ("param", graph.params),
@@ -243,9 +200,9 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         t = by_id[vid]
         nb = prod(t.shape) * ITEMSIZE[t.dtype]
         check(t, nb)
-        if vid in inplace:
+        if vid in inplace or vid in over:
             values.append(Value(vid, nb, "intermediate", f"%{vid} {t.kind}",
-                                same_as=inplace[vid], inplace=True))
+                                same_as=inplace.get(vid, over.get(vid)), inplace=True))
             continue
         kind = ("output" if vid in out_ids else "capture" if vid in cap_ids
                 else "grad" if vid in grad_ids else "intermediate")
@@ -338,11 +295,128 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         "state_init": {n: t.attrs.get("init", 0.0) for n, t in graph.states.items()},
         "inplace_updates": len(inplace),
         "copied_updates": len(copies),
+        "overwritten_intermediates": len(over),
     }
     report = getattr(res, "report", None)
     if isinstance(report, dict):
         prog.meta["memory"].update(report)
     return prog
+
+
+class Schedule(NamedTuple):
+    inlined: set[int]  # size-1 nodes every reader recomputes
+    groups: list[Group]  # the kernels, in order
+    reads: list[set[int]]  # ids of the stored tensors each kernel reads
+    pos_of: dict[int, int]  # node id -> index of the kernel that computes it
+    stored: set[int]  # ids of the tensors written to memory
+
+
+def _schedule(nodes, roots, max_bind, late, hint) -> Schedule:
+    """Fuse nodes (computed, in topological order) into kernels and say what each reads
+    and what is stored."""
+    consumers: dict[int, list] = {}
+    for t in nodes:
+        for x in t.inputs:
+            r = _root(x)
+            consumers.setdefault(r.id, []).append((t, r is x))
+    # size-1 elementwise chains over constants and host scalars (an optimizer's 1 - lr * wd)
+    # are recomputed by every kernel that reads them instead of being stored
+    inlined: set[int] = set()
+    for t in nodes:
+        if REGISTRY[t.kind].elementwise and t.kind != "arange" and prod(t.shape) == 1 and all(
+                _root(x).kind in ("full", "scalar") or _root(x).id in inlined for x in t.inputs):
+            inlined.add(t.id)
+    for t in reversed(nodes):
+        if t.id in inlined and (t.id in roots or any(
+                not d or not fusable(c.kind) or c.id in inlined and c.id not in inlined
+                for c, d in consumers.get(t.id, []))):
+            inlined.discard(t.id)
+    # a materialized one must take its inputs from memory or from other inlined nodes
+    groups = fuse(nodes, consumers, roots, _root, max_bind, inlined=inlined, late=late,
+                  inplace=hint)
+
+    def kernel_reads(g: Group) -> set[int]:
+        if g.kind == "ew":
+            parts = [g]
+        else:
+            parts = [g] + [p for p in (g.prologue, g.epilogue) if p is not None]
+        inside = {m.id for p in parts for m in p.members}
+        out = set()
+
+        def add(x):
+            r = _root(x)
+            if r.id in inlined:
+                for y in r.inputs:
+                    add(y)
+            elif r.id not in inside and r.kind != "full":
+                out.add(r.id)
+        for p in parts:
+            for m in p.members:
+                for x in m.inputs:
+                    add(x)
+        return out
+
+    reads = [kernel_reads(g) for g in groups]
+    pos_of: dict[int, int] = {}
+    for k, g in enumerate(groups):
+        parts = [g] + ([g.prologue, g.epilogue] if g.kind == "op" else [])
+        for p in parts:
+            if p is not None:
+                for m in p.members:
+                    pos_of[m.id] = k
+    stored: set[int] = set()
+    for g in groups:
+        if g.kind == "ew":
+            stored |= g.stored
+        else:
+            if g.epilogue is not None:
+                stored |= g.epilogue.stored
+            if g.epilogue is None or g.head.id in roots:
+                stored.add(g.head.id)
+    return Schedule(inlined, groups, reads, pos_of, stored)
+
+
+def _overwrites(groups, reads, stored, keep, by_id) -> dict[int, int]:
+    """result id -> id of the intermediate it may be written over: the kernel computing
+    the result (elementwise, or a matmul's elementwise epilogue) is the last to read the
+    intermediate, reads it only directly at the result's own index, and both have the same
+    size. Neither may already take part in such a pair (one value overwritten once)."""
+    last: dict[int, int] = {}
+    for k, rs in enumerate(reads):
+        for vid in rs:
+            last[vid] = k
+    out: dict[int, int] = {}
+    taken: set[int] = set()
+    for k, g in enumerate(groups):
+        part = g if g.kind == "ew" else g.epilogue
+        if part is None or (g.kind == "op" and (g.head.kind != "matmul"
+                                                or "c_strides" in g.head.attrs)):
+            continue
+        size = prod(part.shape)
+        # stored tensors read some other way in this kernel: the matmul's operands
+        others = {_root(x).id for x in g.head.inputs} if g.kind == "op" else set()
+        direct: dict[int, bool] = {}
+        for m in part.members:
+            for x in m.inputs:
+                r = _root(x)
+                ok = r is x and same_index(m.kind) and tuple(m.shape) == tuple(part.shape) \
+                    and tuple(x.shape) == tuple(part.shape)
+                direct[r.id] = direct.get(r.id, True) and ok
+        free = [x for x in sorted(reads[k]) if direct.get(x) and x not in others
+                and last[x] == k and x in stored and x not in keep and x not in taken
+                and prod(by_id[x].shape) == size]
+        for m in part.members:
+            if not free:
+                break
+            if m.id in stored and m.id not in keep and m.id not in taken \
+                    and tuple(m.shape) == tuple(part.shape):
+                x = next((x for x in free if ITEMSIZE[by_id[x].dtype] == ITEMSIZE[m.dtype]),
+                         None)
+                if x is not None:
+                    free.remove(x)
+                    out[m.id] = x
+                    taken |= {m.id, x}
+    return out
 
 
 def _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph) -> bool:

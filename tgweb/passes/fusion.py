@@ -22,6 +22,7 @@ from ..codegen.elementwise import fusable, same_index
 
 REDUCE_KINDS = ("sum", "max", "min", "argmax", "argmin")
 EPILOGUE_HOSTS = REDUCE_KINDS + ("global_sumsq", "matmul")
+LONG_WAIT = 16  # nodes between a matmul and a later input of its epilogue: no fusion
 
 
 @dataclass(eq=False)
@@ -111,7 +112,9 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
             groups.append(g)
             group_of[n.id] = g
 
-    groups = _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace)
+    rank = {n.id: k for k, n in enumerate(nodes)}  # topological position (copies have big ids)
+    groups = _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace,
+                           rank)
 
     for g in groups:
         if g.kind != "ew":
@@ -146,7 +149,12 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
                 or any(group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
                 or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs
                        if root_of(inp) is r)
-                or any(h.epilogue is e for h in by_id.values())):
+                or any(h.epilogue is e for h in by_id.values())
+                # the host runs at the epilogue's place: a matmul not when the epilogue waits
+                # for a result from much later (a tied weight's two gradients), which would
+                # hold the matmul's operands (activations) until then
+                or r.kind == "matmul" and any(rank.get(x, -1) > rank[r.id] + LONG_WAIT
+                                              for x in e.ext)):
             continue
         ext = (e.ext - {r.id}) | g.ext
         if g.prologue is not None:
@@ -159,9 +167,9 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
     out = []
     for g in groups:
         if g.kind == "op" and g.epilogue is not None:
-            g.order = g.epilogue.head.id
+            g.order = rank[g.epilogue.head.id]
         else:
-            g.order = g.head.id
+            g.order = rank[g.head.id]
         if not g.absorbed:
             out.append(g)
     # kernels that only write updates (nothing reads their results) go last, so that
@@ -255,7 +263,7 @@ def _bindings(ext: set, stored: set, inplace: dict) -> int:
     return len(ext) + max(1, sum(1 for i in stored if inplace.get(i) not in ext))
 
 
-def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace):
+def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace, rank):
     """Merge elementwise groups of one shape that feed each other at the same index or
     read the same tensors (an optimizer's moment and parameter updates), when no third
     kernel sits between them and the bindings fit."""
@@ -265,20 +273,28 @@ def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inp
     for g in ew:
         for x in g.ext:
             by_input.setdefault((x, g.shape), []).append(g)
-    pairs = []
+    pairs = []  # (group, group, whether they only share inputs)
     for g in ew:
         for m in g.members:
             for c, _d in consumers.get(m.id, []):
                 h = group_of.get(c.id)
                 if h is not None and h is not g and h.kind == "ew" and h.shape == g.shape:
-                    pairs.append((g, h))
+                    pairs.append((g, h, False))
     for gs in by_input.values():
         for a, b in zip(gs, gs[1:]):
-            pairs.append((a, b))
-    for a, b in pairs:
+            pairs.append((a, b, True))
+    for a, b, shared in pairs:
         a, b = group_of[a.head.id], group_of[b.head.id]  # follow earlier merges
         if a is b or id(a) not in alive or id(b) not in alive:
             continue
+        if shared:
+            # the merged kernel runs at the later head: no reader of the earlier group may
+            # come before it (that would hold a forward value until its backward reader,
+            # or delay the reader)
+            early, later = sorted((a, b), key=lambda g: rank[g.head.id])
+            if any(rank[h.head.id] < rank[later.head.id]
+                   for h in _readers(early, group_of, consumers) if h is not later):
+                continue
         # every read between the two must be a direct same-index read
         ok = True
         for x, y in ((a, b), (b, a)):
@@ -290,7 +306,7 @@ def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inp
                         ok = False
         if not ok:
             continue
-        members = sorted(a.members + b.members, key=lambda t: t.id)
+        members = sorted(a.members + b.members, key=lambda t: rank[t.id])
         ids = {m.id for m in members}
         ext = {x for x in (a.ext | b.ext) if x not in ids}
         st = {m.id for m in members if m.id in roots or any(
@@ -303,7 +319,7 @@ def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inp
         mids = [x for x in _readers(b, group_of, consumers) if x is not a]
         if mids and _depends(a, mids, group_of, root_of):
             continue
-        keep, gone = (b, a) if b.head.id > a.head.id else (a, b)
+        keep, gone = (b, a) if rank[b.head.id] > rank[a.head.id] else (a, b)
         keep.members = members
         keep.ext = ext
         for m in gone.members:
