@@ -551,3 +551,13 @@ def test_rand_is_bit_exact():
         stream = t.attrs["stream"]
         want = [rnd.uniform(0xDEADBEEF, stream, c) for c in range(t.size)]
         assert list(got[("outputs", name)]) == want
+
+
+def test_index_arithmetic_by_powers_of_two_shifts_and_masks():
+    from tgweb.codegen.common import digits, udiv, umod
+    assert udiv("a + b", 8) == "((a + b) >> 3u)" and umod("(t / 3u)", 64) == "((t / 3u) & 63u)"
+    assert udiv("(a) + (b)", 2) == "(((a) + (b)) >> 1u)"
+    assert udiv("i", 6) == "(i / 6u)" and umod("i", 6) == "(i % 6u)" and udiv("i", 1) == "i"
+    assert digits("i", [3, 4, 6]) == ["(i / 24u)", "((i / 6u) & 3u)", "(i % 6u)"]
+    # and the kernels: power-of-two and other sizes in one broadcast, checked on the GPU
+    run_case(lambda x, y: x * y + 1.0, {"x": f(6, 8, 5), "y": f(8, 1)})

@@ -92,6 +92,50 @@ def add_idx(*terms: str) -> str:
     return ts[0] if len(ts) == 1 else "(" + " + ".join(ts) + ")"
 
 
+def _atom(e: str) -> str:
+    """e as an operand of a shift or a mask (WGSL takes only unary expressions there)."""
+    if re.fullmatch(r"[A-Za-z_][\w.]*", e):
+        return e
+    if e.startswith("(") and e.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(e):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(e) - 1:
+                break
+        else:
+            return e
+    return f"({e})"
+
+
+def udiv(e: str, k: int) -> str:
+    """The u32 expression e divided by the constant k > 0: a shift when k is a power of
+    two (the JIT compilers of CPU WebGPU implementations emit a real division)."""
+    if k == 1:
+        return e
+    if k & (k - 1) == 0:
+        return f"({_atom(e)} >> {k.bit_length() - 1}u)"
+    return f"({e} / {k}u)"
+
+
+def umod(e: str, k: int) -> str:
+    """e % k for a u32 expression e and a constant k > 0 (a mask for powers of two)."""
+    if k & (k - 1) == 0:
+        return f"({_atom(e)} & {k - 1}u)"
+    return f"({e} % {k}u)"
+
+
+def digits(var: str, dims) -> list[str]:
+    """Row-major coordinates of the u32 index var over dims [size, ...]: var / (product
+    of the later sizes) % size, with neither where it is not needed."""
+    out, div = [], 1
+    for j in range(len(dims) - 1, -1, -1):
+        e = udiv(var, div)
+        out.append(umod(e, dims[j]) if j > 0 else e)
+        div *= dims[j]
+    return out[::-1]
+
+
 def mul_idx(term: str, k: int) -> str:
     if k == 0:
         return "0u"
@@ -259,14 +303,4 @@ def linear_group(nx: int) -> str:
 
 def coord_exprs(shape: tuple[int, ...], ivar: str) -> list[str]:
     """Coordinate expressions of flat index ivar in a row-major shape."""
-    st = strides(shape)
-    out = []
-    for d, (n, s) in enumerate(zip(shape, st)):
-        if n == 1:
-            out.append("0u")
-            continue
-        e = ivar if s == 1 else f"({ivar} / {s}u)"
-        if d > 0:
-            e = f"({e} % {n}u)"
-        out.append(e)
-    return out
+    return ["0u" if n == 1 else e for n, e in zip(shape, digits(ivar, shape))]

@@ -7,7 +7,7 @@ bit for bit), and the global sum of squares over all gradients.
 from __future__ import annotations
 
 from ..ops.random import GOLDEN, STREAM_OFFSET, lowbias32
-from .common import KernelCtx, ceil_div, f32_lit, grid
+from .common import KernelCtx, ceil_div, f32_lit, grid, udiv, umod
 from .elementwise import GroupEmitter, index_op
 
 _NINF = "bitcast<f32>(0xff800000u)"
@@ -354,8 +354,8 @@ def emit_embedding_grad(kc: KernelCtx, node):
         body = [f"let o = {linear_group(disp[0])};"]  # the grid may overshoot; uniform per workgroup
         first, stride = "li", f"{wg}u"
     body += [f"if (o >= {num * dim}u) {{ return; }}",
-             f"let n = i32(o / {dim}u);",
-             f"let d = o % {dim}u;", "var acc = 0.0;",
+             f"let n = i32({udiv('o', dim)});",
+             f"let d = {umod('o', dim)};", "var acc = 0.0;",
              f"for (var r = {first}; r < {rows}u; r = r + {stride}) {{",
              f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + "
              f"{kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",

@@ -23,7 +23,7 @@ are loaded as vec4. """
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, grid, linear_index, strides
+from .common import KernelCtx, add_idx, ceil_div, digits, grid, linear_index, mul_idx, strides, udiv, umod
 
 
 def _prod(s):
@@ -99,10 +99,6 @@ def _bases(L, body):
         body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
 
 
-def _mul(v, k):
-    return "0u" if k == 0 else v if k == 1 else f"{v} * {k}u"
-
-
 def emit_matmul(kc: KernelCtx, node, epilogue=None):
     L = layout(node)
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
@@ -165,7 +161,7 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
                 for c in range(4):
                     i = (p * 4 + r) * CG + q
                     body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {N}u) {{")
-                    body.append(f"      let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+                    body.append(f"      let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
                     body += ["      " + ln for ln in finish(kc, node, "ci", f"acc[{i}][{c}]", epilogue)]
                     body.append("    } }")
             body.append("  }")
@@ -174,16 +170,7 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
 
 
 def _batch_index(bstr, batch):
-    terms, div = [], 1
-    for d in range(len(batch) - 1, -1, -1):
-        n, s = batch[d], bstr[d]
-        if s and n > 1:
-            e = "z" if div == 1 else f"(z / {div}u)"
-            if d > 0:
-                e = f"({e} % {n}u)"
-            terms.append(f"({e} * {s}u)")
-        div *= n
-    return add_idx(*terms)
+    return add_idx(*(mul_idx(e, s) for e, n, s in zip(digits("z", batch), batch, bstr) if s and n > 1))
 
 
 def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
@@ -200,16 +187,16 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
     total = nbatch * mb * nb
     disp = grid(ceil_div(total, wg))
     body = [f"let t = {linear_index(disp[0], wg)};", f"if (t >= {total}u) {{ return; }}",
-            f"let n0 = (t % {nb}u) * {TN}u;", f"let m0 = ((t / {nb}u) % {mb}u) * {TM}u;",
-            f"let z = t / {mb * nb}u;"]
+            f"let n0 = {umod('t', nb)} * {TN}u;", f"let m0 = {umod(udiv('t', nb), mb)} * {TM}u;",
+            f"let z = {udiv('t', mb * nb)};"]
     _bases(L, body)
     # clamped row and column indices: loads never leave the operands, stores are guarded
     for r in range(TM):
         m = f"min(m0 + {r}u, {M - 1}u)" if M % TM else f"(m0 + {r}u)"
-        body.append(f"let am{r} = {add_idx('abase', _mul(m, L['am']))};")
+        body.append(f"let am{r} = {add_idx('abase', mul_idx(m, L['am']))};")
     for c in range(TN):
         n = f"min(n0 + {c}u, {N - 1}u)" if N % TN else f"(n0 + {c}u)"
-        body.append(f"let bn{c} = {add_idx('bbase', _mul(n, L['bn']))};")
+        body.append(f"let bn{c} = {add_idx('bbase', mul_idx(n, L['bn']))};")
     for r in range(TM):
         for c in range(TN):
             body.append(f"var acc{r}_{c} = 0.0;")
@@ -226,7 +213,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
             return out
         if rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
             for kk in range(U_):
-                koff = _mul(f"({ksym} + {kk}u)", ks)
+                koff = mul_idx(f"({ksym} + {kk}u)", ks)
                 for g in range(R // 4):
                     v = kc.fresh("v")
                     out.append(f"let {v} = {kc.load4(x, f'({lead}{4 * g} + {koff}) / 4u')};")
@@ -234,7 +221,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
             return out
         for kk in range(U_):
             for i in range(R):
-                out.append(f"let {pre}{i}_{kk} = {kc.load(x, add_idx(f'{lead}{i}', _mul(f'({ksym} + {kk}u)', ks)))};")
+                out.append(f"let {pre}{i}_{kk} = {kc.load(x, add_idx(f'{lead}{i}', mul_idx(f'({ksym} + {kk}u)', ks)))};")
         return out
 
     def chunk(U_, ksym):
@@ -261,7 +248,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
         body.append(f"{{ let m = m0 + {r}u;" + (f" if (m < {M}u) {{" if M % TM else ""))
         for c in range(TN):
             body.append(f"  {{ let n = n0 + {c}u;" + (f" if (n < {N}u) {{" if N % TN else ""))
-            body.append(f"    let ci = {add_idx('cbase', _mul('m', L['cm']), _mul('n', L['cn']))};")
+            body.append(f"    let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
             body += ["    " + ln for ln in finish(kc, node, "ci", f"acc{r}_{c}", epilogue)]
             body.append("  }" + (" }" if N % TN else ""))
         body.append("}" + (" }" if M % TM else ""))
@@ -295,15 +282,15 @@ def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int
     R4 = R // 4
 
     def addr(rr, kk):
-        return add_idx(base, _mul(f"({r0} + {rr})", rs), _mul(f"(k0 + {kk})", ks))
+        return add_idx(base, mul_idx(f"({r0} + {rr})", rs), mul_idx(f"(k0 + {kk})", ks))
 
     if not vec:
         for j in range(R * BK // 256):
             e = f"(li + {256 * j}u)"
             if rows_fast:
-                rr, kk = f"({e} % {R}u)", f"({e} / {R}u)"
+                rr, kk = umod(e, R), udiv(e, R)
             else:
-                rr, kk = f"({e} / {BK}u)", f"({e} % {BK}u)"
+                rr, kk = udiv(e, BK), umod(e, BK)
             out.append(f"  {{ let rr = {rr}; let kk = {kk}; var v = 0.0;")
             out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
                        f"{{ v = {kc.load(x, addr('rr', 'kk'))}; }}")
@@ -312,12 +299,12 @@ def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int
     for j in range(max(1, R * BK // 1024)):
         e = f"(li + {256 * j}u)"
         if rs == 1:  # four consecutive rows at one k: one shared vec4
-            out.append(f"  {{ let rq = {e} % {R4}u; let kk = {e} / {R4}u; var v = vec4<f32>();")
+            out.append(f"  {{ let rq = {umod(e, R4)}; let kk = {udiv(e, R4)}; var v = vec4<f32>();")
             out.append(f"    if ({r0} + rq * 4u < {rows}u && k0 + kk < {K}u) "
                        f"{{ v = {kc.load4(x, '(' + addr('rq * 4u', 'kk') + ') / 4u')}; }}")
             out.append(f"    {sh}[kk * {R4}u + rq] = v;")
         else:  # four consecutive k of one row
-            out.append(f"  {{ let rr = {e} / {BK // 4}u; let kk = ({e} % {BK // 4}u) * 4u; "
+            out.append(f"  {{ let rr = {udiv(e, BK // 4)}; let kk = {umod(e, BK // 4)} * 4u; "
                        "var v = vec4<f32>();")
             out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
                        f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}")

@@ -11,7 +11,7 @@ stored.
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, f32_lit, grid, linear_group, linear_index, mul_idx, strides
+from .common import KernelCtx, add_idx, ceil_div, digits, f32_lit, grid, linear_group, linear_index, mul_idx, strides
 from .elementwise import GroupEmitter
 
 # Rows up to this long are reduced by one invocation each, with no workgroup memory
@@ -38,15 +38,7 @@ def _merge(dims):
 
 def _index(dims, var):
     """Flat input offset of index var enumerating dims [(size, stride)] row-major."""
-    terms, div = [], 1
-    for j in range(len(dims) - 1, -1, -1):
-        n, s = dims[j]
-        e = var if div == 1 else f"({var} / {div}u)"
-        if j > 0:
-            e = f"({e} % {n}u)"
-        terms.append(mul_idx(e, s))
-        div *= n
-    return add_idx(*terms)
+    return add_idx(*(mul_idx(e, s) for e, (n, s) in zip(digits(var, [n for n, _ in dims]), dims)))
 
 
 def row_split(shape, axes):
