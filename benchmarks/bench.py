@@ -592,6 +592,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer steps (a smoke run; not for the table)")
     ap.add_argument("--native-cold", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(HERE))
+    ap.add_argument("--block", help=argparse.SUPPRESS)  # with --profile: matmul_browser.py's --block
     ap.add_argument("--profile", action="store_true",
                     help="only tgweb's Program, compiled here in CPython and replayed in Chromium by gpu.mjs: "
                          "ms/step and GPU time per kernel (a quick loop for kernel work; writes nothing)")
@@ -622,6 +623,9 @@ def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
     if a.profile:
+        if a.block:
+            from tgweb.codegen import matmul
+            matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
         from playwright.sync_api import sync_playwright
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

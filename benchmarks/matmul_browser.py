@@ -7,7 +7,8 @@ SwiftShader), for the shapes the samples train with, from timestamp queries.
 A shape is MxKxN with an optional :FLAGS, t marking a stored transpose of A
 and/or B (as the backward pass reads them): "nn", "tn", "nt". Each product is
 lowered to a one-kernel Program here in CPython and replayed by gpu.mjs in the
-bench page; the figure is the median GPU time of the kernel over five replays.
+bench page; the figures are the median GPU time of the kernel over five replays
+and the Program's setup time (its buffers and pipeline: mostly the pipeline).
 """
 
 from __future__ import annotations
@@ -53,7 +54,12 @@ def main(argv: list[str]) -> int:
     import bench
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", action="append", type=parse)
+    ap.add_argument("--block", help="TxU: the register-blocked kernel's T x T outputs per invocation and "
+                                    "k steps unrolled (default: tgweb's)")
     a = ap.parse_args(argv)
+    if a.block:
+        from tgweb.codegen import matmul
+        matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
     shapes = a.shape or SHAPES
     build = bench._build_module()
     if not (build.SITE / "manifest.json").exists():
@@ -67,7 +73,7 @@ def main(argv: list[str]) -> int:
         browser = p.chromium.launch(executable_path=bench.CHROMIUM, args=bench.ARGS)
         ctx, page, logs = bench._new_page(browser, url)
         page.set_default_timeout(600_000)
-        print(f"{'shape':>22} {'kernel':>40} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8}")
+        print(f"{'shape':>22} {'kernel':>30} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8} {'setup ms':>9}")
         for m, k, n, flags in shapes:
             prog = program(m, k, n, flags)
             data = {"a": [rnd.uniform(-1, 1) for _ in range(m * k)], "b": [rnd.uniform(-1, 1) for _ in range(k * n)]}
@@ -75,8 +81,8 @@ def main(argv: list[str]) -> int:
                               [prog.to_json(), [data]])
             (kr,) = r["kernels"]
             ms = kr["ts_ms"]
-            print(f"{f'{m}x{k}x{n}:{flags}':>22} {kr['kernel'][:40]:>40} {str(kr['dispatch']):>14} "
-                  f"{ms:8.3f} {2 * m * n * k / ms / 1e6:8.2f}", flush=True)
+            print(f"{f'{m}x{k}x{n}:{flags}':>22} {kr['kernel'][:30]:>30} {str(kr['dispatch']):>14} "
+                  f"{ms:8.3f} {2 * m * n * k / ms / 1e6:8.2f} {r['instantiate_ms']:9.0f}", flush=True)
         ctx.close()
         browser.close()
     srv.shutdown()

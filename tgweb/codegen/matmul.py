@@ -173,7 +173,11 @@ def _batch_index(bstr, batch):
     return add_idx(*(mul_idx(e, s) for e, n, s in zip(digits("z", batch), batch, bstr) if s and n > 1))
 
 
-def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
+# _emit_direct's block: T x T outputs per invocation, U steps of k unrolled per loop trip
+DIRECT_T, DIRECT_U = 8, 2
+
+
+def _emit_direct(kc: KernelCtx, node, L, epilogue, wg=32):
     """Register blocking with no workgroup memory and no barriers: each invocation
     computes a TM x TN block of C (T x T, less where C is narrower) straight from A
     and B, U steps of k at a time, with vec4 loads along whichever axis of an operand
@@ -182,6 +186,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, T=8, U=4, wg=32):
     of a batch (attention's small per-head products)."""
     a, b = node.inputs
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
+    T, U = DIRECT_T, DIRECT_U
     TM, TN = min(T, M), min(T, N)
     mb, nb = ceil_div(M, TM), ceil_div(N, TN)
     total = nbatch * mb * nb
