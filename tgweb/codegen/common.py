@@ -76,6 +76,17 @@ def grid(groups: int) -> tuple[int, int, int]:
     return (x, y, 1)
 
 
+def group_size(n: int, most: int = 64) -> int:
+    """Invocations per workgroup for n independent invocations: `most`, or fewer so that
+    there are at least four workgroups (CPU implementations of WebGPU, SwiftShader and
+    lavapipe, run a workgroup on one thread; a lone workgroup leaves the other cores
+    idle), and never fewer than four (their SIMD width)."""
+    wg = most
+    while wg > 4 and n < 4 * wg:
+        wg //= 2
+    return wg
+
+
 def strides(shape: tuple[int, ...]) -> list[int]:
     out, s = [], 1
     for d in reversed(shape):

@@ -7,7 +7,7 @@ bit for bit), and the global sum of squares over all gradients.
 from __future__ import annotations
 
 from ..ops.random import GOLDEN, STREAM_OFFSET, lowbias32
-from .common import KernelCtx, ceil_div, f32_lit, grid, udiv, umod
+from .common import KernelCtx, ceil_div, f32_lit, grid, group_size, udiv, umod
 from .elementwise import GroupEmitter, index_op
 
 _NINF = "bitcast<f32>(0xff800000u)"
@@ -272,7 +272,7 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
     """Sum of squares of every element of every input, in one workgroup. Inputs packed
     in one arena buffer (the planner's grad arena) are merged into contiguous ranges
     (alignment padding is zero), so the loop count does not grow with the parameter count."""
-    wg = 256
+    wg = 64
     ranges: dict[int, list[list[int]]] = {}
     const = 0.0
     from .common import _alias_root
@@ -343,7 +343,7 @@ def emit_embedding_grad(kc: KernelCtx, node):
     num, dim = node.shape
     serial = rows <= 16 * SERIAL_MAX
     if serial:
-        wg = 64
+        wg = group_size(num * dim)
         disp = grid(ceil_div(num * dim, wg))
         body = [f"let o = {linear_index(disp[0], wg)};"]
         first, stride = "0u", "1u"

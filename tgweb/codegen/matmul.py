@@ -23,7 +23,7 @@ are loaded as vec4. """
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, digits, grid, linear_index, mul_idx, strides, udiv, umod
+from .common import KernelCtx, add_idx, ceil_div, digits, grid, group_size, linear_index, mul_idx, strides, udiv, umod
 
 
 def _prod(s):
@@ -177,7 +177,7 @@ def _batch_index(bstr, batch):
 DIRECT_T, DIRECT_U = 8, 2
 
 
-def _emit_direct(kc: KernelCtx, node, L, epilogue, wg=32):
+def _emit_direct(kc: KernelCtx, node, L, epilogue):
     """Register blocking with no workgroup memory and no barriers: each invocation
     computes a TM x TN block of C (T x T, less where C is narrower) straight from A
     and B, U steps of k at a time, with vec4 loads along whichever axis of an operand
@@ -190,6 +190,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue, wg=32):
     TM, TN = min(T, M), min(T, N)
     mb, nb = ceil_div(M, TM), ceil_div(N, TN)
     total = nbatch * mb * nb
+    wg = group_size(total, 32)
     disp = grid(ceil_div(total, wg))
     body = [f"let t = {linear_index(disp[0], wg)};", f"if (t >= {total}u) {{ return; }}",
             f"let n0 = {umod('t', nb)} * {TN}u;", f"let m0 = {umod(udiv('t', nb), mb)} * {TM}u;",

@@ -11,7 +11,7 @@ stored.
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, digits, f32_lit, grid, linear_group, linear_index, mul_idx, strides
+from .common import KernelCtx, add_idx, ceil_div, digits, f32_lit, grid, group_size, linear_group, linear_index, mul_idx, strides
 from .elementwise import GroupEmitter
 
 # Rows up to this long are reduced by one invocation each, with no workgroup memory
@@ -98,7 +98,7 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
 
     body = []
     if length <= SERIAL_MAX or (rows >= 2048 and length <= 4 * SERIAL_MAX):
-        wg = 64
+        wg = group_size(rows)
         disp = grid(ceil_div(rows, wg))
         body += [f"let o = {linear_index(disp[0], wg)};", f"if (o >= {rows}u) {{ return; }}",
                  f"let base = {_index(kept, 'o')};"]
@@ -173,7 +173,7 @@ def emit_softmax(kc: KernelCtx, node):
     causal = node.kind == "causal_softmax"
     serial = length <= SERIAL_MAX
     if serial:
-        wg = 64
+        wg = group_size(rows)
         disp = grid(ceil_div(rows, wg))
         body = [f"let o = {linear_index(disp[0], wg)};"]
         first, stride = "0u", "1u"
