@@ -453,3 +453,21 @@ def emit_copy(kc: KernelCtx, dst, src) -> tuple[list[str], tuple[int, int, int]]
     body += g.lines
     body.append(kc.store(dst, "i", val))
     return body, disp
+
+
+def store_result(kc, node, idx: str, value: str, epilogue) -> list[str]:
+    """Lines storing a matmul's or a reduction's result at flat index idx, or running
+    the fused elementwise epilogue (shape, members, stored) on it (bias, activation,
+    mean's scaling) and storing what the epilogue must."""
+    if epilogue is None:
+        return [kc.store(node, idx, value)]
+    shape, members, stored = epilogue
+    v = kc.fresh("r")
+    g = GroupEmitter(kc, shape, members, provided={node.id: v})
+    lines = [f"let {v} = {value};"] + g.emit(idx)
+    for m in members:
+        if m.id in stored:
+            lines.append(kc.store(m, idx, g.local[m.id]))
+    if node.id in stored:
+        lines.append(kc.store(node, idx, v))
+    return lines

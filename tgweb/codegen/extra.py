@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..ops.random import GOLDEN, STREAM_OFFSET, lowbias32
 from .common import KernelCtx, ceil_div, f32_lit, grid, group_size, udiv, umod
-from .elementwise import GroupEmitter, index_op
+from .elementwise import GroupEmitter, index_op, store_result
 
 _NINF = "bitcast<f32>(0xff800000u)"
 
@@ -313,18 +313,7 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
         s //= 2
     body.append("if (li == 0u) {")
     res = "sh[0]" if not const else f"(sh[0] + {f32_lit(const)})"
-    if epilogue is None:
-        body.append("  " + kc.store(node, "0u", res))
-    else:
-        shape, members, stored = epilogue
-        g = GroupEmitter(kc, shape, members, provided={node.id: res})
-        lines = g.emit("0u")
-        for m in members:
-            if m.id in stored:
-                lines.append(kc.store(m, "0u", g.local[m.id]))
-        if node.id in stored:
-            lines.append(kc.store(node, "0u", res))
-        body += ["  " + ln for ln in lines]
+    body += ["  " + ln for ln in store_result(kc, node, "0u", res, epilogue)]
     body.append("}")
     return body, (1, 1, 1), wg
 

@@ -23,6 +23,7 @@ are loaded as vec4. """
 
 from __future__ import annotations
 
+from .elementwise import store_result
 from .common import KernelCtx, add_idx, ceil_div, digits, grid, group_size, linear_index, mul_idx, strides, udiv, umod
 
 
@@ -162,7 +163,7 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
                     i = (p * 4 + r) * CG + q
                     body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {N}u) {{")
                     body.append(f"      let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
-                    body += ["      " + ln for ln in finish(kc, node, "ci", f"acc[{i}][{c}]", epilogue)]
+                    body += ["      " + ln for ln in store_result(kc, node, "ci", f"acc[{i}][{c}]", epilogue)]
                     body.append("    } }")
             body.append("  }")
             body.append("}")
@@ -255,27 +256,10 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
         for c in range(TN):
             body.append(f"  {{ let n = n0 + {c}u;" + (f" if (n < {N}u) {{" if N % TN else ""))
             body.append(f"    let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
-            body += ["    " + ln for ln in finish(kc, node, "ci", f"acc{r}_{c}", epilogue)]
+            body += ["    " + ln for ln in store_result(kc, node, "ci", f"acc{r}_{c}", epilogue)]
             body.append("  }" + (" }" if N % TN else ""))
         body.append("}" + (" }" if M % TM else ""))
     return body, disp, wg
-
-
-def finish(kc: KernelCtx, node, idx: str, value: str, epilogue) -> list[str]:
-    """Store one result, or run the fused elementwise epilogue on it (bias, activation)."""
-    if epilogue is None:
-        return [kc.store(node, idx, value)]
-    from .elementwise import GroupEmitter
-    shape, members, stored = epilogue
-    v = kc.fresh("r")
-    g = GroupEmitter(kc, shape, members, provided={node.id: v})
-    lines = [f"let {v} = {value};"] + g.emit(idx)
-    for m in members:
-        if m.id in stored:
-            lines.append(kc.store(m, idx, g.local[m.id]))
-    if node.id in stored:
-        lines.append(kc.store(node, idx, v))
-    return lines
 
 
 def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int, base: str,

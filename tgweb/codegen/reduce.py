@@ -12,7 +12,7 @@ stored.
 from __future__ import annotations
 
 from .common import KernelCtx, add_idx, ceil_div, digits, f32_lit, grid, group_size, linear_group, linear_index, mul_idx, strides
-from .elementwise import GroupEmitter
+from .elementwise import store_result
 
 # Rows up to this long are reduced by one invocation each, with no workgroup memory
 # or barriers: on CPU implementations of WebGPU (SwiftShader, lavapipe) a barrier costs
@@ -83,52 +83,24 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     better = ">" if kind == "argmax" else "<"
     init = _INIT[("max" if kind == "argmax" else "min" if kind == "argmin" else kind, t)]
 
-    def finish(o, result):
-        if epilogue is None:
-            return [kc.store(node, o, result)]
-        shape, members, stored = epilogue
-        g = GroupEmitter(kc, shape, members, provided={node.id: result})
-        lines = g.emit(o)
-        for m in members:
-            if m.id in stored:
-                lines.append(kc.store(m, o, g.local[m.id]))
-        if node.id in stored:
-            lines.append(kc.store(node, o, result))
-        return lines
-
-    body = []
-    if length <= SERIAL_MAX or (rows >= 2048 and length <= 4 * SERIAL_MAX):
+    serial = length <= SERIAL_MAX or (rows >= 2048 and length <= 4 * SERIAL_MAX)
+    if serial:
         wg = group_size(rows)
         disp = grid(ceil_div(rows, wg))
-        body += [f"let o = {linear_index(disp[0], wg)};", f"if (o >= {rows}u) {{ return; }}",
-                 f"let base = {_index(kept, 'o')};"]
-        body.append(f"var acc: {t} = {init};")
+        body = [f"let o = {linear_index(disp[0], wg)};"]
+        first, stride = "0u", "1u"
+    else:
+        wg = 256 if length >= 2048 else 64
+        disp = grid(rows)
+        kc.decls.append(f"var<workgroup> sh: array<{t}, {wg}>;")
         if arg:
-            body.append("var best = 0u;")
-        body.append(f"for (var r = 0u; r < {length}u; r = r + 1u) {{")
-        lines, e = input_at(add_idx("base", _index(red, "r")))
-        body += ["  " + ln for ln in lines]
-        if arg:
-            body.append(f"  let xv = {e};")
-            body.append(f"  if (xv {better} acc || r == 0u) {{ acc = xv; best = r; }}")
-        else:
-            body.append(f"  acc = {_comb(kind, 'acc', e)};")
-        body.append("}")
-        body += finish("o", "i32(best)" if arg else "acc")
-        return body, disp, wg
-
-    wg = 256 if length >= 2048 else 64
-    disp = grid(rows)
-    kc.decls.append(f"var<workgroup> sh: array<{t}, {wg}>;")
-    if arg:
-        kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
-    body += [f"let o = {linear_group(disp[0])};",
-             f"if (o >= {rows}u) {{ return; }}",  # the grid may overshoot; uniform per workgroup
-             f"let base = {_index(kept, 'o')};",
-             f"var acc: {t} = {init};"]
+            kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
+        body = [f"let o = {linear_group(disp[0])};"]  # the grid may overshoot; uniform per workgroup
+        first, stride = "li", f"{wg}u"
+    body += [f"if (o >= {rows}u) {{ return; }}", f"let base = {_index(kept, 'o')};", f"var acc: {t} = {init};"]
     if arg:
         body.append("var best = 0xffffffffu;")
-    body.append(f"for (var r = li; r < {length}u; r = r + {wg}u) {{")
+    body.append(f"for (var r = {first}; r < {length}u; r = r + {stride}) {{")
     lines, e = input_at(add_idx("base", _index(red, "r")))
     body += ["  " + ln for ln in lines]
     if arg:
@@ -137,6 +109,8 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     else:
         body.append(f"  acc = {_comb(kind, 'acc', e)};")
     body.append("}")
+    if serial:
+        return body + store_result(kc, node, "o", "i32(best)" if arg else "acc", epilogue), disp, wg
     body.append("sh[li] = acc;")
     if arg:
         body.append("shi[li] = best;")
@@ -152,7 +126,7 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
         body.append("workgroupBarrier();")
         s //= 2
     body.append("if (li == 0u) {")
-    body += ["  " + ln for ln in finish("o", "i32(shi[0])" if arg else "sh[0]")]
+    body += ["  " + ln for ln in store_result(kc, node, "o", "i32(shi[0])" if arg else "sh[0]", epilogue)]
     body.append("}")
     return body, disp, wg
 
