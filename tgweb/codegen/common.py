@@ -308,6 +308,18 @@ def linear_index(nx: int, wg: int) -> str:
     return f"((wg.y * {nx}u + wg.x) * {wg}u + li)"
 
 
+def invocations(var: str, n: int, wg: int) -> tuple[list[str], tuple[int, int, int]]:
+    """n invocations in workgroups of wg: the dispatch, and lines defining var as the
+    linear invocation index, returning from those past n if the dispatch overshoots
+    (a kernel with no early return runs with all lanes on, which CPU implementations
+    of WebGPU execute without per-lane masking)."""
+    disp = grid(ceil_div(n, wg))
+    lines = [f"let {var} = {linear_index(disp[0], wg)};"]
+    if disp[0] * disp[1] * wg != n:
+        lines.append(f"if ({var} >= {n}u) {{ return; }}")
+    return lines, disp
+
+
 def linear_group(nx: int) -> str:
     return f"(wg.y * {nx}u + wg.x)"
 

@@ -16,12 +16,10 @@ from ..ir import REGISTRY
 from .common import (
     KernelCtx,
     add_idx,
-    ceil_div,
     coord_exprs,
     f32_lit,
-    grid,
     i32_lit,
-    linear_index,
+    invocations,
     lit,
     mul_idx,
     strides,
@@ -430,8 +428,7 @@ def emit_group(kc: KernelCtx, shape, members, stored) -> tuple[list[str], tuple[
     n = 1
     for d in shape:
         n *= d
-    disp = grid(ceil_div(n, WG))
-    body = [f"let i = {linear_index(disp[0], WG)};", f"if (i >= {n}u) {{ return; }}"]
+    body, disp = invocations("i", n, WG)
     g = GroupEmitter(kc, shape, members)
     body += g.emit("i")
     for m in members:
@@ -445,9 +442,8 @@ def emit_copy(kc: KernelCtx, dst, src) -> tuple[list[str], tuple[int, int, int]]
     n = 1
     for d in dst.shape:
         n *= d
-    disp = grid(ceil_div(n, WG))
+    body, disp = invocations("i", n, WG)
     g = GroupEmitter(kc, dst.shape, [])
-    body = [f"let i = {linear_index(disp[0], WG)};", f"if (i >= {n}u) {{ return; }}"]
     g.ivar = "i"
     val = g.load_at(src, "i")
     body += g.lines

@@ -7,7 +7,7 @@ bit for bit), and the global sum of squares over all gradients.
 from __future__ import annotations
 
 from ..ops.random import GOLDEN, STREAM_OFFSET, lowbias32
-from .common import KernelCtx, ceil_div, f32_lit, grid, group_size, udiv, umod
+from .common import KernelCtx, f32_lit, grid, group_size, udiv, umod
 from .elementwise import GroupEmitter, index_op, store_result
 
 _NINF = "bitcast<f32>(0xff800000u)"
@@ -323,7 +323,7 @@ def emit_embedding_grad(kc: KernelCtx, node):
     atomics). Up to SERIAL_MAX * 16 rows, one invocation per output element loops over
     them (neighbouring invocations share n, so they test the same idx); beyond, one
     workgroup per output element splits the rows and adds the parts in a tree."""
-    from .common import add_idx, linear_group, linear_index, mul_idx
+    from .common import add_idx, invocations, linear_group, mul_idx
     from .reduce import SERIAL_MAX
     gr, idx = node.inputs
     rows = 1
@@ -333,17 +333,16 @@ def emit_embedding_grad(kc: KernelCtx, node):
     serial = rows <= 16 * SERIAL_MAX
     if serial:
         wg = group_size(num * dim)
-        disp = grid(ceil_div(num * dim, wg))
-        body = [f"let o = {linear_index(disp[0], wg)};"]
+        body, disp = invocations("o", num * dim, wg)
         first, stride = "0u", "1u"
     else:
         wg = 256 if rows >= 4096 else 64
         disp = grid(num * dim)
         kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-        body = [f"let o = {linear_group(disp[0])};"]  # the grid may overshoot; uniform per workgroup
+        # the grid may overshoot; the return is uniform per workgroup
+        body = [f"let o = {linear_group(disp[0])};", f"if (o >= {num * dim}u) {{ return; }}"]
         first, stride = "li", f"{wg}u"
-    body += [f"if (o >= {num * dim}u) {{ return; }}",
-             f"let n = i32({udiv('o', dim)});",
+    body += [f"let n = i32({udiv('o', dim)});",
              f"let d = {umod('o', dim)};", "var acc = 0.0;",
              f"for (var r = {first}; r < {rows}u; r = r + {stride}) {{",
              f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + "

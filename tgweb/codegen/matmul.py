@@ -24,7 +24,7 @@ are loaded as vec4. """
 from __future__ import annotations
 
 from .elementwise import store_result
-from .common import KernelCtx, add_idx, ceil_div, digits, grid, group_size, linear_index, mul_idx, strides, udiv, umod
+from .common import KernelCtx, add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
 
 
 def _prod(s):
@@ -192,9 +192,8 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
     mb, nb = ceil_div(M, TM), ceil_div(N, TN)
     total = nbatch * mb * nb
     wg = group_size(total, 32)
-    disp = grid(ceil_div(total, wg))
-    body = [f"let t = {linear_index(disp[0], wg)};", f"if (t >= {total}u) {{ return; }}",
-            f"let n0 = {umod('t', nb)} * {TN}u;", f"let m0 = {umod(udiv('t', nb), mb)} * {TM}u;",
+    body, disp = invocations("t", total, wg)
+    body += [f"let n0 = {umod('t', nb)} * {TN}u;", f"let m0 = {umod(udiv('t', nb), mb)} * {TM}u;",
             f"let z = {udiv('t', mb * nb)};"]
     _bases(L, body)
     # clamped row and column indices: loads never leave the operands, stores are guarded

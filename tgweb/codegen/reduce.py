@@ -11,7 +11,8 @@ stored.
 
 from __future__ import annotations
 
-from .common import KernelCtx, add_idx, ceil_div, digits, f32_lit, grid, group_size, linear_group, linear_index, mul_idx, strides
+from .common import (KernelCtx, add_idx, digits, f32_lit, grid, group_size, invocations, linear_group, mul_idx,
+                     strides)
 from .elementwise import store_result
 
 # Rows up to this long are reduced by one invocation each, with no workgroup memory
@@ -86,8 +87,7 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     serial = length <= SERIAL_MAX or (rows >= 2048 and length <= 4 * SERIAL_MAX)
     if serial:
         wg = group_size(rows)
-        disp = grid(ceil_div(rows, wg))
-        body = [f"let o = {linear_index(disp[0], wg)};"]
+        body, disp = invocations("o", rows, wg)
         first, stride = "0u", "1u"
     else:
         wg = 256 if length >= 2048 else 64
@@ -95,9 +95,10 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
         kc.decls.append(f"var<workgroup> sh: array<{t}, {wg}>;")
         if arg:
             kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
-        body = [f"let o = {linear_group(disp[0])};"]  # the grid may overshoot; uniform per workgroup
+        # the grid may overshoot; the return is uniform per workgroup
+        body = [f"let o = {linear_group(disp[0])};", f"if (o >= {rows}u) {{ return; }}"]
         first, stride = "li", f"{wg}u"
-    body += [f"if (o >= {rows}u) {{ return; }}", f"let base = {_index(kept, 'o')};", f"var acc: {t} = {init};"]
+    body += [f"let base = {_index(kept, 'o')};", f"var acc: {t} = {init};"]
     if arg:
         body.append("var best = 0xffffffffu;")
     body.append(f"for (var r = {first}; r < {length}u; r = r + {stride}) {{")
@@ -148,16 +149,16 @@ def emit_softmax(kc: KernelCtx, node):
     serial = length <= SERIAL_MAX
     if serial:
         wg = group_size(rows)
-        disp = grid(ceil_div(rows, wg))
-        body = [f"let o = {linear_index(disp[0], wg)};"]
+        body, disp = invocations("o", rows, wg)
         first, stride = "0u", "1u"
     else:
         wg = 256 if length >= 2048 else 64
         disp = grid(rows)
         kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-        body = [f"let o = {linear_group(disp[0])};"]  # the grid may overshoot; uniform per workgroup
+        # the grid may overshoot; the return is uniform per workgroup
+        body = [f"let o = {linear_group(disp[0])};", f"if (o >= {rows}u) {{ return; }}"]
         first, stride = "li", f"{wg}u"
-    body += [f"if (o >= {rows}u) {{ return; }}", f"let base = {_index(kept, 'o')};"]
+    body += [f"let base = {_index(kept, 'o')};"]
     if causal:  # row o of a [.., T, T] block sees o % T + 1 entries
         trow = shape[-2]
         body.append(f"let n = min({('(o % ' + str(trow) + 'u)') if trow > 1 else '0u'} + 1u, {length}u);")
