@@ -248,16 +248,19 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
         body.append("{")
         body += chunk(1, f"{k}u")
         body.append("}")
-    # stores, guarded only where blocks overhang C's edges (each branch costs CPU
-    # implementations of WebGPU compile time and masked execution)
-    for r in range(TM):
-        body.append(f"{{ let m = m0 + {r}u;" + (f" if (m < {M}u) {{" if M % TM else ""))
-        for c in range(TN):
-            body.append(f"  {{ let n = n0 + {c}u;" + (f" if (n < {N}u) {{" if N % TN else ""))
-            body.append(f"    let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
-            body += ["    " + ln for ln in store_result(kc, node, "ci", f"acc{r}_{c}", epilogue)]
-            body.append("  }" + (" }" if N % TN else ""))
-        body.append("}" + (" }" if M % TM else ""))
+    # the stores (and the fused epilogue) in a loop over the block, not unrolled: CPU
+    # implementations of WebGPU compile every unrolled copy (set-up time), and this runs
+    # once per invocation; guarded only where blocks overhang C's edges
+    body.append(f"var res: array<f32, {TM * TN}>;")
+    body += [f"res[{r * TN + c}] = acc{r}_{c};" for r in range(TM) for c in range(TN)]
+    body.append(f"for (var r = 0u; r < {TM}u; r = r + 1u) {{")
+    body.append("  let m = m0 + r;" + (f" if (m < {M}u) {{" if M % TM else ""))
+    body.append(f"  for (var c = 0u; c < {TN}u; c = c + 1u) {{")
+    body.append("    let n = n0 + c;" + (f" if (n < {N}u) {{" if N % TN else ""))
+    body.append(f"    let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
+    body += ["    " + ln for ln in store_result(kc, node, "ci", f"res[r * {TN}u + c]", epilogue)]
+    body.append("  }" + (" }" if N % TN else ""))
+    body.append("}" + (" }" if M % TM else ""))
     return body, disp, wg
 
 
