@@ -395,6 +395,23 @@ def test_matmul_paths():
                                                          "c": f(33)})
     mm = [k.wgsl for k in prog.kernels if "acc7_7" in k.wgsl]
     assert mm and not any("workgroupBarrier" in w for w in mm)
+    # the same with k unrolled by 4 (benchmarks/matmul_browser.py --block 8x4): vec4 loads
+    # along k, every layout, and K not a multiple of 4 (a tail)
+    from tgweb.codegen import matmul as mm_codegen
+    saved = mm_codegen.DIRECT_U
+    mm_codegen.DIRECT_U = 4
+    try:
+        for ta in (False, True):
+            for tb in (False, True):
+                def fnu(x, y, ta=ta, tb=tb):
+                    from tgweb.ir import make
+                    return make("matmul", (x, y), ta=ta, tb=tb)
+                for k in (16, 18):
+                    prog = run_case(fnu, {"x": f(k, 24) if ta else f(24, k), "y": f(40, k) if tb else f(k, 40)},
+                                    grad=False)
+                    assert "k = k + 4u" in prog.kernels[0].wgsl
+    finally:
+        mm_codegen.DIRECT_U = saved
     # vec4 loads (sizes multiples of 4) along either contiguous axis, batch broadcast
     for ta in (False, True):
         for tb in (False, True):

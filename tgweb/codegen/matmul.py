@@ -174,8 +174,10 @@ def _batch_index(bstr, batch):
     return add_idx(*(mul_idx(e, s) for e, n, s in zip(digits("z", batch), batch, bstr) if s and n > 1))
 
 
-# _emit_direct's block: T x T outputs per invocation, U steps of k unrolled per loop trip
-DIRECT_T, DIRECT_U = 8, 2
+# _emit_direct's block: T x T outputs per invocation, U steps of k unrolled per loop trip.
+# Measured in this machine's Chromium (bench --profile --block): unrolling k by 2 or 4
+# runs no faster within the noise, and costs addition 0.7-1 s more pipeline set-up.
+DIRECT_T, DIRECT_U = 8, 1
 
 
 def _emit_direct(kc: KernelCtx, node, L, epilogue):
