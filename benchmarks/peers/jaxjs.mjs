@@ -93,7 +93,9 @@ export function additionModel(init, { batch = 128, ctx = 8, dim = 64, heads = 4,
   const split = (y) => y.reshape([batch, ctx, heads, hd]).transpose([0, 2, 1, 3]);
   const lossFn = (p, tokens, targets, mask) => {
     const tok = p["tok.weight"];
-    let x = np.take(tok.ref, tokens.reshape([-1]), 0).reshape([batch, ctx, dim]);
+    // the embedding as one_hot(tokens) @ E: np.take's gradient is a scatter, which jax-js
+    // 0.1.25 cannot jit ("routine primitive scatter input is not imm")
+    let x = np.matmul(nn.oneHot(tokens.reshape([-1]), vocab), tok.ref).reshape([batch, ctx, dim]);
     x = x.add(p["pos"].slice([0, ctx], []));
     for (let i = 0; i < layers; i++) {
       const q_ = `blocks.${i}.`;
