@@ -64,6 +64,22 @@ def _comb(kind, a, b):
     return f"{kind}({a}, {b})"
 
 
+def _rows(kc: KernelCtx, rows: int, length: int, serial: bool, t: str):
+    """The layout of a row kernel: (body defining the row index o, dispatch, workgroup
+    size, first and stride of a row's loop). Serial: one invocation per row. Else one
+    workgroup per row, its invocations striding along the row into `sh` (declared here)."""
+    if serial:
+        wg = group_size(rows)
+        body, disp = invocations("o", rows, wg)
+        return body, disp, wg, "0u", "1u"
+    wg = 256 if length >= 2048 else 64
+    disp = grid(rows)
+    kc.decls.append(f"var<workgroup> sh: array<{t}, {wg}>;")
+    # the grid may overshoot; the return is uniform per workgroup
+    body = [f"let o = {linear_group(disp[0])};", f"if (o >= {rows}u) {{ return; }}"]
+    return body, disp, wg, "li", f"{wg}u"
+
+
 def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     """Kernel body and dispatch for a sum/max/min/argmax/argmin node.
 
@@ -85,19 +101,9 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     init = _INIT[("max" if kind == "argmax" else "min" if kind == "argmin" else kind, t)]
 
     serial = length <= SERIAL_MAX or (rows >= 2048 and length <= 4 * SERIAL_MAX)
-    if serial:
-        wg = group_size(rows)
-        body, disp = invocations("o", rows, wg)
-        first, stride = "0u", "1u"
-    else:
-        wg = 256 if length >= 2048 else 64
-        disp = grid(rows)
-        kc.decls.append(f"var<workgroup> sh: array<{t}, {wg}>;")
-        if arg:
-            kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
-        # the grid may overshoot; the return is uniform per workgroup
-        body = [f"let o = {linear_group(disp[0])};", f"if (o >= {rows}u) {{ return; }}"]
-        first, stride = "li", f"{wg}u"
+    body, disp, wg, first, stride = _rows(kc, rows, length, serial, t)
+    if arg and not serial:
+        kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
     body += [f"let base = {_index(kept, 'o')};", f"var acc: {t} = {init};"]
     if arg:
         body.append("var best = 0xffffffffu;")
@@ -147,17 +153,7 @@ def emit_softmax(kc: KernelCtx, node):
     step = strides(shape)[axis]
     causal = node.kind == "causal_softmax"
     serial = length <= SERIAL_MAX
-    if serial:
-        wg = group_size(rows)
-        body, disp = invocations("o", rows, wg)
-        first, stride = "0u", "1u"
-    else:
-        wg = 256 if length >= 2048 else 64
-        disp = grid(rows)
-        kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-        # the grid may overshoot; the return is uniform per workgroup
-        body = [f"let o = {linear_group(disp[0])};", f"if (o >= {rows}u) {{ return; }}"]
-        first, stride = "li", f"{wg}u"
+    body, disp, wg, first, stride = _rows(kc, rows, length, serial, "f32")
     body += [f"let base = {_index(kept, 'o')};"]
     if causal:  # row o of a [.., T, T] block sees o % T + 1 entries
         trow = shape[-2]
