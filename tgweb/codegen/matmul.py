@@ -184,9 +184,9 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
     """Register blocking with no workgroup memory and no barriers: each invocation
     computes a TM x TN block of C (T x T, less where C is narrower) straight from A
     and B, U steps of k at a time, with vec4 loads along whichever axis of an operand
-    is contiguous. Invocations take the
-    blocks in order (columns, rows, batch), so a workgroup may span several products
-    of a batch (attention's small per-head products)."""
+    is contiguous. Invocations take the blocks in order (columns, rows, batch), so a
+    workgroup may span several products of a batch (attention's small per-head
+    products)."""
     a, b = node.inputs
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     T, U = DIRECT_T, DIRECT_U
@@ -216,7 +216,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
         if U_ == 4 and ks == 1 and rs % 4 == 0 and aligned:
             for i in range(R):
                 v = kc.fresh("v")
-                out.append(f"let {v} = {kc.load4(x, f'({lead}{i} + {ksym}) / 4u')};")
+                out.append(f"let {v} = {kc.load4(x, udiv(f'{lead}{i} + {ksym}', 4))};")
                 out += [f"let {pre}{i}_{kk} = {v}[{kk}];" for kk in range(4)]
             return out
         if rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
@@ -224,7 +224,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
                 koff = mul_idx(f"({ksym} + {kk}u)", ks)
                 for g in range(R // 4):
                     v = kc.fresh("v")
-                    out.append(f"let {v} = {kc.load4(x, f'({lead}{4 * g} + {koff}) / 4u')};")
+                    out.append(f"let {v} = {kc.load4(x, udiv(f'{lead}{4 * g} + {koff}', 4))};")
                     out += [f"let {pre}{4 * g + i}_{kk} = {v}[{i}];" for i in range(4)]
             return out
         for kk in range(U_):

@@ -45,9 +45,10 @@ operands loaded as vectors, `array<vec4<u32>>`; values are bitcast in the shader
 Where a tensor lives in its buffer is not in the text: a kernel with `offsets`
 declares `@binding(len(bindings)) var<uniform> tg_off: array<vec4<u32>, n>`
 (n = ceil(len(offsets) / 4)), which the backend fills with the offsets (zero
-padded to 16 bytes), so the kernels of a model's repeated layers share pipelines. Buffer sizes are multiples of 16. A workgroup has at
-most 256 invocations and 16 KiB of workgroup memory; dispatch dimensions stay
-<= 65,535 (large index spaces use x and y). The same WGSL text always comes with
+padded to 16 bytes), so the kernels of a model's repeated layers share pipelines.
+Buffer sizes are multiples of 16. A workgroup has at most 256 invocations and
+16 KiB of workgroup memory; dispatch dimensions stay <= 65,535 (large index
+spaces use x and y). The same WGSL text always comes with
 the same bindings (count and access), so a pipeline and its layout can be shared.
 More meta (optional for a backend): "dispatches", "pipelines" (unique WGSL
 texts), "limits" (what the Program needs, WebGPU names), "inplace_updates" and
