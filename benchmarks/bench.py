@@ -595,7 +595,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--block", help=argparse.SUPPRESS)  # with --profile: matmul_browser.py's --block
     ap.add_argument("--profile", action="store_true",
                     help="only tgweb's Program, compiled here in CPython and replayed in Chromium by gpu.mjs: "
-                         "ms/step and GPU time per kernel (a quick loop for kernel work; writes nothing)")
+                         "ms/step and GPU time per kernel (a quick loop for kernel work; writes only "
+                         "/tmp/tgweb-profile-MODEL.json, the Program and the timings)")
     a = ap.parse_args(argv)
     if a.native_cold:
         native_cold(a.native_cold)
@@ -626,7 +627,6 @@ def main(argv: list[str]) -> int:
         if a.block:
             from tgweb.codegen import matmul
             matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
-        from playwright.sync_api import sync_playwright
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for model in models:

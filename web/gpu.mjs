@@ -254,9 +254,10 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   };
 
   // pipelines, one per (WGSL, binding accesses), created concurrently
+  const pipelineKey = (k) => k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
   const groups = new Map();
   for (const k of program.kernels) {
-    const key = k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
+    const key = pipelineKey(k);
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(k);
   }
@@ -284,7 +285,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   // bind groups, once
   device.pushErrorScope("validation");
   const steps = program.kernels.map((k, i) => {
-    const key = k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
+    const key = pipelineKey(k);
     const bindGroup = device.createBindGroup({ layout: layouts.get(key), label: k.name, entries: bindEntries(k, i) });
     return { kernel: k, pipeline: pipelines.get(key), bindGroup, dispatch: k.dispatch };
   });
