@@ -328,7 +328,7 @@ def _schedule(nodes, roots, max_bind, late, hint) -> Schedule:
             inlined.add(t.id)
     for t in reversed(nodes):
         if t.id in inlined and (t.id in roots or any(
-                not d or not fusable(c.kind) or c.id in inlined and c.id not in inlined
+                not d or not fusable(c.kind)
                 for c, d in consumers.get(t.id, []))):
             inlined.discard(t.id)
     # a materialized one must take its inputs from memory or from other inlined nodes
