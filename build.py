@@ -93,15 +93,31 @@ PYODIDE_WHEELS = {
     "micropip": ("0.11.1", "768de165adb8e66906039d8fec4127a57f522dfdf8e6fbff877a4616941ecfd3"),
     "packaging": ("26.1", "5d9c0669c6285e491e0ced2eee587eaf67b670d94a19e94e3984a481aba6802f"),
 }
-PYODIDE_FILES = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
-                 "pyodide.js", "package.json"]
-MIME = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
-        ".whl": "application/zip", ".zip": "application/zip", ".json": "application/json",
-        ".html": "text/html", ".css": "text/css", ".py": "text/plain", ".svg": "image/svg+xml"}
+PYODIDE_FILES = [
+    "pyodide.mjs",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide.js",
+    "package.json",
+]
+MIME = {
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".wasm": "application/wasm",
+    ".whl": "application/zip",
+    ".zip": "application/zip",
+    ".json": "application/json",
+    ".html": "text/html",
+    ".css": "text/css",
+    ".py": "text/plain",
+    ".svg": "image/svg+xml",
+}
 
 
 def _sha256(path: Path) -> str:
     import hashlib
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -115,8 +131,22 @@ def _pyodide_wheel(name: str) -> Path:
     dest = CACHE / "wheels"
     hits = list(dest.glob(f"{name}-{version}-*.whl")) if dest.exists() else []
     if not hits:
-        run([PY, "-m", "pip", "download", "-q", "--no-deps", "--python-version", "3.14",
-             "--only-binary=:all:", "-d", dest, f"{name}=={version}"])
+        run(
+            [
+                PY,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--python-version",
+                "3.14",
+                "--only-binary=:all:",
+                "-d",
+                dest,
+                f"{name}=={version}",
+            ]
+        )
         hits = list(dest.glob(f"{name}-{version}-*.whl"))
     if len(hits) != 1 or _sha256(hits[0]) != sha:
         for h in hits:
@@ -196,6 +226,7 @@ def bundle_site() -> Path:
 
 def _tgweb_version() -> str:
     import re
+
     text = (ROOT / "tgweb" / "__init__.py").read_text()
     m = re.search(r'__version__\s*=\s*"([^"]+)"', text)
     return m.group(1) if m else "0"

@@ -36,7 +36,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
@@ -49,9 +48,16 @@ PEERS = HERE / "peers"
 CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
 # as tests/browser/conftest.py, plus developer features so that timestamp queries
 # are not quantized to 100 us
-ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-        "--enable-webgpu-developer-features"]
+ARGS = [
+    "--enable-unsafe-webgpu",
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+    "--enable-webgpu-developer-features",
+]
 MODELS = ("sin", "addition")
 PEER_NAMES = {"tfjs": "TensorFlow.js 4.22.0 (webgpu)", "jaxjs": "jax-js 0.1.25 (webgpu, jit)"}
 NBATCH = 8
@@ -70,7 +76,7 @@ TARGETS = {  # issue 7, this machine's Chromium
 # The measuring code, run unchanged in CPython (native) and in the tgweb worker
 # (browser). Globals it expects: MODEL, NBATCH, B_<i>_<input> (the batches).
 
-BENCH_PY = r'''
+BENCH_PY = r"""
 import time, statistics
 import tgweb as tg
 from tgweb import samples
@@ -159,13 +165,16 @@ def replica_args(trainer, step=10):
 def batches_from_globals(g, model):
     s = samples.get(model)
     return [{n: g[f"B_{i}_{n}"] for n in s.INPUTS} for i in range(g["NBATCH"])]
-'''
+"""
 
-BROWSER_COLD_PY = BENCH_PY + r'''
+BROWSER_COLD_PY = (
+    BENCH_PY
+    + r"""
 BATCHES = batches_from_globals(globals(), MODEL)
 TRAINER, FIRST = bench_first(MODEL, BATCHES)
 FIRST
-'''
+"""
+)
 
 
 # --------------------------------------------------------------------------
@@ -175,6 +184,7 @@ FIRST
 def _samples():
     sys.path.insert(0, str(ROOT))
     from tgweb import samples
+
     return samples
 
 
@@ -188,6 +198,7 @@ def initial_params(model: str, seed: int = 0) -> dict[str, dict]:
     whether weight decay applies, for the peers."""
     from tgweb.compile import decays
     from tgweb.nn.module import param_rng
+
     m = _samples().get(model).Model()
     out = {}
     for n, p in m.named_parameters():
@@ -222,7 +233,7 @@ def make_server(build, site: Path):
             clean = path.split("?", 1)[0].split("#", 1)[0]
             for prefix, root in mounts.items():
                 if clean.startswith(prefix):
-                    rel = Path(clean[len(prefix):])
+                    rel = Path(clean[len(prefix) :])
                     target = (root / rel).resolve()
                     if root.resolve() in target.parents or target == root.resolve():
                         return str(target)
@@ -252,7 +263,9 @@ def _new_page(browser, url):
     page = ctx.new_page()
     page.add_init_script(path=str(PEERS / "instrument.js"))
     logs: list[str] = []
-    page.on("console", lambda m: logs.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
+    page.on(
+        "console", lambda m: logs.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None
+    )
     page.on("pageerror", lambda e: logs.append(f"pageerror: {e}"))
     page.goto(f"{url}/peers/bench.html")
     page.wait_for_function("window.benchReady === true", timeout=30000)
@@ -263,15 +276,26 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
     ctx, page, logs = _new_page(browser, url)
     try:
         page.set_default_timeout(600_000)
-        cold = page.evaluate("([m, b, src]) => harness.tgwebCold(m, b, src)", [model, batches, BROWSER_COLD_PY])
-        steps = page.evaluate("([src]) => harness.tgwebRun(src)", [
-            f"bench_steps(TRAINER, BATCHES, {cfg['warmup']}, {cfg['steps']}, {cfg['blocks'][model]})"])
+        cold = page.evaluate(
+            "([m, b, src]) => harness.tgwebCold(m, b, src)", [model, batches, BROWSER_COLD_PY]
+        )
+        steps = page.evaluate(
+            "([src]) => harness.tgwebRun(src)",
+            [f"bench_steps(TRAINER, BATCHES, {cfg['warmup']}, {cfg['steps']}, {cfg['blocks'][model]})"],
+        )
         steps["host_breakdown"] = page.evaluate("() => harness.tgwebRun('bench_overhead(TRAINER, BATCHES)')")
         rep = page.evaluate("() => harness.tgwebRun('replica_args(TRAINER)')")
         params = {n: v["data"] for n, v in initial_params(model).items()}  # = the trainer's seed-0 init
-        replica = page.evaluate("([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
-                                [rep["program"], params, rep["scalars"], batches,
-                                 {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": cfg["blocks"][model]}])
+        replica = page.evaluate(
+            "([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
+            [
+                rep["program"],
+                params,
+                rep["scalars"],
+                batches,
+                {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": cfg["blocks"][model]},
+            ],
+        )
         out = {"fw": "tgweb", "where": "browser", **cold, **steps, "replica": replica}
         out["cold_start_s"] = out["cold_start_ms"] / 1000
         out["peak_gpu_bytes"] = replica["peak_gpu_bytes"]
@@ -292,6 +316,7 @@ def profile(browser, url, model, cfg) -> None:
     t = time.perf_counter()
     trainer, _ = ns["_compile"](model, "reference")
     from tgweb.lower import lower
+
     trainer._engine.program = lower(trainer.graph)
     compile_s = time.perf_counter() - t
     rep = ns["replica_args"](trainer)
@@ -299,25 +324,36 @@ def profile(browser, url, model, cfg) -> None:
     ctx, page, logs = _new_page(browser, url)
     try:
         page.set_default_timeout(600_000)
-        r = page.evaluate("([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
-                          [rep["program"], params, rep["scalars"], make_batches(model),
-                           {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": 1}])
+        r = page.evaluate(
+            "([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
+            [
+                rep["program"],
+                params,
+                rep["scalars"],
+                make_batches(model),
+                {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": 1},
+            ],
+        )
     finally:
         ctx.close()
     ks = r["kernels"]
     tot = sum(k.get("ts_ms") or 0 for k in ks)
-    print(f"[{model}] CPython compile {compile_s:.2f} s; gpu.mjs: {r['shim_ms_per_step_read_every']:.2f} ms/step "
-          f"(loss read every step), {r['shim_ms_per_step_read_every10']:.2f} ms/step (every 10th); "
-          f"GPU {r.get('ts_step_ms') or 0:.2f} ms as one pass, kernels sum {tot:.2f} ms; "
-          f"{r['dispatches_per_step']:.0f} dispatches, {r['unique_pipelines']} pipelines, "
-          f"instantiate {r['instantiate_ms']:.0f} ms, peak {r['peak_gpu_bytes'] / 1e6:.2f} MB; loss {r['last_loss']:.5f}")
+    print(
+        f"[{model}] CPython compile {compile_s:.2f} s; gpu.mjs: {r['shim_ms_per_step_read_every']:.2f} ms/step "
+        f"(loss read every step), {r['shim_ms_per_step_read_every10']:.2f} ms/step (every 10th); "
+        f"GPU {r.get('ts_step_ms') or 0:.2f} ms as one pass, kernels sum {tot:.2f} ms; "
+        f"{r['dispatches_per_step']:.0f} dispatches, {r['unique_pipelines']} pipelines, "
+        f"instantiate {r['instantiate_ms']:.0f} ms, peak {r['peak_gpu_bytes'] / 1e6:.2f} MB; loss {r['last_loss']:.5f}"
+    )
     fam: dict[str, list] = {}
     for k in ks:
         e = fam.setdefault(_family(k), [0, 0.0])
         e[0] += 1
         e[1] += k.get("ts_ms") or 0
-    print("  by family: " + ", ".join(f"{f} {n}x {ms:.1f} ms" for f, (n, ms) in
-                                      sorted(fam.items(), key=lambda x: -x[1][1])))
+    print(
+        "  by family: "
+        + ", ".join(f"{f} {n}x {ms:.1f} ms" for f, (n, ms) in sorted(fam.items(), key=lambda x: -x[1][1]))
+    )
     for k in sorted(ks, key=lambda k: -(k.get("ts_ms") or 0))[:25]:
         print(f"  {k.get('ts_ms') or 0:7.3f} ms  #{k['i']:<3} {str(k['dispatch']):14} {k['kernel'][:60]}")
     Path(f"/tmp/tgweb-profile-{model}.json").write_text(json.dumps({"replica": r, "program": rep["program"]}))
@@ -327,9 +363,21 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
     ctx, page, logs = _new_page(browser, url)
     try:
         page.set_default_timeout(600_000)
-        r = page.evaluate("([fw, m, init, b, o]) => harness.peer(fw, m, init, b, o)",
-                          [fw, model, init, batches, {"warmup": cfg["peer_warmup"][model], "steps": cfg["steps"],
-                                                      "blocks": cfg["blocks"][model], "budgetMs": cfg["budget_ms"]}])
+        r = page.evaluate(
+            "([fw, m, init, b, o]) => harness.peer(fw, m, init, b, o)",
+            [
+                fw,
+                model,
+                init,
+                batches,
+                {
+                    "warmup": cfg["peer_warmup"][model],
+                    "steps": cfg["steps"],
+                    "blocks": cfg["blocks"][model],
+                    "budgetMs": cfg["budget_ms"],
+                },
+            ],
+        )
         r["cold_start_s"] = r["cold_start_ms"] / 1000
         r["compile_s"] = max(0.0, r["first_step_ms"] - r["ms_per_step_read_every"]) / 1000
         r["logs"] = logs[-5:]
@@ -353,19 +401,29 @@ def run_native(model, batches, cfg) -> dict:
     try:
         ns: dict = {}
         exec(compile(BENCH_PY, "bench_native.py", "exec"), ns)
-        bs = [{k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in b.items()} for b in batches]
+        bs = [
+            {k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in b.items()}
+            for b in batches
+        ]
         trainer, first = ns["bench_first"](model, bs, "native")
         steps = ns["bench_steps"](trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model])
         steps["host_breakdown"] = ns["bench_overhead"](trainer, bs)
         out = {"fw": "tgweb", "where": "native", **first, **steps}
         out["peak_gpu_bytes"] = steps["program_bytes"]
-        cold = subprocess.run([sys.executable, str(Path(__file__)), "--native-cold", model],
-                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+        cold = subprocess.run(
+            [sys.executable, str(Path(__file__)), "--native-cold", model],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         lines = [ln for ln in cold.stdout.splitlines() if ln.startswith("COLD ")]
         out["cold_start_s"] = float(lines[-1].split()[1]) if lines else None
         try:
             import wgpu
+
             from tgweb.backends import native
+
             out["adapter"] = dict(native._device().adapter.info) if hasattr(native, "_device") else None
             out["wgpu"] = wgpu.__version__
         except Exception:
@@ -434,23 +492,31 @@ def write_report(results: dict, cmd: str) -> str:
     L = []
     env = results["env"]
     L.append("# tgweb benchmark results\n")
-    L.append(f"Command: `{cmd}` — {env['date']}, {env['cpus']} CPUs, {env['chromium']}; "
-             f"adapter: {env.get('adapter', '?')}. Generated by benchmarks/bench.py; "
-             "figures are medians from one run, ratios are peer ÷ tgweb from the same run "
-             "(> 1 means tgweb is faster).\n")
+    L.append(
+        f"Command: `{cmd}` — {env['date']}, {env['cpus']} CPUs, {env['chromium']}; "
+        f"adapter: {env.get('adapter', '?')}. Generated by benchmarks/bench.py; "
+        "figures are medians from one run, ratios are peer ÷ tgweb from the same run "
+        "(> 1 means tgweb is faster).\n"
+    )
     for model in results["models"]:
         R = results["models"][model]
         tb, nat = R.get("tgweb"), R.get("native")
         L.append(f"\n## {model}\n")
-        L.append("| | tgweb (Chromium) | tgweb shim only (gpu.mjs, no Python) | tgweb native (wgpu-py, lavapipe) | "
-                 + " | ".join(PEER_NAMES[p] for p in results["peers"]) + " |")
+        L.append(
+            "| | tgweb (Chromium) | tgweb shim only (gpu.mjs, no Python) | tgweb native (wgpu-py, lavapipe) | "
+            + " | ".join(PEER_NAMES[p] for p in results["peers"])
+            + " |"
+        )
         L.append("|---" * (4 + len(results["peers"])) + "|")
         rep = _get(tb, "replica") or {}
 
         def row(label, key, fmt, native_key=None, replica_key=None, ratio=True):
             ours = _get(tb, key)
-            cells = [fmt(ours), fmt(rep.get(replica_key)) if replica_key else "",
-                     fmt(_get(nat, native_key or key)) if native_key != "" else ""]
+            cells = [
+                fmt(ours),
+                fmt(rep.get(replica_key)) if replica_key else "",
+                fmt(_get(nat, native_key or key)) if native_key != "" else "",
+            ]
             for p in results["peers"]:
                 pr = R.get(p)
                 if pr is None:
@@ -464,14 +530,32 @@ def write_report(results: dict, cmd: str) -> str:
 
         row("cold start, s (page load → first step done)", "cold_start_s", _fmt_s)
         row("compile, s", "compile_s", _fmt_s)
-        row("ms/step, loss read every step", "ms_per_step_read_every", _fmt_ms,
-            replica_key="shim_ms_per_step_read_every")
-        row("ms/step, loss read every 10th step", "ms_per_step_read_every10", _fmt_ms,
-            replica_key="shim_ms_per_step_read_every10")
-        row("dispatches per step", "dispatches_per_step", lambda v: "—" if v is None else f"{v:g}",
-            replica_key="dispatches_per_step", ratio=False)
-        row("compute pipelines (unique)", "unique_pipelines", lambda v: "—" if v is None else f"{v:g}",
-            replica_key="unique_pipelines", ratio=False)
+        row(
+            "ms/step, loss read every step",
+            "ms_per_step_read_every",
+            _fmt_ms,
+            replica_key="shim_ms_per_step_read_every",
+        )
+        row(
+            "ms/step, loss read every 10th step",
+            "ms_per_step_read_every10",
+            _fmt_ms,
+            replica_key="shim_ms_per_step_read_every10",
+        )
+        row(
+            "dispatches per step",
+            "dispatches_per_step",
+            lambda v: "—" if v is None else f"{v:g}",
+            replica_key="dispatches_per_step",
+            ratio=False,
+        )
+        row(
+            "compute pipelines (unique)",
+            "unique_pipelines",
+            lambda v: "—" if v is None else f"{v:g}",
+            replica_key="unique_pipelines",
+            ratio=False,
+        )
         row("peak GPU bytes", "peak_gpu_bytes", _fmt_bytes, replica_key="peak_gpu_bytes", ratio=False)
         first = [f"tgweb {(_get(tb, 'losses') or [None])[0]}" if tb and "error" not in tb else ""]
         L.append("")
@@ -481,13 +565,21 @@ def write_report(results: dict, cmd: str) -> str:
                 fl = r.get("first_loss", (r.get("losses") or [None])[0])
                 last = (r.get("losses") or [None])[-1]
                 ls.append(f"{name} {fl:.4f} → {last:.4f}" if fl is not None and last is not None else name)
-        L.append("Loss at the first step → the last timed step (same data and initial weights everywhere): "
-                 + "; ".join(ls) + ".\n")
+        L.append(
+            "Loss at the first step → the last timed step (same data and initial weights everywhere): "
+            + "; ".join(ls)
+            + ".\n"
+        )
         del first
-        errs = [(n, r) for n, r in [("tgweb", tb), ("native", nat)] + [(p, R.get(p)) for p in results["peers"]]
-                if r and "error" in r]
+        errs = [
+            (n, r)
+            for n, r in [("tgweb", tb), ("native", nat)] + [(p, R.get(p)) for p in results["peers"]]
+            if r and "error" in r
+        ]
         for n, r in errs:
-            L.append(f"- **{n} failed**: `{r['error']}`" + (f" (console: {r['logs']})" if r.get("logs") else ""))
+            L.append(
+                f"- **{n} failed**: `{r['error']}`" + (f" (console: {r['logs']})" if r.get("logs") else "")
+            )
         if errs:
             L.append("")
     L.append("\n## Targets (issue 7)\n")
@@ -510,8 +602,10 @@ def write_report(results: dict, cmd: str) -> str:
             ours = _get(results["models"][model].get("tgweb"), "ms_per_step_read_every")
             theirs = _get(results["models"][model].get(p), "ms_per_step_read_every")
             met = "—" if ours is None or theirs is None else ("yes" if ours < theirs else "**no**")
-            L.append(f"| {model}: faster than {PEER_NAMES[p]} (loss read every step) | "
-                     f"{_fmt_ms(ours)} vs {_fmt_ms(theirs)} ms | {met} |")
+            L.append(
+                f"| {model}: faster than {PEER_NAMES[p]} (loss read every step) | "
+                f"{_fmt_ms(ours)} vs {_fmt_ms(theirs)} ms | {met} |"
+            )
     # per-kernel breakdown
     for model in results["models"]:
         rep = _get(results["models"][model].get("tgweb"), "replica")
@@ -521,9 +615,11 @@ def write_report(results: dict, cmd: str) -> str:
         key = "ts_ms" if rep.get("timestamp_query") else "host_ms"
         tot = sum(k.get(key) or 0 for k in ks)
         L.append(f"\n## {model}: where the GPU time goes (tgweb)\n")
-        L.append(f"GPU time per kernel from timestamp queries (each kernel in its own compute pass, median of "
-                 f"5 replays; sum {tot:.1f} ms; the whole step as one pass: {_fmt_ms(rep.get('ts_step_ms'))} ms). "
-                 "Host column: gpu.mjs profile(), one submit per kernel, timed on the host.\n")
+        L.append(
+            f"GPU time per kernel from timestamp queries (each kernel in its own compute pass, median of "
+            f"5 replays; sum {tot:.1f} ms; the whole step as one pass: {_fmt_ms(rep.get('ts_step_ms'))} ms). "
+            "Host column: gpu.mjs profile(), one submit per kernel, timed on the host.\n"
+        )
         fam: dict[str, list] = {}
         for k in ks:
             f = _family(k)
@@ -539,15 +635,27 @@ def write_report(results: dict, cmd: str) -> str:
         L.append("| # | kernel | ops | dispatch | GPU ms | host ms |")
         L.append("|---|---|---|---|---|---|")
         for k in sorted(ks, key=lambda k: -(k.get(key) or 0))[:15]:
-            L.append(f"| {k['i']} | {k['kernel']} | {', '.join(k['ops'][:6])}{' …' if len(k['ops']) > 6 else ''} | "
-                     f"{k['dispatch']} | {k.get(key) or 0:.2f} | {k.get('host_ms') or 0:.2f} |")
+            L.append(
+                f"| {k['i']} | {k['kernel']} | {', '.join(k['ops'][:6])}{' …' if len(k['ops']) > 6 else ''} | "
+                f"{k['dispatch']} | {k.get(key) or 0:.2f} | {k.get('host_ms') or 0:.2f} |"
+            )
     return "\n".join(L) + "\n"
 
 
 def _family(k) -> str:
     ops = k.get("ops") or []
     name = k.get("kernel", "")
-    for key in ("matmul", "softmax", "cross_entropy", "embedding", "layer_norm", "sumsq", "global", "adam", "where"):
+    for key in (
+        "matmul",
+        "softmax",
+        "cross_entropy",
+        "embedding",
+        "layer_norm",
+        "sumsq",
+        "global",
+        "adam",
+        "where",
+    ):
         if any(key in o for o in ops) or key in name:
             return key
     return (ops[0] if ops else name.split("_")[0]) or "?"
@@ -555,7 +663,9 @@ def _family(k) -> str:
 
 def draw_chart(browser, results: dict, path: Path) -> None:
     """Bars of ms/step (loss read every step), one panel per model, as SVG in a page."""
-    fws = [("tgweb", "tgweb"), ("native", "tgweb native")] + [(p, PEER_NAMES[p].split(" (")[0]) for p in results["peers"]]
+    fws = [("tgweb", "tgweb"), ("native", "tgweb native")] + [
+        (p, PEER_NAMES[p].split(" (")[0]) for p in results["peers"]
+    ]
     colors = {"tgweb": "#2b6cb0", "native": "#90cdf4", "tfjs": "#ed8936", "jaxjs": "#48bb78"}
     panels = []
     x0 = 0
@@ -566,15 +676,21 @@ def draw_chart(browser, results: dict, path: Path) -> None:
         for i, (k, lab, v) in enumerate(vals):
             h = 0 if not v else 220 * v / top
             x = x0 + 40 + i * 90
-            bars.append(f'<rect x="{x}" y="{260 - h}" width="60" height="{h}" fill="{colors.get(k, "#999")}"/>'
-                        f'<text x="{x + 30}" y="{252 - h}" font-size="12" text-anchor="middle">'
-                        f'{"error" if v is None else _fmt_ms(v)}</text>'
-                        f'<text x="{x + 30}" y="278" font-size="11" text-anchor="middle">{lab}</text>')
-        panels.append(f'<text x="{x0 + 40}" y="22" font-size="15" font-weight="bold">{model}: ms per step '
-                      f'(loss read every step; lower is better)</text>' + "".join(bars))
+            bars.append(
+                f'<rect x="{x}" y="{260 - h}" width="60" height="{h}" fill="{colors.get(k, "#999")}"/>'
+                f'<text x="{x + 30}" y="{252 - h}" font-size="12" text-anchor="middle">'
+                f"{'error' if v is None else _fmt_ms(v)}</text>"
+                f'<text x="{x + 30}" y="278" font-size="11" text-anchor="middle">{lab}</text>'
+            )
+        panels.append(
+            f'<text x="{x0 + 40}" y="22" font-size="15" font-weight="bold">{model}: ms per step '
+            f"(loss read every step; lower is better)</text>" + "".join(bars)
+        )
         x0 += 40 + 90 * len(fws) + 40
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="300" font-family="sans-serif">'
-           f'<rect width="100%" height="100%" fill="white"/>{"".join(panels)}</svg>')
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{x0}" height="300" font-family="sans-serif">'
+        f'<rect width="100%" height="100%" fill="white"/>{"".join(panels)}</svg>'
+    )
     page = browser.new_page(viewport={"width": x0, "height": 300})
     page.set_content(f"<html><body style='margin:0'>{svg}</body></html>")
     page.screenshot(path=str(path))
@@ -593,10 +709,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--native-cold", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--block", help=argparse.SUPPRESS)  # with --profile: matmul_browser.py's --block
-    ap.add_argument("--profile", action="store_true",
-                    help="only tgweb's Program, compiled here in CPython and replayed in Chromium by gpu.mjs: "
-                         "ms/step and GPU time per kernel (a quick loop for kernel work; writes only "
-                         "/tmp/tgweb-profile-MODEL.json, the Program and the timings)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="only tgweb's Program, compiled here in CPython and replayed in Chromium by gpu.mjs: "
+        "ms/step and GPU time per kernel (a quick loop for kernel work; writes only "
+        "/tmp/tgweb-profile-MODEL.json, the Program and the timings)",
+    )
     a = ap.parse_args(argv)
     if a.native_cold:
         native_cold(a.native_cold)
@@ -605,11 +724,21 @@ def main(argv: list[str]) -> int:
     models = a.only or list(MODELS)
     peers = [p for p in a.peers.split(",") if p]
     # peers that take seconds per step get fewer warm-up steps and a time budget per model
-    cfg = {"warmup": 5, "steps": 20, "blocks": {"sin": 3, "addition": 2},
-           "peer_warmup": {"sin": 5, "addition": 2}, "budget_ms": 120_000}
+    cfg = {
+        "warmup": 5,
+        "steps": 20,
+        "blocks": {"sin": 3, "addition": 2},
+        "peer_warmup": {"sin": 5, "addition": 2},
+        "budget_ms": 120_000,
+    }
     if a.quick:
-        cfg = {"warmup": 2, "steps": 5, "blocks": {"sin": 1, "addition": 1},
-               "peer_warmup": {"sin": 2, "addition": 1}, "budget_ms": 20_000}
+        cfg = {
+            "warmup": 2,
+            "steps": 5,
+            "blocks": {"sin": 1, "addition": 1},
+            "peer_warmup": {"sin": 2, "addition": 1},
+            "budget_ms": 20_000,
+        }
 
     build = _build_module()
     if not (build.SITE / "manifest.json").exists():
@@ -626,6 +755,7 @@ def main(argv: list[str]) -> int:
     if a.profile:
         if a.block:
             from tgweb.codegen import matmul
+
             matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -634,9 +764,16 @@ def main(argv: list[str]) -> int:
             browser.close()
         srv.shutdown()
         return 0
-    results: dict = {"env": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
-                             "python": platform.python_version(), "cfg": cfg},
-                     "peers": peers, "models": {}}
+    results: dict = {
+        "env": {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "cfg": cfg,
+        },
+        "peers": peers,
+        "models": {},
+    }
     out = Path(a.out)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
@@ -677,10 +814,13 @@ def _say(model, fw, r):
     if "error" in r:
         print(f"  {model}/{fw}: ERROR {r['error']}", flush=True)
         return
-    print(f"  {model}/{fw}: cold {_fmt_s(r.get('cold_start_s'))} s, compile {_fmt_s(r.get('compile_s'))} s, "
-          f"{_fmt_ms(r.get('ms_per_step_read_every'))} ms/step (read every), "
-          f"{_fmt_ms(r.get('ms_per_step_read_every10'))} ms/step (every 10th), "
-          f"dispatches {r.get('dispatches_per_step')}, peak {_fmt_bytes(r.get('peak_gpu_bytes'))}", flush=True)
+    print(
+        f"  {model}/{fw}: cold {_fmt_s(r.get('cold_start_s'))} s, compile {_fmt_s(r.get('compile_s'))} s, "
+        f"{_fmt_ms(r.get('ms_per_step_read_every'))} ms/step (read every), "
+        f"{_fmt_ms(r.get('ms_per_step_read_every10'))} ms/step (every 10th), "
+        f"dispatches {r.get('dispatches_per_step')}, peak {_fmt_bytes(r.get('peak_gpu_bytes'))}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

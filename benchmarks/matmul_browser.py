@@ -26,9 +26,15 @@ sys.path.insert(0, str(HERE))
 # (M, K, N, flags): sin's MLP (batch 256, width 64) and addition's transformer
 # (1,024 token rows, width 64, MLP 256), forward, input gradient and weight gradient
 SHAPES = [
-    (256, 64, 64, "nn"), (256, 64, 64, "nt"), (64, 256, 64, "tn"),
-    (1024, 64, 64, "nn"), (1024, 64, 256, "nn"), (1024, 256, 64, "nn"),
-    (1024, 256, 64, "nt"), (64, 1024, 256, "tn"), (256, 1024, 64, "tn"),
+    (256, 64, 64, "nn"),
+    (256, 64, 64, "nt"),
+    (64, 256, 64, "tn"),
+    (1024, 64, 64, "nn"),
+    (1024, 64, 256, "nn"),
+    (1024, 256, 64, "nn"),
+    (1024, 256, 64, "nt"),
+    (64, 1024, 256, "tn"),
+    (256, 1024, 64, "tn"),
 ]
 
 
@@ -41,6 +47,7 @@ def parse(s: str):
 def program(m: int, k: int, n: int, flags: str):
     from tgweb.ir import Graph, make, tracing
     from tgweb.lower import lower
+
     ta, tb = flags[0] == "t", flags[1] == "t"
     g = Graph()
     with tracing(g):
@@ -52,13 +59,18 @@ def program(m: int, k: int, n: int, flags: str):
 
 def main(argv: list[str]) -> int:
     import bench
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", action="append", type=parse)
-    ap.add_argument("--block", help="TxU: the register-blocked kernel's T x T outputs per invocation and "
-                                    "k steps unrolled (default: tgweb's)")
+    ap.add_argument(
+        "--block",
+        help="TxU: the register-blocked kernel's T x T outputs per invocation and "
+        "k steps unrolled (default: tgweb's)",
+    )
     a = ap.parse_args(argv)
     if a.block:
         from tgweb.codegen import matmul
+
         matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
     shapes = a.shape or SHAPES
     build = bench._build_module()
@@ -68,6 +80,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     from playwright.sync_api import sync_playwright
+
     rnd = random.Random(0)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=bench.CHROMIUM, args=bench.ARGS)
@@ -76,13 +89,21 @@ def main(argv: list[str]) -> int:
         print(f"{'shape':>22} {'kernel':>30} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8} {'setup ms':>9}")
         for m, k, n, flags in shapes:
             prog = program(m, k, n, flags)
-            data = {"a": [rnd.uniform(-1, 1) for _ in range(m * k)], "b": [rnd.uniform(-1, 1) for _ in range(k * n)]}
-            r = page.evaluate("([p, b]) => harness.tgwebReplica(p, {}, {}, b, {warmup: 2, steps: 3, blocks: 1})",
-                              [prog.to_json(), [data]])
+            data = {
+                "a": [rnd.uniform(-1, 1) for _ in range(m * k)],
+                "b": [rnd.uniform(-1, 1) for _ in range(k * n)],
+            }
+            r = page.evaluate(
+                "([p, b]) => harness.tgwebReplica(p, {}, {}, b, {warmup: 2, steps: 3, blocks: 1})",
+                [prog.to_json(), [data]],
+            )
             (kr,) = r["kernels"]
             ms = kr["ts_ms"]
-            print(f"{f'{m}x{k}x{n}:{flags}':>22} {kr['kernel'][:30]:>30} {str(kr['dispatch']):>14} "
-                  f"{ms:8.3f} {2 * m * n * k / ms / 1e6:8.2f} {r['instantiate_ms']:9.0f}", flush=True)
+            print(
+                f"{f'{m}x{k}x{n}:{flags}':>22} {kr['kernel'][:30]:>30} {str(kr['dispatch']):>14} "
+                f"{ms:8.3f} {2 * m * n * k / ms / 1e6:8.2f} {r['instantiate_ms']:9.0f}",
+                flush=True,
+            )
         ctx.close()
         browser.close()
     srv.shutdown()

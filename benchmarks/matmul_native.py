@@ -39,8 +39,9 @@ def tgweb_matmul(n: int, reps: int) -> tuple[float, float]:
     rng = np.random.default_rng(0)
     av = rng.standard_normal((n, n)).astype(np.float32)
     bv = rng.standard_normal((n, n)).astype(np.float32)
-    got = rt.run({"a": array.array("f", av.tobytes()), "b": array.array("f", bv.tobytes())},
-                 {}, [("outputs", "c")])
+    got = rt.run(
+        {"a": array.array("f", av.tobytes()), "b": array.array("f", bv.tobytes())}, {}, [("outputs", "c")]
+    )
     c = np.frombuffer(got[("outputs", "c")].tobytes(), np.float32).reshape(n, n)
     ref = av.astype(np.float64) @ bv.astype(np.float64)
     err = float(np.abs(c - ref).max() / np.abs(ref).max())
@@ -61,7 +62,7 @@ def tgweb_matmul(n: int, reps: int) -> tuple[float, float]:
         dev.queue.read_buffer(rt.buffers[kernel.bindings[-1].buffer], 0, 4)
         best = min(best, (time.perf_counter() - t0) / reps)
     rt.close()
-    return 2.0 * n ** 3 / best / 1e9, err
+    return 2.0 * n**3 / best / 1e9, err
 
 
 def torch_matmul(n: int, reps: int) -> tuple[float, str]:
@@ -95,13 +96,14 @@ def torch_matmul(n: int, reps: int) -> tuple[float, str]:
             dt = (time.perf_counter() - t0) / reps
         best = min(best, dt)
     name = torch.cuda.get_device_name() if dev == "cuda" else "CPU"
-    return 2.0 * n ** 3 / best / 1e9, f"torch {torch.__version__} on {name}"
+    return 2.0 * n**3 / best / 1e9, f"torch {torch.__version__} on {name}"
 
 
 def addition_step_ms(steps: int) -> tuple[float, dict]:
     import importlib
 
     from tgweb.samples import get
+
     tgc = importlib.import_module("tgweb.compile")
     s = get("addition")
     tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
@@ -124,24 +126,28 @@ def main() -> None:
     ap.add_argument("--no-addition", action="store_true", help="skip the training-step timing")
     args = ap.parse_args()
     from tgweb.backends import native
+
     if not native.available():
         sys.exit("no WebGPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers)")
     info = native.adapter_info()
     sizes = args.sizes or ([128, 256] if args.small else [1024, 4096])
-    print(f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, "
-          f"{info.get('description', '')})")
+    print(
+        f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {info.get('description', '')})"
+    )
     print(f"{'n':>6} {'tgweb GFLOP/s':>14} {'torch GFLOP/s':>14} {'ratio':>7} {'max rel err':>12}")
     what = ""
     for n in sizes:
-        reps = max(1, min(50, int(2e11 / n ** 3))) if not args.small else 2
+        reps = max(1, min(50, int(2e11 / n**3))) if not args.small else 2
         gf, err = tgweb_matmul(n, reps)
         tf, what = torch_matmul(n, reps)
         print(f"{n:>6} {gf:>14.1f} {tf:>14.1f} {gf / tf:>7.1%} {err:>12.2e}")
     print(f"({what}, float32, TF32 off)")
     if not args.no_addition:
         ms, meta = addition_step_ms(3 if args.small else 50)
-        print(f"addition training step: {ms:.2f} ms ({meta['dispatches']} dispatches, "
-              f"{meta['pipelines']} pipelines, one submit)")
+        print(
+            f"addition training step: {ms:.2f} ms ({meta['dispatches']} dispatches, "
+            f"{meta['pipelines']} pipelines, one submit)"
+        )
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tgweb", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tgweb", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_info_lists_backends_adapters_and_samples(capsys):
@@ -29,7 +30,7 @@ def test_info_lists_backends_adapters_and_samples(capsys):
     assert "default backend: " in out
     assert "adapters (wgpu-py)" in out
     assert "samples: sin, addition, digits, names" in out
-    assert cli.main(["info", "--json"]) == 0           # the same data as JSON, in-process
+    assert cli.main(["info", "--json"]) == 0  # the same data as JSON, in-process
     found = json.loads(capsys.readouterr().out)
     assert found["backends"]["reference"]["available"] is True
     assert found["backends"]["browser"]["available"] is False
@@ -44,18 +45,30 @@ def test_train_sin_five_steps():
     out = p.stdout
     assert out.startswith("sin: backend ")
     assert "4,353 parameters" in out
-    assert "step 5: loss " in out and ", mse " in out            # the final evaluation
+    assert "step 5: loss " in out and ", mse " in out  # the final evaluation
     assert "final mse: " in out and "after 5 steps" in out
     assert "SUCCESS NOT met: mse < 0.001 within 1000 steps" in out
     assert "steps: 5, wall time " in out
-    assert "loss=" in p.stderr and "5/5" in p.stderr               # the tqdm bar and its postfix
+    assert "loss=" in p.stderr and "5/5" in p.stderr  # the tqdm bar and its postfix
 
 
 def test_train_check_json_and_errors(tmp_path):
     path = tmp_path / "summary.json"
-    p = _run("train", "sin", "--steps", "3", "--backend", "reference", "--seed", "2", "--check",
-             "--no-progress", "--json", str(path))
-    assert p.returncode == 1, p.stderr                             # --check: SUCCESS not met
+    p = _run(
+        "train",
+        "sin",
+        "--steps",
+        "3",
+        "--backend",
+        "reference",
+        "--seed",
+        "2",
+        "--check",
+        "--no-progress",
+        "--json",
+        str(path),
+    )
+    assert p.returncode == 1, p.stderr  # --check: SUCCESS not met
     assert "loss=" not in p.stderr
     s = json.loads(path.read_text())
     assert s["sample"] == "sin" and s["backend"] == "reference" and s["seed"] == 2

@@ -63,8 +63,7 @@ def fd_check(fn, specs: dict, wrt: list[str], kind: str, seed: int = 0, entries:
     arrays = {k: _make(s, rng) for k, s in specs.items()}
     g = Graph()
     with tracing(g):
-        feeds = {k: g.input(k, a.shape, "i32" if a.dtype.kind == "i" else "f32")
-                 for k, a in arrays.items()}
+        feeds = {k: g.input(k, a.shape, "i32" if a.dtype.kind == "i" else "f32") for k, a in arrays.items()}
         out = fn(**feeds)
         w = g.input("_w", out.shape)
         loss = tg.sum(out * w)
@@ -93,15 +92,15 @@ def fd_check(fn, specs: dict, wrt: list[str], kind: str, seed: int = 0, entries:
             lm = run([loss], dict(arrays, **{name: minus}))[0]
             num = (lp - lm) / (2 * EPS)
             assert abs(num - ga[pos]) <= 1e-5 * max(1.0, abs(num)), (
-                f"{kind}: d/d{name}{list(pos)} analytic {ga[pos]} vs numeric {num}")
+                f"{kind}: d/d{name}{list(pos)} analytic {ga[pos]} vs numeric {num}"
+            )
 
 
 # ------------------------------------------------------------------ cases by kind
 # each case: (fn, {input: spec}, [inputs to differentiate])
 
 UNARY_SHAPES = [(1,), (3, 7), (7, 1, 3)]
-BINARY_SHAPES = [((3, 7), (3, 7)), ((7, 1), (1, 3)), ((1,), (3, 7)), ((7, 3, 1), (3, 7)),
-                 ((1, 1), (1,))]
+BINARY_SHAPES = [((3, 7), (3, 7)), ((7, 1), (1, 3)), ((1,), (3, 7)), ((7, 3, 1), (3, 7)), ((1, 1), (1,))]
 
 
 def unary(fn, maker=normal):
@@ -116,60 +115,88 @@ def _maximum_cases(op):
     # a and b interleaved so that no pair is within 0.05 of a tie
     def fn(a, b):
         return op(a, b + 0.025)
+
     # (the last pair is left out: one element against one never lets both win)
-    return [(fn, {"a": spaced(*sa), "b": spaced(*sb)}, ["a", "b"])
-            for sa, sb in BINARY_SHAPES[:-1]]
+    return [(fn, {"a": spaced(*sa), "b": spaced(*sb)}, ["a", "b"]) for sa, sb in BINARY_SHAPES[:-1]]
 
 
 def _where_cases():
     def fn(c, a, b):
         return tg.where(c > 0.0, a, b)
-    return [(fn, {"c": normal(*sc), "a": normal(*sa), "b": normal(*sb)}, ["a", "b"])
-            for sc, sa, sb in [((3, 7), (3, 7), (3, 7)), ((7, 1), (1, 3), (7, 3)),
-                               ((3, 7), (3, 1), (1, 7))]]
+
+    return [
+        (fn, {"c": normal(*sc), "a": normal(*sa), "b": normal(*sb)}, ["a", "b"])
+        for sc, sa, sb in [((3, 7), (3, 7), (3, 7)), ((7, 1), (1, 3), (7, 3)), ((3, 7), (3, 1), (1, 7))]
+    ]
 
 
 def _reduce_cases(op, maker):
-    return [(lambda x, a=a, k=k: op(x, a, k), {"x": maker(*s)}, ["x"])
-            for s, a, k in [((7,), None, False), ((3, 7), 1, True), ((3, 7), 0, False),
-                            ((7, 1, 3), (0, 2), False), ((1, 3, 7), (1,), True)]]
+    return [
+        (lambda x, a=a, k=k: op(x, a, k), {"x": maker(*s)}, ["x"])
+        for s, a, k in [
+            ((7,), None, False),
+            ((3, 7), 1, True),
+            ((3, 7), 0, False),
+            ((7, 1, 3), (0, 2), False),
+            ((1, 3, 7), (1,), True),
+        ]
+    ]
 
 
 def _matmul_cases():
-    cases = [(tg.matmul, {"a": normal(*sa), "b": normal(*sb)}, ["a", "b"])
-             for sa, sb in [((3, 7), (7, 1)), ((2, 3, 7), (7, 3)), ((1, 3, 7), (4, 7, 2)),
-                            ((7,), (7, 3)), ((3, 7), (7,)), ((1, 1), (1, 3))]]
+    cases = [
+        (tg.matmul, {"a": normal(*sa), "b": normal(*sb)}, ["a", "b"])
+        for sa, sb in [
+            ((3, 7), (7, 1)),
+            ((2, 3, 7), (7, 3)),
+            ((1, 3, 7), (4, 7, 2)),
+            ((7,), (7, 3)),
+            ((3, 7), (7,)),
+            ((1, 1), (1, 3)),
+        ]
+    ]
     for ta in (False, True):
         for tb in (False, True):
             sa = (2, 7, 3) if ta else (2, 3, 7)
             sb = (1, 5, 7) if tb else (1, 7, 5)
-            cases.append((lambda a, b, ta=ta, tb=tb: make("matmul", (a, b), ta=ta, tb=tb),
-                          {"a": normal(*sa), "b": normal(*sb)}, ["a", "b"]))
+            cases.append(
+                (
+                    lambda a, b, ta=ta, tb=tb: make("matmul", (a, b), ta=ta, tb=tb),
+                    {"a": normal(*sa), "b": normal(*sb)},
+                    ["a", "b"],
+                )
+            )
     return cases
 
 
 def _conv_cases():
     # (x shape, w shape, stride, padding, groups)
-    return [((2, 3, 7, 5), (4, 3, 3, 3), 1, 1, 1),
-            ((1, 3, 7, 7), (2, 3, 3, 2), 2, 0, 1),
-            ((1, 3, 5, 5), (6, 1, 3, 3), (2, 1), (1, 0), 3),
-            ((3, 4, 3, 3), (2, 2, 1, 1), 1, 0, 2),
-            ((1, 1, 1, 1), (3, 1, 1, 1), 1, 0, 1)]
+    return [
+        ((2, 3, 7, 5), (4, 3, 3, 3), 1, 1, 1),
+        ((1, 3, 7, 7), (2, 3, 3, 2), 2, 0, 1),
+        ((1, 3, 5, 5), (6, 1, 3, 3), (2, 1), (1, 0), 3),
+        ((3, 4, 3, 3), (2, 2, 1, 1), 1, 0, 2),
+        ((1, 1, 1, 1), (3, 1, 1, 1), 1, 0, 1),
+    ]
 
 
 def _conv_out(xs, ws, s, p):
     s = (s, s) if isinstance(s, int) else s
     p = (p, p) if isinstance(p, int) else p
-    return (xs[0], ws[0], (xs[2] + 2 * p[0] - ws[2]) // s[0] + 1,
-            (xs[3] + 2 * p[1] - ws[3]) // s[1] + 1)
+    return (xs[0], ws[0], (xs[2] + 2 * p[0] - ws[2]) // s[0] + 1, (xs[3] + 2 * p[1] - ws[3]) // s[1] + 1)
 
 
 def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-POOLS = [((2, 3, 6, 7), 2, None, 0), ((1, 2, 7, 7), 3, 2, 1), ((1, 1, 3, 7), (3, 1), 1, 0),
-         ((1, 3, 1, 1), 1, None, 0), ((2, 1, 5, 5), (2, 3), (1, 2), (1, 1))]
+POOLS = [
+    ((2, 3, 6, 7), 2, None, 0),
+    ((1, 2, 7, 7), 3, 2, 1),
+    ((1, 1, 3, 7), (3, 1), 1, 0),
+    ((1, 3, 1, 1), 1, None, 0),
+    ((2, 1, 5, 5), (2, 3), (1, 2), (1, 1)),
+]
 
 
 def _pool_out(xs, k, s, p):
@@ -208,111 +235,196 @@ CASES: dict[str, list] = {
     "erf": unary(tg.erf),
     "sin": unary(tg.sin),
     "cos": unary(tg.cos),
-    "pow": unary(lambda x: x ** 2.5, positive) + unary(lambda x: tg.pow(x, -1.5), positive),
+    "pow": unary(lambda x: x**2.5, positive) + unary(lambda x: tg.pow(x, -1.5), positive),
     "clamp": unary(lambda x: tg.clamp(x, -0.325, 0.425), spaced)
     + unary(lambda x: tg.clamp(x, min=0.0251), spaced),
     "cast": [(lambda x: make("cast", (x,), dtype="f32") * x, {"x": normal(3, 7)}, ["x"])],
     "sum": _reduce_cases(tg.sum, normal),
     "max": _reduce_cases(tg.max, spaced),
     "min": _reduce_cases(tg.min, spaced),
-    "reshape": [(lambda x: tg.reshape(x, (7, 3)) * tg.arange(3.0), {"x": normal(3, 7)}, ["x"]),
-                (lambda x: x.reshape(-1), {"x": normal(7, 1, 3)}, ["x"])],
-    "permute": [(lambda x: tg.permute(x, (2, 0, 1)), {"x": normal(7, 1, 3)}, ["x"]),
-                (lambda x: x.T, {"x": normal(3, 7)}, ["x"])],
-    "broadcast_to": [(lambda x: tg.broadcast_to(x, (3, 7)), {"x": normal(1, 7)}, ["x"]),
-                     (lambda x: tg.broadcast_to(x, (2, 7, 3)), {"x": normal(7, 1)}, ["x"]),
-                     (lambda x: tg.broadcast_to(x, (3, 7)), {"x": normal(1)}, ["x"])],
-    "slice": [(lambda x: x[..., 1:4], {"x": normal(3, 7)}, ["x"]),
-              (lambda x: tg.narrow(x, 0, 2, 5), {"x": normal(7, 1, 3)}, ["x"]),
-              (lambda x: x[1], {"x": normal(3, 7)}, ["x"])],
-    "pad": [(lambda x: tg.pad(x, 1, 2, 1), {"x": normal(3, 7)}, ["x"]),
-            (lambda x: tg.pad(x, 0, 0, 3), {"x": normal(1)}, ["x"])],
-    "concat": [(lambda a, b: tg.concat([a, b, a], 1), {"a": normal(3, 1), "b": normal(3, 7)},
-                ["a", "b"]),
-               (lambda a, b: tg.stack([a, b], 0), {"a": normal(7, 3), "b": normal(7, 3)},
-                ["a", "b"])],
+    "reshape": [
+        (lambda x: tg.reshape(x, (7, 3)) * tg.arange(3.0), {"x": normal(3, 7)}, ["x"]),
+        (lambda x: x.reshape(-1), {"x": normal(7, 1, 3)}, ["x"]),
+    ],
+    "permute": [
+        (lambda x: tg.permute(x, (2, 0, 1)), {"x": normal(7, 1, 3)}, ["x"]),
+        (lambda x: x.T, {"x": normal(3, 7)}, ["x"]),
+    ],
+    "broadcast_to": [
+        (lambda x: tg.broadcast_to(x, (3, 7)), {"x": normal(1, 7)}, ["x"]),
+        (lambda x: tg.broadcast_to(x, (2, 7, 3)), {"x": normal(7, 1)}, ["x"]),
+        (lambda x: tg.broadcast_to(x, (3, 7)), {"x": normal(1)}, ["x"]),
+    ],
+    "slice": [
+        (lambda x: x[..., 1:4], {"x": normal(3, 7)}, ["x"]),
+        (lambda x: tg.narrow(x, 0, 2, 5), {"x": normal(7, 1, 3)}, ["x"]),
+        (lambda x: x[1], {"x": normal(3, 7)}, ["x"]),
+    ],
+    "pad": [
+        (lambda x: tg.pad(x, 1, 2, 1), {"x": normal(3, 7)}, ["x"]),
+        (lambda x: tg.pad(x, 0, 0, 3), {"x": normal(1)}, ["x"]),
+    ],
+    "concat": [
+        (lambda a, b: tg.concat([a, b, a], 1), {"a": normal(3, 1), "b": normal(3, 7)}, ["a", "b"]),
+        (lambda a, b: tg.stack([a, b], 0), {"a": normal(7, 3), "b": normal(7, 3)}, ["a", "b"]),
+    ],
     "matmul": _matmul_cases(),
-    "softmax": [(lambda x, a=a: tg.softmax(x, a), {"x": normal(*s)}, ["x"])
-                for s, a in [((7,), -1), ((3, 7), 0), ((3, 7), -1), ((7, 3, 1), 1), ((2, 3, 7), 2)]],
-    "log_softmax": [(lambda x, a=a: tg.log_softmax(x, a), {"x": normal(*s)}, ["x"])
-                    for s, a in [((7,), -1), ((3, 7), 0), ((7, 1, 3), 2), ((2, 3, 7), 1)]],
-    "causal_softmax": [(lambda x: tg.causal_softmax(x), {"x": normal(*s)}, ["x"])
-                       for s in [(3, 3), (2, 7, 7), (1, 2, 3, 7), (7, 3), (1, 1, 7, 7)]],
-    "embedding": [(lambda w, i: tg.embedding(w, i), {"w": normal(*ws), "i": index(ws[0] + hi, *ish)}, ["w"])
-                  for ws, ish, hi in [((7, 3), (3,), 0), ((3, 7), (2, 7), 0), ((7, 1), (7, 3), 2),
-                                      ((1, 3), (3,), 0)]],
-    "embedding_grad": [(lambda g, i, n=n: make("embedding_grad", (g, i), num=n),
-                        {"g": normal(*gs), "i": index(n, *gs[:-1])}, ["g"])
-                       for gs, n in [((7, 3), 3), ((2, 3, 7), 7), ((1, 1), 1)]],
-    "take_along_axis": [(lambda x, i, a=a: tg.take_along_axis(x, i, a),
-                         {"x": normal(*xs), "i": index(hi, *ish, low=lo)}, ["x"])
-                        for xs, ish, a, lo, hi in [((3, 7), (3, 2), 1, 0, 7),
-                                                   ((7, 1, 3), (2, 1, 3), 0, 0, 7),
-                                                   ((3, 7), (3, 7), -1, -1, 8),
-                                                   ((1,), (3,), 0, 0, 1)]],
-    "take_along_axis_grad": [(lambda g, i, a=a, n=n: make("take_along_axis_grad", (g, i), axis=a,
-                                                          size=n),
-                              {"g": normal(*gs), "i": index(n, *gs)}, ["g"])
-                             for gs, a, n in [((3, 2), 1, 7), ((2, 1, 3), 0, 7), ((3,), 0, 1)]],
-    "conv2d": [(lambda x, w, s=s, p=p, gr=gr: tg.conv2d(x, w, stride=s, padding=p, groups=gr),
-                {"x": normal(*xs), "w": normal(*ws)}, ["x", "w"])
-               for xs, ws, s, p, gr in _conv_cases()],
+    "softmax": [
+        (lambda x, a=a: tg.softmax(x, a), {"x": normal(*s)}, ["x"])
+        for s, a in [((7,), -1), ((3, 7), 0), ((3, 7), -1), ((7, 3, 1), 1), ((2, 3, 7), 2)]
+    ],
+    "log_softmax": [
+        (lambda x, a=a: tg.log_softmax(x, a), {"x": normal(*s)}, ["x"])
+        for s, a in [((7,), -1), ((3, 7), 0), ((7, 1, 3), 2), ((2, 3, 7), 1)]
+    ],
+    "causal_softmax": [
+        (lambda x: tg.causal_softmax(x), {"x": normal(*s)}, ["x"])
+        for s in [(3, 3), (2, 7, 7), (1, 2, 3, 7), (7, 3), (1, 1, 7, 7)]
+    ],
+    "embedding": [
+        (lambda w, i: tg.embedding(w, i), {"w": normal(*ws), "i": index(ws[0] + hi, *ish)}, ["w"])
+        for ws, ish, hi in [((7, 3), (3,), 0), ((3, 7), (2, 7), 0), ((7, 1), (7, 3), 2), ((1, 3), (3,), 0)]
+    ],
+    "embedding_grad": [
+        (
+            lambda g, i, n=n: make("embedding_grad", (g, i), num=n),
+            {"g": normal(*gs), "i": index(n, *gs[:-1])},
+            ["g"],
+        )
+        for gs, n in [((7, 3), 3), ((2, 3, 7), 7), ((1, 1), 1)]
+    ],
+    "take_along_axis": [
+        (
+            lambda x, i, a=a: tg.take_along_axis(x, i, a),
+            {"x": normal(*xs), "i": index(hi, *ish, low=lo)},
+            ["x"],
+        )
+        for xs, ish, a, lo, hi in [
+            ((3, 7), (3, 2), 1, 0, 7),
+            ((7, 1, 3), (2, 1, 3), 0, 0, 7),
+            ((3, 7), (3, 7), -1, -1, 8),
+            ((1,), (3,), 0, 0, 1),
+        ]
+    ],
+    "take_along_axis_grad": [
+        (
+            lambda g, i, a=a, n=n: make("take_along_axis_grad", (g, i), axis=a, size=n),
+            {"g": normal(*gs), "i": index(n, *gs)},
+            ["g"],
+        )
+        for gs, a, n in [((3, 2), 1, 7), ((2, 1, 3), 0, 7), ((3,), 0, 1)]
+    ],
+    "conv2d": [
+        (
+            lambda x, w, s=s, p=p, gr=gr: tg.conv2d(x, w, stride=s, padding=p, groups=gr),
+            {"x": normal(*xs), "w": normal(*ws)},
+            ["x", "w"],
+        )
+        for xs, ws, s, p, gr in _conv_cases()
+    ],
     "conv2d_grad_input": [
-        (lambda g, w, xs=xs, s=s, p=p, gr=gr: make(
-            "conv2d_grad_input", (g, w), stride=_pair(s), padding=_pair(p), groups=gr,
-            in_hw=xs[2:]),
-         {"g": normal(*_conv_out(xs, ws, s, p)), "w": normal(*ws)}, ["g", "w"])
-        for xs, ws, s, p, gr in _conv_cases()],
+        (
+            lambda g, w, xs=xs, s=s, p=p, gr=gr: make(
+                "conv2d_grad_input", (g, w), stride=_pair(s), padding=_pair(p), groups=gr, in_hw=xs[2:]
+            ),
+            {"g": normal(*_conv_out(xs, ws, s, p)), "w": normal(*ws)},
+            ["g", "w"],
+        )
+        for xs, ws, s, p, gr in _conv_cases()
+    ],
     "conv2d_grad_weight": [
-        (lambda x, g, ws=ws, s=s, p=p, gr=gr: make(
-            "conv2d_grad_weight", (x, g), stride=_pair(s), padding=_pair(p), groups=gr,
-            kernel=ws[2:]),
-         {"x": normal(*xs), "g": normal(*_conv_out(xs, ws, s, p))}, ["x", "g"])
-        for xs, ws, s, p, gr in _conv_cases()],
-    "max_pool2d": [(lambda x, k=k, s=s, p=p: tg.max_pool2d(x, k, s, p), {"x": spaced(*xs)}, ["x"])
-                   for xs, k, s, p in POOLS],
-    "max_pool2d_grad": [(lambda x, g, k=k, s=s, p=p: make("max_pool2d_grad", (x, g),
-                                                          **_pattrs(k, s, p)),
-                         {"x": spaced(*xs), "g": normal(*_pool_out(xs, k, s, p))}, ["g"])
-                        for xs, k, s, p in POOLS],
-    "max_pool2d_select": [(lambda x, h, k=k, s=s, p=p: make("max_pool2d_select", (x, h),
-                                                            **_pattrs(k, s, p)),
-                           {"x": spaced(*xs), "h": normal(*xs)}, ["h"])
-                          for xs, k, s, p in POOLS],
-    "avg_pool2d": [(lambda x, k=k, s=s, p=p: tg.avg_pool2d(x, k, s, p), {"x": normal(*xs)}, ["x"])
-                   for xs, k, s, p in POOLS],
-    "avg_pool2d_grad": [(lambda g, xs=xs, k=k, s=s, p=p: make("avg_pool2d_grad", (g,),
-                                                              in_hw=xs[2:], **_pattrs(k, s, p)),
-                         {"g": normal(*_pool_out(xs, k, s, p))}, ["g"])
-                        for xs, k, s, p in POOLS],
+        (
+            lambda x, g, ws=ws, s=s, p=p, gr=gr: make(
+                "conv2d_grad_weight", (x, g), stride=_pair(s), padding=_pair(p), groups=gr, kernel=ws[2:]
+            ),
+            {"x": normal(*xs), "g": normal(*_conv_out(xs, ws, s, p))},
+            ["x", "g"],
+        )
+        for xs, ws, s, p, gr in _conv_cases()
+    ],
+    "max_pool2d": [
+        (lambda x, k=k, s=s, p=p: tg.max_pool2d(x, k, s, p), {"x": spaced(*xs)}, ["x"])
+        for xs, k, s, p in POOLS
+    ],
+    "max_pool2d_grad": [
+        (
+            lambda x, g, k=k, s=s, p=p: make("max_pool2d_grad", (x, g), **_pattrs(k, s, p)),
+            {"x": spaced(*xs), "g": normal(*_pool_out(xs, k, s, p))},
+            ["g"],
+        )
+        for xs, k, s, p in POOLS
+    ],
+    "max_pool2d_select": [
+        (
+            lambda x, h, k=k, s=s, p=p: make("max_pool2d_select", (x, h), **_pattrs(k, s, p)),
+            {"x": spaced(*xs), "h": normal(*xs)},
+            ["h"],
+        )
+        for xs, k, s, p in POOLS
+    ],
+    "avg_pool2d": [
+        (lambda x, k=k, s=s, p=p: tg.avg_pool2d(x, k, s, p), {"x": normal(*xs)}, ["x"])
+        for xs, k, s, p in POOLS
+    ],
+    "avg_pool2d_grad": [
+        (
+            lambda g, xs=xs, k=k, s=s, p=p: make("avg_pool2d_grad", (g,), in_hw=xs[2:], **_pattrs(k, s, p)),
+            {"g": normal(*_pool_out(xs, k, s, p))},
+            ["g"],
+        )
+        for xs, k, s, p in POOLS
+    ],
 }
 
 # composite ops: checked end to end through the kinds they are built from
 COMPOSITE_CASES = {
-    "cross_entropy": [(lambda x, t: tg.cross_entropy(x, t), {"x": normal(3, 7), "t": index(7, 3)},
-                       ["x"]),
-                      (lambda x, t: tg.cross_entropy(x, t, reduction="none"),
-                       {"x": normal(2, 3, 7), "t": index(7, 2, 3)}, ["x"]),
-                      (lambda x, t: tg.cross_entropy(x, tg.softmax(t), reduction="sum"),
-                       {"x": normal(3, 7), "t": normal(3, 7)}, ["x", "t"])],
-    "nll_loss": [(lambda x, t: tg.nll_loss(tg.log_softmax(x), t, reduction="sum"),
-                  {"x": normal(7, 3), "t": index(3, 7)}, ["x"])],
-    "mse_loss": [(lambda a, b: tg.mse_loss(a, b), {"a": normal(3, 7), "b": normal(3, 7)},
-                  ["a", "b"])],
-    "upsample_nearest2d": [(lambda x: tg.upsample_nearest2d(x, 2), {"x": normal(2, 3, 3, 1)}, ["x"]),
-                           (lambda x: tg.upsample_nearest2d(x, (1, 3)), {"x": normal(1, 1, 7, 3)},
-                            ["x"])],
+    "cross_entropy": [
+        (lambda x, t: tg.cross_entropy(x, t), {"x": normal(3, 7), "t": index(7, 3)}, ["x"]),
+        (
+            lambda x, t: tg.cross_entropy(x, t, reduction="none"),
+            {"x": normal(2, 3, 7), "t": index(7, 2, 3)},
+            ["x"],
+        ),
+        (
+            lambda x, t: tg.cross_entropy(x, tg.softmax(t), reduction="sum"),
+            {"x": normal(3, 7), "t": normal(3, 7)},
+            ["x", "t"],
+        ),
+    ],
+    "nll_loss": [
+        (
+            lambda x, t: tg.nll_loss(tg.log_softmax(x), t, reduction="sum"),
+            {"x": normal(7, 3), "t": index(3, 7)},
+            ["x"],
+        )
+    ],
+    "mse_loss": [(lambda a, b: tg.mse_loss(a, b), {"a": normal(3, 7), "b": normal(3, 7)}, ["a", "b"])],
+    "upsample_nearest2d": [
+        (lambda x: tg.upsample_nearest2d(x, 2), {"x": normal(2, 3, 3, 1)}, ["x"]),
+        (lambda x: tg.upsample_nearest2d(x, (1, 3)), {"x": normal(1, 1, 7, 3)}, ["x"]),
+    ],
     "mean": [(lambda x: tg.mean(x, 1), {"x": normal(3, 7)}, ["x"])],
-    "conv2d_bias": [(lambda x, w, b: tg.conv2d(x, w, b, padding=1),
-                     {"x": normal(1, 3, 3, 7), "w": normal(2, 3, 3, 3), "b": normal(2)},
-                     ["x", "w", "b"])],
-    "dropout": [(lambda x: tg.dropout(x, 0.0) * tg.dropout(x, 0.5, training=False),
-                 {"x": normal(3, 7)}, ["x"])],
+    "conv2d_bias": [
+        (
+            lambda x, w, b: tg.conv2d(x, w, b, padding=1),
+            {"x": normal(1, 3, 3, 7), "w": normal(2, 3, 3, 3), "b": normal(2)},
+            ["x", "w", "b"],
+        )
+    ],
+    "dropout": [
+        (lambda x: tg.dropout(x, 0.0) * tg.dropout(x, 0.5, training=False), {"x": normal(3, 7)}, ["x"])
+    ],
 }
 
-COMPOSITE_KIND = {"cross_entropy": "log_softmax", "nll_loss": "take_along_axis",
-                  "mse_loss": "square", "upsample_nearest2d": "broadcast_to", "mean": "sum",
-                  "conv2d_bias": "conv2d", "dropout": "mul"}
+COMPOSITE_KIND = {
+    "cross_entropy": "log_softmax",
+    "nll_loss": "take_along_axis",
+    "mse_loss": "square",
+    "upsample_nearest2d": "broadcast_to",
+    "mean": "sum",
+    "conv2d_bias": "conv2d",
+    "dropout": "mul",
+}
 
 
 def differentiable_kinds():

@@ -80,8 +80,13 @@ def run_case(fn, specs, grad=True, doms=None, rtol=2e-4, atol=2e-5, seed=0, limi
         feeds[n] = data_for(n, t.shape, t.dtype, doms.get(n), rng)
     rt = native.Runtime(prog)
     try:
-        host = {n: array.array(TC[g.inputs[n].dtype], v.astype(
-            np.uint32 if v.dtype == np.bool_ else v.dtype).ravel().tolist()) for n, v in feeds.items()}
+        host = {
+            n: array.array(
+                TC[g.inputs[n].dtype],
+                v.astype(np.uint32 if v.dtype == np.bool_ else v.dtype).ravel().tolist(),
+            )
+            for n, v in feeds.items()
+        }
         scal = {s.name: SEED for s in prog.scalars}
         got = rt.run(host, scal, [("outputs", n) for n in g.outputs])
     finally:
@@ -115,16 +120,20 @@ def b(*shape):
 
 
 def unary(fn, dom=None):
-    return [(lambda x: fn(x), {"x": f(1)}, {"doms": {"x": dom}}),
-            (lambda x: fn(x), {"x": f(7, 33)}, {"doms": {"x": dom}}),
-            (lambda x: fn(x), {"x": f(257)}, {"doms": {"x": dom}})]
+    return [
+        (lambda x: fn(x), {"x": f(1)}, {"doms": {"x": dom}}),
+        (lambda x: fn(x), {"x": f(7, 33)}, {"doms": {"x": dom}}),
+        (lambda x: fn(x), {"x": f(257)}, {"doms": {"x": dom}}),
+    ]
 
 
 def binary(fn, dom_b=None, dtype="f32"):
     mk = f if dtype == "f32" else i
-    return [(fn, {"x": mk(1), "y": mk(1)}, {"doms": {"y": dom_b}}),
-            (fn, {"x": mk(7, 33), "y": mk(33)}, {"doms": {"y": dom_b}}),
-            (fn, {"x": mk(257, 1), "y": mk(1, 3)}, {"doms": {"y": dom_b}})]
+    return [
+        (fn, {"x": mk(1), "y": mk(1)}, {"doms": {"y": dom_b}}),
+        (fn, {"x": mk(7, 33), "y": mk(33)}, {"doms": {"y": dom_b}}),
+        (fn, {"x": mk(257, 1), "y": mk(1, 3)}, {"doms": {"y": dom_b}}),
+    ]
 
 
 def emb(w, k):
@@ -137,20 +146,23 @@ CASES = {
     "sub": binary(lambda x, y: x - y),
     "mul": binary(lambda x, y: x * y) + binary(lambda x, y: x * y, dtype="i32"),
     "div": binary(lambda x, y: x / y, "pos"),
-    "maximum": binary(lambda x, y: tg.maximum(x, y)) + binary(lambda x, y: tg.maximum(x, y),
-                                                                dtype="i32"),
+    "maximum": binary(lambda x, y: tg.maximum(x, y)) + binary(lambda x, y: tg.maximum(x, y), dtype="i32"),
     "minimum": binary(lambda x, y: tg.minimum(x, y)),
     "less": binary(lambda x, y: x < y) + binary(lambda x, y: x < y, dtype="i32"),
     "greater": binary(lambda x, y: x > y),
     "less_equal": binary(lambda x, y: x <= y, dtype="i32"),
     "greater_equal": binary(lambda x, y: x >= y),
     "equal": binary(lambda x, y: tg.equal(x, y), dtype="i32"),
-    "logical_and": [(lambda p, q: tg.logical_and(p, q), {"p": b(*s), "q": b(*s)}, {})
-                    for s in ((1,), (7, 33), (257,))],
-    "logical_or": [(lambda p, q: tg.logical_or(p, q), {"p": b(*s), "q": b(1)}, {})
-                   for s in ((1,), (7, 33), (257,))],
-    "where": [(lambda c, x, y: tg.where(c, x, y), {"c": b(*s), "x": f(*s), "y": f(1)}, {})
-              for s in ((1,), (7, 33), (257,))]
+    "logical_and": [
+        (lambda p, q: tg.logical_and(p, q), {"p": b(*s), "q": b(*s)}, {}) for s in ((1,), (7, 33), (257,))
+    ],
+    "logical_or": [
+        (lambda p, q: tg.logical_or(p, q), {"p": b(*s), "q": b(1)}, {}) for s in ((1,), (7, 33), (257,))
+    ],
+    "where": [
+        (lambda c, x, y: tg.where(c, x, y), {"c": b(*s), "x": f(*s), "y": f(1)}, {})
+        for s in ((1,), (7, 33), (257,))
+    ]
     + [(lambda c, x: tg.where(c, x, 3), {"c": b(7, 1), "x": i(7, 5)}, {})],
     "neg": unary(tg.neg),
     "abs": unary(tg.abs),
@@ -170,123 +182,186 @@ CASES = {
     "erf": unary(tg.erf),
     "sin": unary(tg.sin),
     "cos": unary(tg.cos),
-    "pow": unary(lambda x: x ** 3) + unary(lambda x: x ** 1.5, "pos") + unary(lambda x: x ** -0.5,
-                                                                                "pos"),
+    "pow": unary(lambda x: x**3) + unary(lambda x: x**1.5, "pos") + unary(lambda x: x**-0.5, "pos"),
     "clamp": unary(lambda x: tg.clamp(x, -0.5, 0.7)) + unary(lambda x: tg.clamp(x, min=0.1)),
-    "cast": [(lambda x: tg.cast(x * 4.0, "i32"), {"x": f(7, 33)}, {}),
-             (lambda x: tg.cast(x, "f32") * 0.5, {"x": i(1)}, {}),
-             (lambda x: tg.cast(x, "bool"), {"x": f(257)}, {}),
-             (lambda c: tg.cast(c, "f32") + tg.cast(c, "i32"), {"c": b(33)}, {})],
-    "full": [(lambda x: (tg.full((7, 3), 1.5), x * 2.0), {"x": f(1)}, {}),
-             (lambda x: (tg.full((33,), 2, "i32"), x + 1.0), {"x": f(5)}, {}),
-             (lambda x: x + tg.full((257,), -0.25), {"x": f(257)}, {})],
-    "arange": [(lambda x: x * tg.arange(1, 8, 1), {"x": f(7)}, {}),
-               (lambda x: x + tg.arange(0.0, 3.3, 0.1), {"x": f(33)}, {}),
-               (lambda x: tg.arange(257) + x, {"x": i(1)}, {})],
-    "sum": [(lambda x: x.sum(), {"x": f(1)}, {}),
-            (lambda x: x.sum(axis=1), {"x": f(7, 33)}, {}),
-            (lambda x: x.sum(axis=(0, 2), keepdims=True), {"x": f(7, 5, 33)}, {}),
-            (lambda x: x.sum(axis=0), {"x": f(257, 3)}, {}),
-            (lambda x: x.sum(axis=-1), {"x": f(3, 2049)}, {}),
-            (lambda x: x.sum(axis=1), {"x": i(7, 33)}, {})],
-    "max": [(lambda x: x.max(), {"x": f(1)}, {"doms": {"x": "distinct"}}),
-            (lambda x: x.max(axis=1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
-            (lambda x: x.max(axis=0, keepdims=True), {"x": f(257, 3)}, {"doms": {"x": "distinct"}}),
-            (lambda x: x.max(axis=1), {"x": i(7, 5)}, {})],
-    "min": [(lambda x: x.min(), {"x": f(1)}, {"doms": {"x": "distinct"}}),
-            (lambda x: x.min(axis=(0, 1)), {"x": f(7, 33, 2)}, {"doms": {"x": "distinct"}}),
-            (lambda x: x.min(axis=-1), {"x": f(3, 257)}, {"doms": {"x": "distinct"}})],
-    "argmax": [(lambda x: x.argmax(0), {"x": f(1)}, {}),
-               (lambda x: x.argmax(1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
-               (lambda x: x.argmax(0, keepdims=True), {"x": f(257, 3)}, {"doms": {"x": "distinct"}}),
-               (lambda x: x.argmax(-1), {"x": i(7, 9)}, {"doms": {"x": (0, 3)}})],
-    "argmin": [(lambda x: x.argmin(0), {"x": f(1)}, {}),
-               (lambda x: x.argmin(1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
-               (lambda x: x.argmin(-1), {"x": f(3, 257)}, {"doms": {"x": "distinct"}})],
-    "permute": [(lambda x: x.permute(1, 0), {"x": f(7, 33)}, {}),
-                (lambda x: x.permute(2, 0, 1), {"x": f(3, 5, 7)}, {}),
-                (lambda x: x.T, {"x": i(257, 2)}, {})],
-    "broadcast_to": [(lambda x: tg.broadcast_to(x, (3, 1)), {"x": f(1)}, {}),
-                     (lambda x: tg.broadcast_to(x, (7, 33)), {"x": f(33)}, {}),
-                     (lambda x: tg.broadcast_to(x, (2, 257, 3)), {"x": f(257, 1)}, {})],
-    "slice": [(lambda x: x[1:3], {"x": f(7)}, {}),
-              (lambda x: x[:, 5:32], {"x": f(7, 33)}, {}),
-              (lambda x: x[..., 0], {"x": f(257, 2)}, {})],
-    "pad": [(lambda x: tg.pad(x, 0, 1, 2), {"x": f(1)}, {}),
-            (lambda x: tg.pad(x, 1, 0, 3), {"x": f(7, 33)}, {}),
-            (lambda x: tg.pad(x, 0, 4, 0), {"x": i(257)}, {})],
-    "concat": [(lambda x, y: tg.concat([x, y]), {"x": f(1), "y": f(2)}, {}),
-               (lambda x, y: tg.concat([x, y, x], 1), {"x": f(7, 33), "y": f(7, 1)}, {}),
-               (lambda x, y: tg.stack([x, y], -1), {"x": f(257), "y": f(257)}, {})],
-    "matmul": [(lambda x, y: x @ y, {"x": f(1, 1), "y": f(1, 1)}, {}),
-               (lambda x, y: x @ y, {"x": f(7, 33), "y": f(33, 5)}, {}),
-               (lambda x, y: x @ y, {"x": f(33, 257), "y": f(257, 65)}, {}),
-               (lambda x, y: x @ y.mT, {"x": f(2, 3, 70, 9), "y": f(3, 40, 9)}, {}),
-               (lambda x, y: x.mT @ y, {"x": f(5, 67), "y": f(5, 33)}, {})],
-    "softmax": [(lambda x: nn_ops.softmax(x, -1), {"x": f(1)}, {}),
-                (lambda x: nn_ops.softmax(x, 0), {"x": f(7, 33)}, {}),
-                (lambda x: nn_ops.softmax(x * 5.0, -1), {"x": f(3, 257)}, {})],
-    "log_softmax": [(lambda x: nn_ops.log_softmax(x, -1), {"x": f(1)}, {}),
-                    (lambda x: nn_ops.log_softmax(x, 1), {"x": f(7, 33, 2)}, {}),
-                    (lambda x: nn_ops.log_softmax(x, -1), {"x": f(2, 2049)}, {})],
-    "causal_softmax": [(lambda x: nn_ops.causal_softmax(x), {"x": f(1, 1)}, {}),
-                       (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
-                       (lambda x: nn_ops.causal_softmax(x), {"x": f(33, 40)}, {})],
-    "one_hot": [(lambda k: nn_ops.one_hot(k, 1), {"k": i(1)}, {"doms": {"k": (0, 1)}}),
-                (lambda k: nn_ops.one_hot(k, 7), {"k": i(33)}, {"doms": {"k": (-1, 8)}}),
-                (lambda k: nn_ops.one_hot(k, 12), {"k": i(3, 257)}, {"doms": {"k": (0, 12)}})],
-    "embedding": [(emb, {"w": f(1, 1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
-                  (emb, {"w": f(7, 33), "k": i(5, 3)}, {"doms": {"k": (-1, 8)}}),
-                  (emb, {"w": f(12, 9), "k": i(257)}, {"doms": {"k": (0, 12)}}),
-                  # more rows than one invocation loops over: a workgroup tree per output
-                  (emb, {"w": f(5, 2), "k": i(17000)}, {"doms": {"k": (0, 5)}})],
+    "cast": [
+        (lambda x: tg.cast(x * 4.0, "i32"), {"x": f(7, 33)}, {}),
+        (lambda x: tg.cast(x, "f32") * 0.5, {"x": i(1)}, {}),
+        (lambda x: tg.cast(x, "bool"), {"x": f(257)}, {}),
+        (lambda c: tg.cast(c, "f32") + tg.cast(c, "i32"), {"c": b(33)}, {}),
+    ],
+    "full": [
+        (lambda x: (tg.full((7, 3), 1.5), x * 2.0), {"x": f(1)}, {}),
+        (lambda x: (tg.full((33,), 2, "i32"), x + 1.0), {"x": f(5)}, {}),
+        (lambda x: x + tg.full((257,), -0.25), {"x": f(257)}, {}),
+    ],
+    "arange": [
+        (lambda x: x * tg.arange(1, 8, 1), {"x": f(7)}, {}),
+        (lambda x: x + tg.arange(0.0, 3.3, 0.1), {"x": f(33)}, {}),
+        (lambda x: tg.arange(257) + x, {"x": i(1)}, {}),
+    ],
+    "sum": [
+        (lambda x: x.sum(), {"x": f(1)}, {}),
+        (lambda x: x.sum(axis=1), {"x": f(7, 33)}, {}),
+        (lambda x: x.sum(axis=(0, 2), keepdims=True), {"x": f(7, 5, 33)}, {}),
+        (lambda x: x.sum(axis=0), {"x": f(257, 3)}, {}),
+        (lambda x: x.sum(axis=-1), {"x": f(3, 2049)}, {}),
+        (lambda x: x.sum(axis=1), {"x": i(7, 33)}, {}),
+    ],
+    "max": [
+        (lambda x: x.max(), {"x": f(1)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.max(axis=1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.max(axis=0, keepdims=True), {"x": f(257, 3)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.max(axis=1), {"x": i(7, 5)}, {}),
+    ],
+    "min": [
+        (lambda x: x.min(), {"x": f(1)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.min(axis=(0, 1)), {"x": f(7, 33, 2)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.min(axis=-1), {"x": f(3, 257)}, {"doms": {"x": "distinct"}}),
+    ],
+    "argmax": [
+        (lambda x: x.argmax(0), {"x": f(1)}, {}),
+        (lambda x: x.argmax(1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.argmax(0, keepdims=True), {"x": f(257, 3)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.argmax(-1), {"x": i(7, 9)}, {"doms": {"x": (0, 3)}}),
+    ],
+    "argmin": [
+        (lambda x: x.argmin(0), {"x": f(1)}, {}),
+        (lambda x: x.argmin(1), {"x": f(7, 33)}, {"doms": {"x": "distinct"}}),
+        (lambda x: x.argmin(-1), {"x": f(3, 257)}, {"doms": {"x": "distinct"}}),
+    ],
+    "permute": [
+        (lambda x: x.permute(1, 0), {"x": f(7, 33)}, {}),
+        (lambda x: x.permute(2, 0, 1), {"x": f(3, 5, 7)}, {}),
+        (lambda x: x.T, {"x": i(257, 2)}, {}),
+    ],
+    "broadcast_to": [
+        (lambda x: tg.broadcast_to(x, (3, 1)), {"x": f(1)}, {}),
+        (lambda x: tg.broadcast_to(x, (7, 33)), {"x": f(33)}, {}),
+        (lambda x: tg.broadcast_to(x, (2, 257, 3)), {"x": f(257, 1)}, {}),
+    ],
+    "slice": [
+        (lambda x: x[1:3], {"x": f(7)}, {}),
+        (lambda x: x[:, 5:32], {"x": f(7, 33)}, {}),
+        (lambda x: x[..., 0], {"x": f(257, 2)}, {}),
+    ],
+    "pad": [
+        (lambda x: tg.pad(x, 0, 1, 2), {"x": f(1)}, {}),
+        (lambda x: tg.pad(x, 1, 0, 3), {"x": f(7, 33)}, {}),
+        (lambda x: tg.pad(x, 0, 4, 0), {"x": i(257)}, {}),
+    ],
+    "concat": [
+        (lambda x, y: tg.concat([x, y]), {"x": f(1), "y": f(2)}, {}),
+        (lambda x, y: tg.concat([x, y, x], 1), {"x": f(7, 33), "y": f(7, 1)}, {}),
+        (lambda x, y: tg.stack([x, y], -1), {"x": f(257), "y": f(257)}, {}),
+    ],
+    "matmul": [
+        (lambda x, y: x @ y, {"x": f(1, 1), "y": f(1, 1)}, {}),
+        (lambda x, y: x @ y, {"x": f(7, 33), "y": f(33, 5)}, {}),
+        (lambda x, y: x @ y, {"x": f(33, 257), "y": f(257, 65)}, {}),
+        (lambda x, y: x @ y.mT, {"x": f(2, 3, 70, 9), "y": f(3, 40, 9)}, {}),
+        (lambda x, y: x.mT @ y, {"x": f(5, 67), "y": f(5, 33)}, {}),
+    ],
+    "softmax": [
+        (lambda x: nn_ops.softmax(x, -1), {"x": f(1)}, {}),
+        (lambda x: nn_ops.softmax(x, 0), {"x": f(7, 33)}, {}),
+        (lambda x: nn_ops.softmax(x * 5.0, -1), {"x": f(3, 257)}, {}),
+    ],
+    "log_softmax": [
+        (lambda x: nn_ops.log_softmax(x, -1), {"x": f(1)}, {}),
+        (lambda x: nn_ops.log_softmax(x, 1), {"x": f(7, 33, 2)}, {}),
+        (lambda x: nn_ops.log_softmax(x, -1), {"x": f(2, 2049)}, {}),
+    ],
+    "causal_softmax": [
+        (lambda x: nn_ops.causal_softmax(x), {"x": f(1, 1)}, {}),
+        (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
+        (lambda x: nn_ops.causal_softmax(x), {"x": f(33, 40)}, {}),
+    ],
+    "one_hot": [
+        (lambda k: nn_ops.one_hot(k, 1), {"k": i(1)}, {"doms": {"k": (0, 1)}}),
+        (lambda k: nn_ops.one_hot(k, 7), {"k": i(33)}, {"doms": {"k": (-1, 8)}}),
+        (lambda k: nn_ops.one_hot(k, 12), {"k": i(3, 257)}, {"doms": {"k": (0, 12)}}),
+    ],
+    "embedding": [
+        (emb, {"w": f(1, 1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
+        (emb, {"w": f(7, 33), "k": i(5, 3)}, {"doms": {"k": (-1, 8)}}),
+        (emb, {"w": f(12, 9), "k": i(257)}, {"doms": {"k": (0, 12)}}),
+        # more rows than one invocation loops over: a workgroup tree per output
+        (emb, {"w": f(5, 2), "k": i(17000)}, {"doms": {"k": (0, 5)}}),
+    ],
     "take_along_axis": [
-        (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(1), "k": i(1)},
-         {"doms": {"k": (0, 1)}}),
-        (lambda x, k: nn_ops.take_along_axis(x, k, 1), {"x": f(7, 33), "k": i(7, 4)},
-         {"doms": {"k": (-1, 34)}}),
-        (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(257, 3), "k": i(2, 3)},
-         {"doms": {"k": (0, 257)}})],
+        (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
+        (
+            lambda x, k: nn_ops.take_along_axis(x, k, 1),
+            {"x": f(7, 33), "k": i(7, 4)},
+            {"doms": {"k": (-1, 34)}},
+        ),
+        (
+            lambda x, k: nn_ops.take_along_axis(x, k, 0),
+            {"x": f(257, 3), "k": i(2, 3)},
+            {"doms": {"k": (0, 257)}},
+        ),
+    ],
     "conv2d": [
         (lambda x, w: conv_ops.conv2d(x, w), {"x": f(1, 1, 1, 1), "w": f(1, 1, 1, 1)}, {}),
         (lambda x, w: conv_ops.conv2d(x, w, padding=1), {"x": f(2, 3, 7, 7), "w": f(4, 3, 3, 3)}, {}),
-        (lambda x, w: conv_ops.conv2d(x, w, stride=2, padding=(1, 0), groups=2),
-         {"x": f(1, 4, 9, 8), "w": f(6, 2, 3, 2)}, {})],
+        (
+            lambda x, w: conv_ops.conv2d(x, w, stride=2, padding=(1, 0), groups=2),
+            {"x": f(1, 4, 9, 8), "w": f(6, 2, 3, 2)},
+            {},
+        ),
+    ],
     "max_pool2d": [
         (lambda x: conv_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
         (lambda x: conv_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
-        (lambda x: conv_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}})],
+        (lambda x: conv_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}}),
+    ],
     "avg_pool2d": [
         (lambda x: conv_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
         (lambda x: conv_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {})],
-    "rand": [(lambda x: x + rnd.rand((1,)), {"x": f(1)}, {}),
-             (lambda x: x * rnd.rand((7, 33)), {"x": f(7, 33)}, {}),
-             (lambda x: rnd.dropout(x, 0.3), {"x": f(257)}, {})],
-    "randn": [(lambda x: x + rnd.randn((1,)), {"x": f(1)}, {}),
-              (lambda x: x * rnd.randn((7, 33)), {"x": f(7, 33)}, {}),
-              (lambda x: x - rnd.randn((257,)), {"x": f(257)}, {})],
-    "global_sumsq": [(lambda x: clip.global_sumsq([x]), {"x": f(1)}, {}),
-                     (lambda x, y: clip.global_sumsq([x, y * 2.0]), {"x": f(7, 33), "y": f(5)}, {}),
-                     (lambda x, y: clip.global_sumsq([x, y, x]), {"x": f(257), "y": f(3, 3)}, {})],
+        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {}),
+    ],
+    "rand": [
+        (lambda x: x + rnd.rand((1,)), {"x": f(1)}, {}),
+        (lambda x: x * rnd.rand((7, 33)), {"x": f(7, 33)}, {}),
+        (lambda x: rnd.dropout(x, 0.3), {"x": f(257)}, {}),
+    ],
+    "randn": [
+        (lambda x: x + rnd.randn((1,)), {"x": f(1)}, {}),
+        (lambda x: x * rnd.randn((7, 33)), {"x": f(7, 33)}, {}),
+        (lambda x: x - rnd.randn((257,)), {"x": f(257)}, {}),
+    ],
+    "global_sumsq": [
+        (lambda x: clip.global_sumsq([x]), {"x": f(1)}, {}),
+        (lambda x, y: clip.global_sumsq([x, y * 2.0]), {"x": f(7, 33), "y": f(5)}, {}),
+        (lambda x, y: clip.global_sumsq([x, y, x]), {"x": f(257), "y": f(3, 3)}, {}),
+    ],
 }
 
 # grad-only kinds are exercised through the forward kind whose gradient they are
 GRAD_KINDS = {
-    "embedding_grad": "embedding", "take_along_axis_grad": "take_along_axis",
-    "conv2d_grad_input": "conv2d", "conv2d_grad_weight": "conv2d",
-    "max_pool2d_grad": "max_pool2d", "avg_pool2d_grad": "avg_pool2d",
+    "embedding_grad": "embedding",
+    "take_along_axis_grad": "take_along_axis",
+    "conv2d_grad_input": "conv2d",
+    "conv2d_grad_weight": "conv2d",
+    "max_pool2d_grad": "max_pool2d",
+    "avg_pool2d_grad": "avg_pool2d",
 }
 # second-order kinds: the gradient of a gradient kind
 SECOND_ORDER = {
-    "max_pool2d_select": [(lambda x, h: REGISTRY and _select(x, h), {"x": f(2, 3, 7, 7),
-                                                                      "h": f(2, 3, 7, 7)},
-                           {"doms": {"x": "distinct"}})],
+    "max_pool2d_select": [
+        (
+            lambda x, h: REGISTRY and _select(x, h),
+            {"x": f(2, 3, 7, 7), "h": f(2, 3, 7, 7)},
+            {"doms": {"x": "distinct"}},
+        )
+    ],
 }
 
 
 def _select(x, h):
     from tgweb.ir import make
+
     return make("max_pool2d_select", (x, h), kernel=(2, 2), stride=(2, 2), padding=(0, 0))
 
 
@@ -305,8 +380,9 @@ def test_every_kind_has_wgsl_and_a_case():
         assert len(CASES[k]) >= 3, k
 
 
-ALL = [(k, j) for k in sorted(CASES) for j in range(len(CASES[k]))] + \
-      [(k, j) for k in sorted(SECOND_ORDER) for j in range(len(SECOND_ORDER[k]))]
+ALL = [(k, j) for k in sorted(CASES) for j in range(len(CASES[k]))] + [
+    (k, j) for k in sorted(SECOND_ORDER) for j in range(len(SECOND_ORDER[k]))
+]
 
 
 @pytest.mark.parametrize("kind,j", ALL, ids=[f"{k}-{j}" for k, j in ALL])
@@ -334,10 +410,15 @@ def test_dispatch_past_65535_workgroups():
 def test_long_rows_take_workgroup_trees():
     # rows longer than SERIAL_MAX are reduced by a workgroup each, through shared memory
     from tgweb.codegen.reduce import SERIAL_MAX
+
     n = SERIAL_MAX + 77
-    cases = [(lambda x: x.sum(axis=1) * 2.0, f(3, n)), (lambda x: x.max(axis=0), f(n, 2)),
-             (lambda x: nn_ops.softmax(x, -1), f(2, n)), (lambda x: nn_ops.log_softmax(x, 0), f(n, 3)),
-             (lambda x: nn_ops.causal_softmax(x), f(4, n))]
+    cases = [
+        (lambda x: x.sum(axis=1) * 2.0, f(3, n)),
+        (lambda x: x.max(axis=0), f(n, 2)),
+        (lambda x: nn_ops.softmax(x, -1), f(2, n)),
+        (lambda x: nn_ops.log_softmax(x, 0), f(n, 3)),
+        (lambda x: nn_ops.causal_softmax(x), f(4, n)),
+    ]
     for fn, spec in cases:
         prog = run_case(fn, {"x": spec})
         assert any("workgroupBarrier" in k.wgsl for k in prog.kernels), [k.name for k in prog.kernels]
@@ -346,19 +427,24 @@ def test_long_rows_take_workgroup_trees():
 
 
 def test_fusion_fuses_elementwise_chains():
-    prog = run_case(lambda x, y: tg.relu(x * y + 1.0) - tg.exp(-x) / 2.0,
-                    {"x": f(7, 33), "y": f(33)}, grad=False)
+    prog = run_case(
+        lambda x, y: tg.relu(x * y + 1.0) - tg.exp(-x) / 2.0, {"x": f(7, 33), "y": f(33)}, grad=False
+    )
     assert len(prog.kernels) == 1
     # prologue and epilogue: mean of squares is one kernel
     prog = run_case(lambda x: ((x - 1.0) ** 2).mean(axis=1), {"x": f(7, 33)}, grad=False)
     assert len(prog.kernels) == 1
     # ... also when the reduction's input and result pass through reshapes
-    prog = run_case(lambda x, y: (tg.exp(x) * 2.0).reshape(7, 3, 11).sum(axis=(1, 2)).reshape(7, 1) * y,
-                    {"x": f(7, 33), "y": f(7, 1)}, grad=False)
+    prog = run_case(
+        lambda x, y: (tg.exp(x) * 2.0).reshape(7, 3, 11).sum(axis=(1, 2)).reshape(7, 1) * y,
+        {"x": f(7, 33), "y": f(7, 1)},
+        grad=False,
+    )
     assert len(prog.kernels) == 1, [k.name for k in prog.kernels]
     # a broadcast, a slice and elementwise math read straight from memory in one kernel
-    prog = run_case(lambda x, y: tg.broadcast_to(y, (7, 33)) * x[:, 1:34],
-                    {"x": f(7, 40), "y": f(7, 1)}, grad=False)
+    prog = run_case(
+        lambda x, y: tg.broadcast_to(y, (7, 33)) * x[:, 1:34], {"x": f(7, 40), "y": f(7, 1)}, grad=False
+    )
     assert len(prog.kernels) == 1
     # forward + backward of an MLP layer stays small
     prog = run_case(lambda x, w, c: tg.relu(x @ w + c), {"x": f(9, 5), "w": f(5, 6), "c": f(6)})
@@ -372,56 +458,75 @@ def test_matmul_paths():
     # transposed operands through strides in every combination, batch broadcast
     for ta in (False, True):
         for tb in (False, True):
+
             def fn(x, y, ta=ta, tb=tb):
                 from tgweb.ir import make
+
                 return make("matmul", (x, y), ta=ta, tb=tb)
+
             xs = (2, 33, 70) if ta else (2, 70, 33)
             ys = (65, 33) if tb else (33, 65)
             run_case(fn, {"x": f(*xs), "y": f(*ys)}, grad=True)
     # tiles of 64 in workgroup memory (a million outputs), stored transposes through strides
     for ta in (False, True):
         for tb in (False, True):
+
             def fnt(x, y, ta=ta, tb=tb):
                 from tgweb.ir import make
+
                 return make("matmul", (x, y), ta=ta, tb=tb)
-            prog = run_case(fnt, {"x": f(6, 1030) if ta else f(1030, 6), "y": f(1027, 6) if tb else f(6, 1027)},
-                            grad=False)
+
+            prog = run_case(
+                fnt,
+                {"x": f(6, 1030) if ta else f(1030, 6), "y": f(1027, 6) if tb else f(6, 1027)},
+                grad=False,
+            )
             assert "var<workgroup> As: array<vec4<f32>, 256>;" in prog.kernels[0].wgsl
     prog = run_case(lambda x, y: x @ y, {"x": f(1024, 8), "y": f(8, 1028)}, grad=False)
     assert "As: array<vec4" in prog.kernels[0].wgsl and "vec4<u32>" in prog.kernels[0].wgsl
     # few outputs, long K (a weight gradient): register blocks of 8 x 8 with no barriers,
     # an epilogue, edges that are not multiples of the block
-    prog = run_case(lambda x, y, c: tg.relu(x.mT @ y + c), {"x": f(300, 20), "y": f(300, 33),
-                                                         "c": f(33)})
+    prog = run_case(lambda x, y, c: tg.relu(x.mT @ y + c), {"x": f(300, 20), "y": f(300, 33), "c": f(33)})
     mm = [k.wgsl for k in prog.kernels if "acc7_7" in k.wgsl]
     assert mm and not any("workgroupBarrier" in w for w in mm)
     # the same with k unrolled by 4 (benchmarks/matmul_browser.py --block 8x4): vec4 loads
     # along k, every layout, and K not a multiple of 4 (a tail)
     from tgweb.codegen import matmul as mm_codegen
+
     saved = mm_codegen.DIRECT_U
     mm_codegen.DIRECT_U = 4
     try:
         for ta in (False, True):
             for tb in (False, True):
+
                 def fnu(x, y, ta=ta, tb=tb):
                     from tgweb.ir import make
+
                     return make("matmul", (x, y), ta=ta, tb=tb)
+
                 for k in (16, 18):
-                    prog = run_case(fnu, {"x": f(k, 24) if ta else f(24, k), "y": f(40, k) if tb else f(k, 40)},
-                                    grad=False)
+                    prog = run_case(
+                        fnu,
+                        {"x": f(k, 24) if ta else f(24, k), "y": f(40, k) if tb else f(k, 40)},
+                        grad=False,
+                    )
                     assert "k = k + 4u" in prog.kernels[0].wgsl
     finally:
         mm_codegen.DIRECT_U = saved
     # vec4 loads (sizes multiples of 4) along either contiguous axis, batch broadcast
     for ta in (False, True):
         for tb in (False, True):
+
             def fn4(x, y, ta=ta, tb=tb):
                 from tgweb.ir import make
+
                 return make("matmul", (x, y), ta=ta, tb=tb)
+
             xs = (2, 1, 20, 68) if ta else (2, 1, 68, 20)
             ys = (3, 36, 20) if tb else (3, 20, 36)
             prog = run_case(fn4, {"x": f(*xs), "y": f(*ys)}, grad=False)
             assert "vec4<u32>" in prog.kernels[0].wgsl
+
     # attention's head split and merge: permutes read and written through strides
     def attn(x, y, w):
         q = x.reshape(2, 7, 3, 20).permute(0, 2, 1, 3)
@@ -429,13 +534,16 @@ def test_matmul_paths():
         v = w.reshape(2, 7, 3, 20).permute(0, 2, 1, 3)
         att = q @ k.mT
         return (att @ v).permute(0, 2, 1, 3).reshape(2, 7, 60)
+
     prog = run_case(attn, {"x": f(2, 7, 60), "y": f(2, 7, 60), "w": f(2, 7, 60)})
     assert not any("permute" in k.ops for k in prog.kernels), [k.name for k in prog.kernels]
+
     def attn2(x, y, w):  # longer sequences
         q = x.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
         k = y.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
         v = w.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
         return ((q @ k.mT) @ v).permute(0, 2, 1, 3)
+
     prog = run_case(attn2, {"x": f(2, 40, 48), "y": f(2, 40, 48), "w": f(2, 40, 48)})
     assert not any("permute" in k.ops for k in prog.kernels), [k.name for k in prog.kernels]
     # the backward pass reads transposes through strides: no permute kernels
@@ -445,13 +553,17 @@ def test_matmul_paths():
 
 
 def test_i32_and_bool_chains():
-    run_case(lambda k, c: tg.where(tg.logical_and(c, k > 0), k * 3, -k),
-             {"k": i(7, 33), "c": b(7, 33)}, grad=False)
+    run_case(
+        lambda k, c: tg.where(tg.logical_and(c, k > 0), k * 3, -k), {"k": i(7, 33), "c": b(7, 33)}, grad=False
+    )
 
 
 def test_identical_kernels_share_pipelines():
-    prog = run_case(lambda x, y: (tg.exp(x).sum(axis=1), tg.exp(y).sum(axis=1)),
-                    {"x": f(7, 33), "y": f(7, 33)}, grad=False)
+    prog = run_case(
+        lambda x, y: (tg.exp(x).sum(axis=1), tg.exp(y).sum(axis=1)),
+        {"x": f(7, 33), "y": f(7, 33)},
+        grad=False,
+    )
     assert len(prog.kernels) == 2 and prog.pipelines() == 1
     # the same layer twice: its tensors live at other offsets, read from the kernel's
     # uniform, so forward and backward kernels are shared between the layers
@@ -460,8 +572,13 @@ def test_identical_kernels_share_pipelines():
     # layers share pipelines (the step itself is checked against the reference in
     # test_trainer_native)
     model = tg.nn.Sequential(*[m for _ in range(4) for m in (tg.nn.Linear(16, 16), tg.nn.ReLU())])
-    tr = tg.compile(model, lambda m, x: (m(x) ** 2).mean(), inputs={"x": (8, 16)},
-                    optimizer=tg.optim.Adam(lr=1e-3), backend="native")
+    tr = tg.compile(
+        model,
+        lambda m, x: (m(x) ** 2).mean(),
+        inputs={"x": (8, 16)},
+        optimizer=tg.optim.Adam(lr=1e-3),
+        backend="native",
+    )
     prog = tr.program
     by_text = {}
     for k in prog.kernels:
@@ -493,8 +610,9 @@ def test_updates_written_in_place():
     np.testing.assert_allclose(out[("outputs", "loss")][0], (pv * xv).sum(), rtol=1e-5)
     nm = 0.5 * 0.9 + xv
     np.testing.assert_allclose(np.array(rt.read("states", "m")).reshape(7, 33), nm, rtol=1e-6)
-    np.testing.assert_allclose(np.array(rt.read("params", "p")).reshape(7, 33),
-                               pv - np.float32(0.1) * nm, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(rt.read("params", "p")).reshape(7, 33), pv - np.float32(0.1) * nm, rtol=1e-5, atol=1e-6
+    )
     rt.close()
 
 
@@ -534,6 +652,7 @@ def test_lower_needs_no_numpy():
     """trace -> grad -> optimizer -> lower -> Program JSON with NumPy unimportable."""
     import subprocess
     import sys
+
     code = (
         "import sys; sys.modules['numpy'] = None\n"
         "import importlib\n"
@@ -549,7 +668,8 @@ def test_lower_needs_no_numpy():
         "    q = Program.from_json(p.to_json())\n"
         "    assert [k.wgsl for k in q.kernels] == [k.wgsl for k in p.kernels]\n"
         "    assert 'numpy' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
-        "print('ok')\n")
+        "print('ok')\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
 
@@ -572,6 +692,7 @@ def test_rand_is_bit_exact():
 
 def test_index_arithmetic_by_powers_of_two_shifts_and_masks():
     from tgweb.codegen.common import digits, udiv, umod
+
     assert udiv("a + b", 8) == "((a + b) >> 3u)" and umod("(t / 3u)", 64) == "((t / 3u) & 63u)"
     assert udiv("(a) + (b)", 2) == "(((a) + (b)) >> 1u)"
     assert udiv("i", 6) == "(i / 6u)" and umod("i", 6) == "(i % 6u)" and udiv("i", 1) == "i"

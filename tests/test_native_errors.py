@@ -29,6 +29,5 @@ print("ok")
 
 def test_no_adapter_clear_message_and_reference_still_works():
     env = dict(os.environ, VK_ICD_FILENAMES="/nonexistent/icd.json", WGPU_BACKEND_TYPE="Vulkan")
-    r = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]

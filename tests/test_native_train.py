@@ -17,8 +17,15 @@ tgc = importlib.import_module("tgweb.compile")
 def _train(name: str, backend: str, steps: int):
     s = get(name)
     prec = "float64" if backend == "reference64" else "float32"
-    tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, seed=0, precision=prec,
-                     backend="reference" if backend == "reference64" else backend)
+    tr = tgc.compile(
+        s.Model(),
+        s.loss_fn,
+        s.INPUTS,
+        s.OPTIMIZER,
+        seed=0,
+        precision=prec,
+        backend="reference" if backend == "reference64" else backend,
+    )
     losses = [float(tr.step(**s.batch(i)).loss) for i in range(steps)]
     return tr, losses, {k: np.asarray(v, np.float64) for k, v in tr.params().items()}
 
@@ -71,6 +78,7 @@ def test_sin_trains_natively_to_success():
 
 def test_non_finite_step_changes_nothing_natively():
     import array
+
     s = get("sin")
     tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
     tr.step(**s.batch(0))
@@ -85,5 +93,4 @@ def test_non_finite_step_changes_nothing_natively():
     for k, v in tr.states().items():
         assert np.array_equal(np.asarray(v), states[k]), k
     r = tr.step(**s.batch(2))
-    assert r.ok and any(not np.array_equal(np.asarray(v), before[k])
-                        for k, v in tr.params().items())
+    assert r.ok and any(not np.array_equal(np.asarray(v), before[k]) for k, v in tr.params().items())

@@ -21,8 +21,7 @@ def run(fn, arrays: dict, grad_of: list[str] = (), precision="float64", seed=Non
     """(output, {input: d sum(output * cot) / d input}) evaluated by the reference backend."""
     g = Graph()
     with tracing(g):
-        feeds = {k: g.input(k, a.shape, "i32" if a.dtype.kind in "iu" else "f32")
-                 for k, a in arrays.items()}
+        feeds = {k: g.input(k, a.shape, "i32" if a.dtype.kind in "iu" else "f32") for k, a in arrays.items()}
         out = fn(**feeds)
         loss = None
         if grad_of:
@@ -43,8 +42,12 @@ def run(fn, arrays: dict, grad_of: list[str] = (), precision="float64", seed=Non
 
 
 def torch_grads(fn, arrays: dict, grad_of, cot):
-    ts = {k: torch.tensor(a, requires_grad=k in grad_of) if a.dtype.kind == "f"
-          else torch.tensor(a.astype(np.int64)) for k, a in arrays.items()}
+    ts = {
+        k: torch.tensor(a, requires_grad=k in grad_of)
+        if a.dtype.kind == "f"
+        else torch.tensor(a.astype(np.int64))
+        for k, a in arrays.items()
+    }
     out = fn(**ts)
     (out * torch.tensor(cot)).sum().backward()
     return out.detach().numpy(), {k: ts[k].grad.numpy() for k in grad_of}
@@ -79,6 +82,7 @@ def test_causal_softmax_matches_masked_torch_softmax(shape):
     def ref(x):
         mask = torch.ones(t_, s_, dtype=torch.bool).tril()
         return F.softmax(x.masked_fill(~mask, float("-inf")), -1)
+
     compare(lambda x: tg.causal_softmax(x), ref, {"x": x}, ["x"])
     out, _ = run(lambda x: tg.causal_softmax(x), {"x": x})
     assert np.all(out[..., 0, 1:] == 0.0)  # hidden weights are exactly zero
@@ -88,78 +92,107 @@ def test_causal_softmax_matches_masked_torch_softmax(shape):
 def test_cross_entropy_and_nll_match_torch(reduction):
     logits = R.normal(size=(6, 7)) * 2
     targets = R.integers(0, 7, size=(6,)).astype(np.int32)
-    compare(lambda x, t: tg.cross_entropy(x, t, reduction=reduction),
-            lambda x, t: F.cross_entropy(x, t, reduction=reduction),
-            {"x": logits, "t": targets}, ["x"])
-    compare(lambda x, t: tg.nll_loss(x, t, reduction=reduction),
-            lambda x, t: F.nll_loss(x, t, reduction=reduction),
-            {"x": logits, "t": targets}, ["x"])
+    compare(
+        lambda x, t: tg.cross_entropy(x, t, reduction=reduction),
+        lambda x, t: F.cross_entropy(x, t, reduction=reduction),
+        {"x": logits, "t": targets},
+        ["x"],
+    )
+    compare(
+        lambda x, t: tg.nll_loss(x, t, reduction=reduction),
+        lambda x, t: F.nll_loss(x, t, reduction=reduction),
+        {"x": logits, "t": targets},
+        ["x"],
+    )
     # class axis last for higher ranks; torch wants it second
     l3 = R.normal(size=(2, 3, 7))
     t3 = R.integers(0, 7, size=(2, 3)).astype(np.int32)
-    compare(lambda x, t: tg.cross_entropy(x, t, reduction=reduction),
-            lambda x, t: F.cross_entropy(x.permute(0, 2, 1), t, reduction=reduction),
-            {"x": l3, "t": t3}, ["x"])
+    compare(
+        lambda x, t: tg.cross_entropy(x, t, reduction=reduction),
+        lambda x, t: F.cross_entropy(x.permute(0, 2, 1), t, reduction=reduction),
+        {"x": l3, "t": t3},
+        ["x"],
+    )
 
 
 def test_cross_entropy_with_probabilities_and_mse_match_torch():
     logits = R.normal(size=(4, 7))
     p = R.dirichlet(np.ones(7), size=4)
-    compare(lambda x, p: tg.cross_entropy(x, p), lambda x, p: F.cross_entropy(x, p),
-            {"x": logits, "p": p}, ["x", "p"])
+    compare(
+        lambda x, p: tg.cross_entropy(x, p),
+        lambda x, p: F.cross_entropy(x, p),
+        {"x": logits, "p": p},
+        ["x", "p"],
+    )
     a, b = R.normal(size=(3, 7)), R.normal(size=(3, 7))
     for red in ("mean", "sum", "none"):
-        compare(lambda a, b: tg.mse_loss(a, b, red), lambda a, b: F.mse_loss(a, b, reduction=red),
-                {"a": a, "b": b}, ["a", "b"])
+        compare(
+            lambda a, b: tg.mse_loss(a, b, red),
+            lambda a, b: F.mse_loss(a, b, reduction=red),
+            {"a": a, "b": b},
+            ["a", "b"],
+        )
 
 
 def test_embedding_one_hot_take_along_axis_match_torch():
     w = R.normal(size=(7, 3))
     idx = np.array([[0, 6, 6], [2, 2, 1]], np.int32)  # repeats: the scatter must add
-    compare(lambda w, i: tg.embedding(w, i), lambda w, i: F.embedding(i, w), {"w": w, "i": idx},
-            ["w"])
+    compare(lambda w, i: tg.embedding(w, i), lambda w, i: F.embedding(i, w), {"w": w, "i": idx}, ["w"])
     out, _ = run(lambda i: tg.one_hot(i, 7), {"i": idx})
     np.testing.assert_array_equal(out, F.one_hot(torch.tensor(idx.astype(np.int64)), 7).numpy())
     x = R.normal(size=(3, 7))
     j = np.array([[0, 0], [6, 1], [3, 3]], np.int32)
-    compare(lambda x, j: tg.take_along_axis(x, j, 1),
-            lambda x, j: torch.take_along_dim(x, j, 1), {"x": x, "j": j}, ["x"])
+    compare(
+        lambda x, j: tg.take_along_axis(x, j, 1),
+        lambda x, j: torch.take_along_dim(x, j, 1),
+        {"x": x, "j": j},
+        ["x"],
+    )
 
 
 def test_out_of_range_indices_give_zeros():
     w = R.normal(size=(4, 2))
-    out, grads = run(lambda w, i: tg.embedding(w, i), {"w": w, "i": np.array([-1, 4, 1], np.int32)},
-                     ["w"])
+    out, grads = run(lambda w, i: tg.embedding(w, i), {"w": w, "i": np.array([-1, 4, 1], np.int32)}, ["w"])
     np.testing.assert_array_equal(out[:2], 0)
     np.testing.assert_array_equal(grads["w"], np.array([[0, 0], [1, 1], [0, 0], [0, 0]]))
     out, _ = run(lambda i: tg.one_hot(i, 3), {"i": np.array([3, -1], np.int32)})
     np.testing.assert_array_equal(out, 0)
 
 
-CONVS = [((2, 3, 7, 5), (4, 3, 3, 3), 1, 1, 1), ((1, 3, 8, 7), (2, 3, 3, 2), 2, 0, 1),
-         ((1, 4, 5, 6), (8, 1, 3, 3), (2, 1), (1, 2), 4), ((3, 4, 3, 3), (2, 2, 1, 1), 1, 0, 2),
-         ((1, 1, 1, 1), (3, 1, 1, 1), 1, 0, 1)]
+CONVS = [
+    ((2, 3, 7, 5), (4, 3, 3, 3), 1, 1, 1),
+    ((1, 3, 8, 7), (2, 3, 3, 2), 2, 0, 1),
+    ((1, 4, 5, 6), (8, 1, 3, 3), (2, 1), (1, 2), 4),
+    ((3, 4, 3, 3), (2, 2, 1, 1), 1, 0, 2),
+    ((1, 1, 1, 1), (3, 1, 1, 1), 1, 0, 1),
+]
 
 
 @pytest.mark.parametrize("xs,ws,stride,padding,groups", CONVS)
 def test_conv2d_matches_torch(xs, ws, stride, padding, groups):
     arrays = {"x": R.normal(size=xs), "w": R.normal(size=ws), "b": R.normal(size=ws[:1])}
-    compare(lambda x, w, b: tg.conv2d(x, w, b, stride=stride, padding=padding, groups=groups),
-            lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, groups=groups),
-            arrays, ["x", "w", "b"])
+    compare(
+        lambda x, w, b: tg.conv2d(x, w, b, stride=stride, padding=padding, groups=groups),
+        lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, groups=groups),
+        arrays,
+        ["x", "w", "b"],
+    )
 
 
-POOLS = [((2, 3, 6, 7), 2, None, 0), ((1, 2, 7, 7), 3, 2, 1), ((1, 1, 3, 7), (3, 1), 1, 0),
-         ((2, 1, 5, 5), (2, 3), (1, 2), (1, 1)), ((1, 1, 4, 4), 3, 1, 1)]
+POOLS = [
+    ((2, 3, 6, 7), 2, None, 0),
+    ((1, 2, 7, 7), 3, 2, 1),
+    ((1, 1, 3, 7), (3, 1), 1, 0),
+    ((2, 1, 5, 5), (2, 3), (1, 2), (1, 1)),
+    ((1, 1, 4, 4), 3, 1, 1),
+]
 
 
 @pytest.mark.parametrize("xs,k,s,p", POOLS)
 def test_pools_match_torch(xs, k, s, p):
     x = R.permutation(np.prod(xs)).reshape(xs) * 0.1  # distinct values: one winner per window
-    compare(lambda x: tg.max_pool2d(x, k, s, p), lambda x: F.max_pool2d(x, k, s, p), {"x": x},
-            ["x"])
-    compare(lambda x: tg.avg_pool2d(x, k, s, p), lambda x: F.avg_pool2d(x, k, s, p), {"x": x},
-            ["x"])
+    compare(lambda x: tg.max_pool2d(x, k, s, p), lambda x: F.max_pool2d(x, k, s, p), {"x": x}, ["x"])
+    compare(lambda x: tg.avg_pool2d(x, k, s, p), lambda x: F.avg_pool2d(x, k, s, p), {"x": x}, ["x"])
 
 
 def test_max_pool_ties_go_to_the_first_maximum():
@@ -178,10 +211,18 @@ def test_max_pool_window_without_a_winner():
 
 def test_upsample_nearest_matches_torch():
     x = R.normal(size=(2, 3, 3, 5))
-    compare(lambda x: tg.upsample_nearest2d(x, 2),
-            lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), {"x": x}, ["x"])
-    compare(lambda x: tg.upsample_nearest2d(x, (3, 1)),
-            lambda x: F.interpolate(x, scale_factor=(3, 1), mode="nearest"), {"x": x}, ["x"])
+    compare(
+        lambda x: tg.upsample_nearest2d(x, 2),
+        lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+        {"x": x},
+        ["x"],
+    )
+    compare(
+        lambda x: tg.upsample_nearest2d(x, (3, 1)),
+        lambda x: F.interpolate(x, scale_factor=(3, 1), mode="nearest"),
+        {"x": x},
+        ["x"],
+    )
 
 
 # ------------------------------------------------------------------ PRNG
@@ -191,25 +232,24 @@ def test_lowbias32_known_values():
     # the hash of the module docstring, computed independently in 64-bit integers
     def h(x):
         x ^= x >> 16
-        x = (x * 0x7FEB352D) % 2 ** 32
+        x = (x * 0x7FEB352D) % 2**32
         x ^= x >> 15
-        x = (x * 0x846CA68B) % 2 ** 32
+        x = (x * 0x846CA68B) % 2**32
         return x ^ (x >> 16)
-    for v in (0, 1, 2, 12345, 2 ** 31, 2 ** 32 - 1):
+
+    for v in (0, 1, 2, 12345, 2**31, 2**32 - 1):
         assert tgrandom.lowbias32(v) == h(v)
     # test vectors for the WGSL kernels: bits(seed, stream, counter)
-    assert [tgrandom.lowbias32(v) for v in (0, 1, 2, 12345)] == [
-        0x0, 0x688990C0, 0xD1132181, 0x912EFCF7]
-    assert [tgrandom.bits(*a) for a in [(0, 0, 0), (0, 0, 1), (1, 0, 0), (0, 1, 0),
-                                        (123456789, 3, 1000)]] == [
-        0x648AB328, 0xBBA9E397, 0x64D2D1C3, 0x59908BFB, 0xAD22F31C]
-    assert tgrandom.uniform(0, 0, 0) == (0x648AB328 >> 8) / 2 ** 24
+    assert [tgrandom.lowbias32(v) for v in (0, 1, 2, 12345)] == [0x0, 0x688990C0, 0xD1132181, 0x912EFCF7]
+    assert [
+        tgrandom.bits(*a) for a in [(0, 0, 0), (0, 0, 1), (1, 0, 0), (0, 1, 0), (123456789, 3, 1000)]
+    ] == [0x648AB328, 0xBBA9E397, 0x64D2D1C3, 0x59908BFB, 0xAD22F31C]
+    assert tgrandom.uniform(0, 0, 0) == (0x648AB328 >> 8) / 2**24
 
 
-@pytest.mark.parametrize("seed", [0, 7, 2 ** 31 + 5, 2 ** 32 - 1])
+@pytest.mark.parametrize("seed", [0, 7, 2**31 + 5, 2**32 - 1])
 def test_rand_reference_is_the_documented_algorithm(seed):
-    out, _ = run(lambda: tg.rand((3, 7)) + tg.rand((2,)).sum() * 0.0, {}, seed=seed,
-                 precision="float32")
+    out, _ = run(lambda: tg.rand((3, 7)) + tg.rand((2,)).sum() * 0.0, {}, seed=seed, precision="float32")
     want = np.array([tgrandom.uniform(seed, 0, i) for i in range(21)], np.float32).reshape(3, 7)
     np.testing.assert_array_equal(out, want)
     assert out.min() >= 0 and out.max() < 1
@@ -270,5 +310,6 @@ def test_value_and_grad_runs_stochastic_models():
 
         def forward(self, x):
             return self.lin(self.drop(x))
+
     loss, grads = tg.value_and_grad(lambda m, x: m(x).mean(), M(), x=np.ones((8, 3), np.float32))
     assert np.isfinite(loss) and grads["lin.weight"].shape == (1, 3)

@@ -37,16 +37,36 @@ def batches(n, seed=1):
 
 OPTIMIZERS = {
     "sgd": (lambda lr: tg.optim.SGD(lr), lambda g, lr: torch.optim.SGD(g, lr=lr), 0.1, 0.0),
-    "sgd_momentum_wd": (lambda lr: tg.optim.SGD(lr, momentum=0.9, weight_decay=0.05),
-                        lambda g, lr: torch.optim.SGD(g, lr=lr, momentum=0.9), 0.05, 0.05),
-    "nesterov": (lambda lr: tg.optim.SGD(lr, momentum=0.8, nesterov=True),
-                 lambda g, lr: torch.optim.SGD(g, lr=lr, momentum=0.8, nesterov=True), 0.05, 0.0),
-    "adam": (lambda lr: tg.optim.Adam(lr, betas=(0.8, 0.99), eps=1e-6),
-             lambda g, lr: torch.optim.Adam(g, lr=lr, betas=(0.8, 0.99), eps=1e-6), 0.02, 0.0),
-    "adam_l2": (lambda lr: tg.optim.Adam(lr, weight_decay=0.1),
-                lambda g, lr: torch.optim.Adam(g, lr=lr), 0.02, 0.1),
-    "adamw": (lambda lr: tg.optim.AdamW(lr, weight_decay=0.3),
-              lambda g, lr: torch.optim.AdamW(g, lr=lr), 0.02, 0.3),
+    "sgd_momentum_wd": (
+        lambda lr: tg.optim.SGD(lr, momentum=0.9, weight_decay=0.05),
+        lambda g, lr: torch.optim.SGD(g, lr=lr, momentum=0.9),
+        0.05,
+        0.05,
+    ),
+    "nesterov": (
+        lambda lr: tg.optim.SGD(lr, momentum=0.8, nesterov=True),
+        lambda g, lr: torch.optim.SGD(g, lr=lr, momentum=0.8, nesterov=True),
+        0.05,
+        0.0,
+    ),
+    "adam": (
+        lambda lr: tg.optim.Adam(lr, betas=(0.8, 0.99), eps=1e-6),
+        lambda g, lr: torch.optim.Adam(g, lr=lr, betas=(0.8, 0.99), eps=1e-6),
+        0.02,
+        0.0,
+    ),
+    "adam_l2": (
+        lambda lr: tg.optim.Adam(lr, weight_decay=0.1),
+        lambda g, lr: torch.optim.Adam(g, lr=lr),
+        0.02,
+        0.1,
+    ),
+    "adamw": (
+        lambda lr: tg.optim.AdamW(lr, weight_decay=0.3),
+        lambda g, lr: torch.optim.AdamW(g, lr=lr),
+        0.02,
+        0.3,
+    ),
 }
 
 VARIANTS = {
@@ -72,9 +92,16 @@ def test_trajectory_matches_torch(opt, variant):
     clip, sched_kind = VARIANTS[variant]
     sched = make_schedule(sched_kind, lr)
     model = MLP()
-    trainer = tg.compile(model, mse, inputs={"x": (16, 3), "y": (16, 2)},
-                         optimizer=make_tg(sched if sched is not None else lr),
-                         backend="reference", precision="float64", clip_grad_norm=clip, seed=3)
+    trainer = tg.compile(
+        model,
+        mse,
+        inputs={"x": (16, 3), "y": (16, 2)},
+        optimizer=make_tg(sched if sched is not None else lr),
+        backend="reference",
+        precision="float64",
+        clip_grad_norm=clip,
+        seed=3,
+    )
     start = {k: v.astype(np.float64) for k, v in trainer.params().items()}
     trainer.load_params(start)
 
@@ -84,8 +111,10 @@ def test_trajectory_matches_torch(opt, variant):
         for k, v in start.items():
             tparams[NAMES[k]].copy_(torch.from_numpy(v))
     # the default mask: no decay for the (zeros-initialised) biases
-    groups = [{"params": [tparams["0.weight"], tparams["2.weight"]], "weight_decay": wd},
-              {"params": [tparams["0.bias"], tparams["2.bias"]], "weight_decay": 0.0}]
+    groups = [
+        {"params": [tparams["0.weight"], tparams["2.weight"]], "weight_decay": wd},
+        {"params": [tparams["0.bias"], tparams["2.bias"]], "weight_decay": 0.0},
+    ]
     topt = make_torch(groups, lr)
 
     for t, (x, y) in enumerate(batches(STEPS)):
@@ -116,12 +145,15 @@ def test_schedules_match_torch_schedulers():
     p = [torch.nn.Parameter(torch.zeros(1))]
     cases = [
         (schedules.Step(0.1, 3, 0.5), lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5)),
-        (schedules.MultiStep(0.1, [2, 5, 9], 0.3),
-         lambda o: torch.optim.lr_scheduler.MultiStepLR(o, [2, 5, 9], 0.3)),
-        (schedules.Cosine(0.1, 10, end=0.01),
-         lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, eta_min=0.01)),
-        (schedules.Linear(0.1, 0.02, 8),
-         lambda o: torch.optim.lr_scheduler.LinearLR(o, 1.0, 0.2, 8)),
+        (
+            schedules.MultiStep(0.1, [2, 5, 9], 0.3),
+            lambda o: torch.optim.lr_scheduler.MultiStepLR(o, [2, 5, 9], 0.3),
+        ),
+        (
+            schedules.Cosine(0.1, 10, end=0.01),
+            lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, eta_min=0.01),
+        ),
+        (schedules.Linear(0.1, 0.02, 8), lambda o: torch.optim.lr_scheduler.LinearLR(o, 1.0, 0.2, 8)),
     ]
     for mine, make in cases:
         o = torch.optim.SGD(p, lr=0.1)
@@ -134,9 +166,13 @@ def test_schedules_match_torch_schedulers():
 
 
 def test_schedules_round_trip_as_data():
-    for s in (schedules.Constant(0.1), schedules.Linear(0.1, 0.0, 10),
-              schedules.Warmup(3, schedules.Cosine(0.2, 10)), schedules.Step(0.1, 2),
-              schedules.MultiStep(0.1, [3, 6])):
+    for s in (
+        schedules.Constant(0.1),
+        schedules.Linear(0.1, 0.0, 10),
+        schedules.Warmup(3, schedules.Cosine(0.2, 10)),
+        schedules.Step(0.1, 2),
+        schedules.MultiStep(0.1, [3, 6]),
+    ):
         again = schedules.from_spec(s.to_dict())
         assert again == s
         assert [again(t) for t in range(20)] == [s(t) for t in range(20)]

@@ -29,8 +29,11 @@ def random_program(draw):
     steps: list[Step] = []
     nleaves = draw(st.integers(1, 4))
     for i in range(nleaves):
-        values.append(Value(i, 4 * draw(st.integers(1, 64)), draw(st.sampled_from(
-            ["input", "param", "state", "scalars"]))))
+        values.append(
+            Value(
+                i, 4 * draw(st.integers(1, 64)), draw(st.sampled_from(["input", "param", "state", "scalars"]))
+            )
+        )
     nsteps = draw(st.integers(1, 30))
     for _ in range(nsteps):
         avail = [v.id for v in values]
@@ -93,7 +96,7 @@ def test_planner_properties(prog):
         assert p.offset_of[v.id] + by[v.id].nbytes <= buffers[buffer_of[v.id]].size
 
     for i, a in enumerate(roots):
-        for c in roots[i + 1:]:
+        for c in roots[i + 1 :]:
             if buffer_of[a] != buffer_of[c]:
                 continue
             oa, oc = p.offset_of[a], p.offset_of[c]
@@ -151,8 +154,11 @@ def test_chain_reuses_two_buffers():
 
 
 def test_inplace_update_and_hazard():
-    values = [Value(0, 16, "param"), Value(1, 16, "intermediate"), Value(2, 16, "intermediate",
-                                                                        same_as=0, inplace=True)]
+    values = [
+        Value(0, 16, "param"),
+        Value(1, 16, "intermediate"),
+        Value(2, 16, "intermediate", same_as=0, inplace=True),
+    ]
     ok = plan(values, [Step([0], [1]), Step([0, 1], [2])])
     assert ok.buffer_of[2] == ok.buffer_of[0]
     with pytest.raises(PlanError, match="overwrote"):
@@ -177,9 +183,14 @@ class MLP(nn.Module):
 
 
 def test_training_graph_plan():
-    tr = tg.compile(MLP(), lambda m, x, y: ((m(x) - y) ** 2).mean(),
-                    inputs={"x": (8, 4), "y": (8, 3)}, optimizer=tg.optim.Adam(1e-3),
-                    backend="reference", clip_grad_norm=1.0)
+    tr = tg.compile(
+        MLP(),
+        lambda m, x, y: ((m(x) - y) ** 2).mean(),
+        inputs={"x": (8, 4), "y": (8, 3)},
+        optimizer=tg.optim.Adam(1e-3),
+        backend="reference",
+        clip_grad_norm=1.0,
+    )
     g = tr.graph
     values, steps = graph_values(g)
     p = plan(values, steps)
@@ -236,8 +247,7 @@ def test_training_graph_and_plan_without_numpy():
         print(prog.meta["memory"]["total_bytes"])
     """)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[-1]) > 0
 
@@ -250,8 +260,7 @@ def test_addition_sample_plans_at_most_12_MB():
     from tgweb.lower import lower
 
     s = samples.get("addition")
-    tr = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER,
-                    backend="reference")
+    tr = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER, backend="reference")
     prog = lower(tr.graph)
     assert sum(b.size for b in prog.buffers) <= 12_000_000
     assert prog.meta["overwritten_intermediates"] > 0
@@ -277,8 +286,9 @@ def _chain(late_reads_exp_input: bool):
     for _ in range(20):
         x = g.add("matmul", (x, a), {}, (4, 4), "f32", "t")
         nodes.append(x)
-    late = g.add("matmul", (x, g.add("reshape", (e,), {"shape": (4, 4)}, (4, 4), "f32", "t")),
-                 {}, (4, 4), "f32", "t")
+    late = g.add(
+        "matmul", (x, g.add("reshape", (e,), {"shape": (4, 4)}, (4, 4), "f32", "t")), {}, (4, 4), "f32", "t"
+    )
     nodes.append(late)
     pos = {n.id: k for k, n in enumerate(nodes)}
     return g, nodes, pos, {n.id for n in nodes}, e, late

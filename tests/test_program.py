@@ -21,12 +21,25 @@ class MLP(nn.Module):
 
 
 def test_program_json_round_trip():
-    tr = tg.compile(MLP(), lambda m, x, y: ((m(x) - y) ** 2).mean(), inputs={"x": (4, 2), "y": (4, 1)},
-                    optimizer=tg.optim.AdamW(1e-3), backend="reference", clip_grad_norm=1.0)
+    tr = tg.compile(
+        MLP(),
+        lambda m, x, y: ((m(x) - y) ** 2).mean(),
+        inputs={"x": (4, 2), "y": (4, 1)},
+        optimizer=tg.optim.AdamW(1e-3),
+        backend="reference",
+        clip_grad_norm=1.0,
+    )
     prog = tr.program
-    prog.kernels.append(Kernel("k0", "@compute @workgroup_size(64) fn main() {}",
-                               [Binding(0, "read"), Binding(1, "read_write")], (3, 1, 1),
-                               ["global_sumsq"], "train.py:12"))
+    prog.kernels.append(
+        Kernel(
+            "k0",
+            "@compute @workgroup_size(64) fn main() {}",
+            [Binding(0, "read"), Binding(1, "read_write")],
+            (3, 1, 1),
+            ["global_sumsq"],
+            "train.py:12",
+        )
+    )
     text = prog.to_json()
     again = Program.from_json(text)
     assert again == prog

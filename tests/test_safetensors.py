@@ -41,16 +41,21 @@ def test_written_files_open_with_the_safetensors_package(tmp_path):
     # header: 8-byte aligned, metadata kept
     n = struct.unpack("<Q", path.read_bytes()[:8])[0]
     assert n % 8 == 0
-    assert json.loads(path.read_bytes()[8:8 + n])["__metadata__"] == {"sample": "sin", "steps": "12"}
+    assert json.loads(path.read_bytes()[8 : 8 + n])["__metadata__"] == {"sample": "sin", "steps": "12"}
     from safetensors import safe_open
+
     with safe_open(str(path), framework="numpy") as f:
         assert f.metadata() == {"sample": "sin", "steps": "12"}
 
 
 def test_files_from_the_safetensors_package_load_and_round_trip():
     rng = np.random.default_rng(1)
-    src = {"a": rng.standard_normal((4, 7)).astype(np.float32), "b": np.arange(6, dtype=np.int32),
-           "c": rng.standard_normal(3), "d": np.array([True, False])}
+    src = {
+        "a": rng.standard_normal((4, 7)).astype(np.float32),
+        "b": np.arange(6, dtype=np.int32),
+        "c": rng.standard_normal(3),
+        "d": np.array([True, False]),
+    }
     tensors, meta = tst.load(st_save(src, metadata={"k": "v"}))
     assert meta == {"k": "v"}
     assert tensors["a"].shape == (4, 7) and tensors["a"].dtype == "f32"
@@ -68,8 +73,9 @@ def test_trainer_params_round_trip_through_a_file(tmp_path):
     import tgweb as tg
     from tgweb.samples import sin
 
-    trainer = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER,
-                         backend="reference", seed=0)
+    trainer = tg.compile(
+        sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend="reference", seed=0
+    )
     for step in range(3):
         trainer.step(**sin.batch(step))
     before = {k: np.asarray(v) for k, v in trainer.params().items()}
@@ -82,18 +88,27 @@ def test_trainer_params_round_trip_through_a_file(tmp_path):
         np.testing.assert_array_equal(np.asarray(v), before[k])
 
 
-@pytest.mark.parametrize("blob, msg", [
-    (b"\x01\x00", "only 2 bytes"),
-    (struct.pack("<Q", 1 << 40) + b"{}", "header length"),
-    (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
-    (struct.pack("<Q", 3) + b"{x}", "not JSON"),
-    (struct.pack("<Q", 56) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}  ' + b"\0" * 4,
-     r"4 bytes for F32 \[2\]"),
-    (struct.pack("<Q", 56) + b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}  ' + b"\0" * 8,
-     "4 bytes after"),
-    (struct.pack("<Q", 56) + b'{"a":{"dtype":"X99","shape":[1],"data_offsets":[0,4]}}  ' + b"\0" * 4,
-     "unsupported dtype"),
-])
+@pytest.mark.parametrize(
+    "blob, msg",
+    [
+        (b"\x01\x00", "only 2 bytes"),
+        (struct.pack("<Q", 1 << 40) + b"{}", "header length"),
+        (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
+        (struct.pack("<Q", 3) + b"{x}", "not JSON"),
+        (
+            struct.pack("<Q", 56) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}  ' + b"\0" * 4,
+            r"4 bytes for F32 \[2\]",
+        ),
+        (
+            struct.pack("<Q", 56) + b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}  ' + b"\0" * 8,
+            "4 bytes after",
+        ),
+        (
+            struct.pack("<Q", 56) + b'{"a":{"dtype":"X99","shape":[1],"data_offsets":[0,4]}}  ' + b"\0" * 4,
+            "unsupported dtype",
+        ),
+    ],
+)
 def test_bad_files_raise_clear_errors(blob, msg):
     with pytest.raises(tst.SafetensorsError, match=msg):
         tst.load(blob)

@@ -22,7 +22,7 @@ def feeds_of(sample, data: dict, n: int | None = None) -> dict:
     """NumPy arrays shaped as sample.INPUTS from a batch() dict (first n rows)."""
     out = {}
     for k, spec in sample.INPUTS.items():
-        shape, dt = (spec if isinstance(spec[1], str) else (spec, "f32"))
+        shape, dt = spec if isinstance(spec[1], str) else (spec, "f32")
         a = np.array(data[k], np.float32 if dt == "f32" else np.int32).reshape(shape)
         out[k] = a[:n] if n else a
     return out
@@ -73,7 +73,8 @@ def fd_spot_check(sample, model, arrays, per_param=2, seed=0):
             minus[name][pos] -= eps
             num = (f(plus)[0] - f(minus)[0]) / (2 * eps)
             assert abs(num - g[pos]) <= 1e-6 * max(1.0, abs(num)) + 1e-9, (
-                f"{name}{pos}: analytic {g[pos]} vs numeric {num}")
+                f"{name}{pos}: analytic {g[pos]} vs numeric {num}"
+            )
             checked += 1
     return loss, grads, checked
 
@@ -85,7 +86,13 @@ def test_sin_sample_surface():
     assert get("sin") is sin and get("addition") is addition
     m = sin.Model()
     assert [n for n, _ in m.named_parameters()] == [
-        "net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias", "net.4.weight", "net.4.bias"]
+        "net.0.weight",
+        "net.0.bias",
+        "net.2.weight",
+        "net.2.bias",
+        "net.4.weight",
+        "net.4.bias",
+    ]
     assert m.num_params() == 64 + 64 + 64 * 64 + 64 + 64 + 1
     b = sin.batch(5, 3)
     assert b == sin.batch(5, 3) and b != sin.batch(6, 3) and b != sin.batch(5, 4)
@@ -113,12 +120,14 @@ def test_sin_forward_on_the_grid_and_a_few_descent_steps():
     m = sin.Model()
     m.init_params(0)
     g, out = trace(sin.forward, m, sin.EVAL_INPUTS)
-    params = {g.params[n].id: np.frombuffer(p.value, np.float32).reshape(p.shape)
-              for n, p in m.named_parameters()}
+    params = {
+        g.params[n].id: np.frombuffer(p.value, np.float32).reshape(p.shape) for n, p in m.named_parameters()
+    }
 
     def predict(feeds):
         x = np.array(feeds["x"], np.float32).reshape(200, 1)
         return evaluate(g, [out], {**params, g.inputs["x"].id: x})[0]
+
     before = sin.metric(predict)
     arrays = feeds_of(sin, sin.batch(0, 0))
     f = Float64Loss(sin, m, arrays)
@@ -144,8 +153,8 @@ def test_addition_data():
     assert len(toks) == len(tgts) == addition.BATCH * 8
     test = set(addition.TEST_PAIRS)
     for r in range(addition.BATCH):
-        row = toks[r * 8:(r + 1) * 8] + tgts[r * 8 + 7:(r + 1) * 8]
-        assert tgts[r * 8:(r + 1) * 8] == row[1:]
+        row = toks[r * 8 : (r + 1) * 8] + tgts[r * 8 + 7 : (r + 1) * 8]
+        assert tgts[r * 8 : (r + 1) * 8] == row[1:]
         a, c = row[0] * 10 + row[1], row[3] * 10 + row[4]
         assert row == addition.sequence(a, c) and (a, c) not in test
 
@@ -155,7 +164,7 @@ def test_addition_metric_with_oracles():
         t = list(feeds["tokens"])
         out = np.zeros((len(t) // 8, 8, 12))
         for i in range(len(t) // 8):
-            r = t[i * 8:i * 8 + 8]
+            r = t[i * 8 : i * 8 + 8]
             s = addition.sequence(r[0] * 10 + r[1], r[3] * 10 + r[4])
             for p in range(8):
                 # answer digits from the fed-back tokens: greedy decoding must feed them in
@@ -164,6 +173,7 @@ def test_addition_metric_with_oracles():
                     want = (want + 1) % 10
                 out[i, p, want] = 1.0
         return out
+
     assert addition.metric(oracle) == 1.0
     assert addition.metric(lambda f: np.zeros((250, 8, 12))) < 0.05
     pairs = addition.TEST_PAIRS[:30]
@@ -197,12 +207,12 @@ def torch_addition_loss(state: dict, tokens, targets):
 
     def ln(x, pre):
         return F.layer_norm(x, (64,), p[pre + ".weight"], p[pre + ".bias"], 1e-5)
+
     attn0 = None
     for i in range(3):
         pre = f"blocks.{i}."
         h = ln(x, pre + "ln1")
-        q, k, v = (F.linear(h, p[pre + f"attn.{n}.weight"]).view(b, t, 4, 16).transpose(1, 2)
-                   for n in "qkv")
+        q, k, v = (F.linear(h, p[pre + f"attn.{n}.weight"]).view(b, t, 4, 16).transpose(1, 2) for n in "qkv")
         s = (q @ k.transpose(-1, -2)) / 4.0
         w = F.softmax(s.masked_fill(~mask, float("-inf")), -1)
         attn0 = w if attn0 is None else attn0
@@ -222,8 +232,9 @@ def test_addition_gradients_fd_torch_and_value_and_grad():
     m = addition.Model()
     m.init_params(3)
     # larger weights than the init so that every path carries a visible gradient
-    state = {n: v * (5.0 if v.ndim == 2 and not n.startswith("tok") else 1.0)
-             for n, v in model_params64(m).items()}
+    state = {
+        n: v * (5.0 if v.ndim == 2 and not n.startswith("tok") else 1.0) for n, v in model_params64(m).items()
+    }
     m.load_state_dict({n: v.astype(np.float32) for n, v in state.items()})
     state = model_params64(m)
     arrays = feeds_of(addition, addition.batch(0, 0), n=16)
@@ -238,8 +249,7 @@ def test_addition_gradients_fd_torch_and_value_and_grad():
     loss32, grads32 = tg.value_and_grad(addition.loss_fn, m, **arrays)
     assert abs(loss32 - loss) < 1e-4
     for n, g in grads.items():
-        np.testing.assert_allclose(grads32[n], g, rtol=1e-2, atol=2e-3 * np.abs(g).max(),
-                                   err_msg=n)
+        np.testing.assert_allclose(grads32[n], g, rtol=1e-2, atol=2e-3 * np.abs(g).max(), err_msg=n)
     # the attention capture equals torch's first-block weights
     g_, logits = trace(addition.forward, m, {"tokens": ((16, 8), "i32")})
     feeds = {g_.params[n].id: v for n, v in state.items()}
@@ -251,6 +261,7 @@ def test_addition_gradients_fd_torch_and_value_and_grad():
 @pytest.mark.parametrize("name", ["sin", "addition"])
 def test_optimizer_settings_are_plain_data(name):
     import json
+
     s = get(name)
     json.dumps(s.OPTIMIZER)
     json.dumps(s.SUCCESS)

@@ -46,9 +46,9 @@ def test_digits_data_values():
     x = digits.images(range(1797))
     assert isinstance(x, array.array) and x.typecode == "f" and len(x) == 1797 * 64
     assert min(x) == 0.0 and max(x) == 1.0
-    assert all(v * 16 == round(v * 16) for v in x[:6400])      # k/16 exactly
+    assert all(v * 16 == round(v * 16) for v in x[:6400])  # k/16 exactly
     assert set(digits.labels(range(1797))) == set(range(10))
-    assert digits.image(0) == list(x[:64]) and digits.label(0) == 0   # sklearn's first image is a 0
+    assert digits.image(0) == list(x[:64]) and digits.label(0) == 0  # sklearn's first image is a 0
     assert len(digits.test_inputs()["x"]) == 359 * 64
 
 
@@ -59,7 +59,7 @@ def test_digits_batches_are_deterministic_and_from_training_images():
     assert len(a["x"]) == 64 * 64 and len(a["y"]) == 64 and a["y"].typecode == "i"
     train = {tuple(digits.image(i)): digits.label(i) for i in digits.TRAIN_INDICES}
     for k in range(64):
-        img = tuple(a["x"][k * 64:(k + 1) * 64])
+        img = tuple(a["x"][k * 64 : (k + 1) * 64])
         assert img in train and train[img] == a["y"][k]
 
 
@@ -69,7 +69,7 @@ def test_digits_metric_with_an_oracle():
 
     def oracle(b):
         x = b["x"]
-        rows = [lookup[tuple(x[k * 64:(k + 1) * 64])] for k in range(len(x) // 64)]
+        rows = [lookup[tuple(x[k * 64 : (k + 1) * 64])] for k in range(len(x) // 64)]
         return [[float(c == r) for c in range(10)] for r in rows]
 
     assert digits.metric(oracle) == 1.0
@@ -85,7 +85,7 @@ def test_names_split_sizes_disjoint_deterministic():
     assert len(train) == 4642 and len(val) == 521 and len(names.all_names()) == 5163
     assert not set(train) & set(val)
     assert sorted(train + val) == sorted(names.all_names())
-    assert len(set(names.all_names())) == 5163                  # deduplicated
+    assert len(set(names.all_names())) == 5163  # deduplicated
     # the split depends on the name only (crc32), not on the file's order
     shuffled = list(names.all_names())
     random.Random(5).shuffle(shuffled)
@@ -102,13 +102,13 @@ def test_names_batches():
     assert len(tok) == len(tgt) == len(mask) == 32 * 16
     train = set(names.train_names())
     for r in range(32):
-        t, g, m = tok[r * 16:(r + 1) * 16], tgt[r * 16:(r + 1) * 16], mask[r * 16:(r + 1) * 16]
+        t, g, m = tok[r * 16 : (r + 1) * 16], tgt[r * 16 : (r + 1) * 16], mask[r * 16 : (r + 1) * 16]
         k = int(sum(m))
         assert list(m) == [1.0] * k + [0.0] * (16 - k)
-        word = names.decode(g[:k - 1])
+        word = names.decode(g[: k - 1])
         assert word in train and len(word) == k - 1
-        assert t[0] == names.BOUNDARY and g[k - 1] == names.BOUNDARY   # starts and ends
-        assert list(t[1:k]) == list(g[:k - 1])                        # targets = next tokens
+        assert t[0] == names.BOUNDARY and g[k - 1] == names.BOUNDARY  # starts and ends
+        assert list(t[1:k]) == list(g[: k - 1])  # targets = next tokens
     assert names.encode("abz") == [0, 1, 2, 26, 0] and names.decode([0, 1, 2, 26, 0]) == "abz"
 
 
@@ -118,14 +118,15 @@ def _bigram_logits_fn():
     logp = [[math.log((v + 1) / (sum(row) + 27)) for v in row] for row in c]
 
     def fn(b):
-        return [logp[t] for t in b["tokens"]]   # [EVAL_BATCH * 16, 27], flattened by the sample
+        return [logp[t] for t in b["tokens"]]  # [EVAL_BATCH * 16, 27], flattened by the sample
+
     return fn
 
 
 def test_bigram_baseline():
     loss = names.bigram_loss()
-    assert 2.0 < loss < math.log(27)                          # better than uniform
-    assert names.bigram_loss(names.train_names()) < loss      # fits its own data better
+    assert 2.0 < loss < math.log(27)  # better than uniform
+    assert names.bigram_loss(names.train_names()) < loss  # fits its own data better
     # an independent count gives the same number
     counts: dict[tuple[str, str], int] = {}
     for n in names.train_names():
@@ -155,39 +156,60 @@ def test_sample_names_from_the_bigram_model():
     assert got == names.sample_names(fn, 40, rng=3) and got != names.sample_names(fn, 40, rng=4)
     assert len(got) == 40 and all(isinstance(n, str) and len(n) <= names.MAX_LEN for n in got)
     assert all(n.isalpha() and n.islower() for n in got if n)
-    assert sum(len(n) for n in got) / 40 > 3                  # names, not single letters
+    assert sum(len(n) for n in got) / 40 > 3  # names, not single letters
 
 
 # ---------------------------------------------------------------- training to success
 
 
 # (sample, backend, seed, evaluate every N steps)
-TRAININGS = [("sin", "reference", 0, 25), ("digits", "reference", 0, 25),
-             ("addition", "reference", 0, 100), ("names", "reference", 0, 50),
-             ("sin", "native", 0, 25), ("digits", "native", 0, 25)]
+TRAININGS = [
+    ("sin", "reference", 0, 25),
+    ("digits", "reference", 0, 25),
+    ("addition", "reference", 0, 100),
+    ("names", "reference", 0, 50),
+    ("sin", "native", 0, 25),
+    ("digits", "native", 0, 25),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,backend,seed,eval_every", TRAININGS,
-                         ids=[f"{t[0]}-{t[1]}" for t in TRAININGS])
-def test_sample_reaches_success_through_the_cli(name, backend, seed, eval_every, tmp_path,
-                                                record_property):
+@pytest.mark.parametrize("name,backend,seed,eval_every", TRAININGS, ids=[f"{t[0]}-{t[1]}" for t in TRAININGS])
+def test_sample_reaches_success_through_the_cli(name, backend, seed, eval_every, tmp_path, record_property):
     if backend == "native":
         from tgweb.backends import native
+
         assert native.available(), "no WebGPU adapter (python3 build.py setup installs lavapipe)"
     path = tmp_path / f"{name}.json"
-    cmd = [sys.executable, "-m", "tgweb", "train", name, "--backend", backend, "--seed", str(seed),
-           "--until-success", "--eval-every", str(eval_every), "--check", "--no-progress",
-           "--json", str(path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tgweb",
+        "train",
+        name,
+        "--backend",
+        backend,
+        "--seed",
+        str(seed),
+        "--until-success",
+        "--eval-every",
+        str(eval_every),
+        "--check",
+        "--no-progress",
+        "--json",
+        str(path),
+    ]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stdout + p.stderr[-3000:]
     s = json.loads(path.read_text())
     sample = get(name)
     assert s["success"] and s["steps"] <= sample.SUCCESS["within_steps"]
     assert s["first_success_step"] == s["steps"] and succeeded(sample, s["final_metric"])
-    line = (f"{name} on {backend}, seed {seed}: {s['metric']} {s['final_metric']:.4g} "
-            f"(bound {s['bound']:.4g}) at step {s['steps']}, training {s['train_s']:.1f} s, "
-            f"wall {s['wall_s']:.1f} s")
+    line = (
+        f"{name} on {backend}, seed {seed}: {s['metric']} {s['final_metric']:.4g} "
+        f"(bound {s['bound']:.4g}) at step {s['steps']}, training {s['train_s']:.1f} s, "
+        f"wall {s['wall_s']:.1f} s"
+    )
     record_property("summary", line)
     print(line)
 
@@ -213,7 +235,6 @@ def test_data_samples_work_without_numpy():
         assert abs(names.metric(lambda b: zeros) - __import__("math").log(27)) < 1e-9
         print(round(names.bigram_loss(), 4), "numpy" in sys.modules)
     """)
-    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == [f"{names.bigram_loss():.4f}".rstrip("0"), "False"]

@@ -38,20 +38,31 @@ INPUTS = {"tok": ((6,), "i32"), "x": (6, 1), "y": (6, 2), "z": ()}
 
 def batch(seed, z=1.0):
     rng = np.random.default_rng(seed)
-    return {"tok": rng.integers(0, 5, 6).astype(np.int32),
-            "x": rng.normal(size=(6, 1)).astype(np.float32),
-            "y": rng.normal(size=(6, 2)).astype(np.float32),
-            "z": np.float32(z)}
+    return {
+        "tok": rng.integers(0, 5, 6).astype(np.int32),
+        "x": rng.normal(size=(6, 1)).astype(np.float32),
+        "y": rng.normal(size=(6, 2)).astype(np.float32),
+        "z": np.float32(z),
+    }
 
 
 def make(opt=None, **kw):
-    return tg.compile(Net(), loss_fn, inputs=INPUTS, backend="reference",
-                      optimizer=opt or tg.optim.AdamW(1e-2, weight_decay=0.1), **kw)
+    return tg.compile(
+        Net(),
+        loss_fn,
+        inputs=INPUTS,
+        backend="reference",
+        optimizer=opt or tg.optim.AdamW(1e-2, weight_decay=0.1),
+        **kw,
+    )
 
 
 def snapshot(tr):
-    return ({k: v.tobytes() for k, v in tr.params().items()},
-            {k: v.tobytes() for k, v in tr.states().items()}, tr.steps)
+    return (
+        {k: v.tobytes() for k, v in tr.params().items()},
+        {k: v.tobytes() for k, v in tr.states().items()},
+        tr.steps,
+    )
 
 
 @pytest.mark.parametrize("bad", ["nan_input", "inf_target", "nan_grad_only"])
@@ -136,8 +147,9 @@ def test_inputs_accept_lists_and_array_array():
     b = batch(0)
     r1 = tr.step(**b)
     tr.reset()
-    r2 = tr.step(tok=b["tok"].tolist(), x=array.array("f", b["x"].ravel()), y=b["y"].tolist(),
-                 z=float(b["z"]))
+    r2 = tr.step(
+        tok=b["tok"].tolist(), x=array.array("f", b["x"].ravel()), y=b["y"].tolist(), z=float(b["z"])
+    )
     assert r1.loss == r2.loss
 
 
@@ -185,23 +197,36 @@ def test_reset_restores_the_seeded_start():
 
 
 def test_optimizer_arguments_rejected_at_compile_time():
-    for build in (lambda: tg.optim.Adam(-1e-3), lambda: tg.optim.Adam(1e-3, betas=(1.0, 0.9)),
-                  lambda: tg.optim.AdamW(1e-3, betas=(0.9, -0.1)), lambda: tg.optim.SGD(-0.1),
-                  lambda: tg.optim.SGD(0.1, momentum=-1), lambda: tg.optim.SGD(0.1, nesterov=True),
-                  lambda: tg.optim.AdamW(1e-3, eps=-1), lambda: tg.optim.Adam(float("nan")),
-                  lambda: make({"name": "adam", "lr": -1.0}),
-                  lambda: make({"name": "adamw", "lr": 1e-3, "betas": (0.9, 1.5)}),
-                  lambda: make({"name": "rmsprop", "lr": 1e-3}),
-                  lambda: make(clip_grad_norm=-1.0),
-                  lambda: make(normalize_grads=3)):
+    for build in (
+        lambda: tg.optim.Adam(-1e-3),
+        lambda: tg.optim.Adam(1e-3, betas=(1.0, 0.9)),
+        lambda: tg.optim.AdamW(1e-3, betas=(0.9, -0.1)),
+        lambda: tg.optim.SGD(-0.1),
+        lambda: tg.optim.SGD(0.1, momentum=-1),
+        lambda: tg.optim.SGD(0.1, nesterov=True),
+        lambda: tg.optim.AdamW(1e-3, eps=-1),
+        lambda: tg.optim.Adam(float("nan")),
+        lambda: make({"name": "adam", "lr": -1.0}),
+        lambda: make({"name": "adamw", "lr": 1e-3, "betas": (0.9, 1.5)}),
+        lambda: make({"name": "rmsprop", "lr": 1e-3}),
+        lambda: make(clip_grad_norm=-1.0),
+        lambda: make(normalize_grads=3),
+    ):
         with pytest.raises(ValueError):
             build()
 
 
 def test_optimizer_as_plain_data():
-    spec = {"name": "adamw", "lr": 5e-3, "betas": (0.9, 0.999), "eps": 1e-8,
-            "schedule": {"kind": "linear", "start": 5e-3, "end": 5e-4, "steps": 10},
-            "weight_decay": 0.01, "decay_exclude": "biases and norms", "clip": 1.0}
+    spec = {
+        "name": "adamw",
+        "lr": 5e-3,
+        "betas": (0.9, 0.999),
+        "eps": 1e-8,
+        "schedule": {"kind": "linear", "start": 5e-3, "end": 5e-4, "steps": 10},
+        "weight_decay": 0.01,
+        "decay_exclude": "biases and norms",
+        "clip": 1.0,
+    }
     tr = make(spec)
     assert tr.clip_grad_norm == 1.0 and isinstance(tr.optimizer, tg.optim.AdamW)
     assert tr.lr == 5e-3
@@ -226,8 +251,13 @@ def test_decay_masks():
     mm = M()
     assert decays(mm.w) and not decays(mm.b)
     # gradient zero (loss ignores x's value) -> AdamW only decays
-    tr = tg.compile(mm, lambda m, x: (m(x) * 0.0).sum(), inputs={"x": (3,)},
-                    optimizer=tg.optim.AdamW(0.1, weight_decay=0.5), backend="reference")
+    tr = tg.compile(
+        mm,
+        lambda m, x: (m(x) * 0.0).sum(),
+        inputs={"x": (3,)},
+        optimizer=tg.optim.AdamW(0.1, weight_decay=0.5),
+        backend="reference",
+    )
     p0 = tr.params()
     tr.step(x=np.ones(3, np.float32))
     p1 = tr.params()
@@ -296,4 +326,5 @@ def test_memory_report_and_program():
 def test_default_backend_is_known():
     assert tg.compile.__module__ == "tgweb.compile"
     from tgweb.compile import default_backend
+
     assert default_backend() in ("reference", "native")

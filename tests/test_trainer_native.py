@@ -26,8 +26,12 @@ def loss_fn(m, x, y):
 
 
 def test_native_matches_reference_20_steps():
-    kw = dict(inputs={"x": (16, 3), "y": (16, 2)}, clip_grad_norm=0.5, seed=1,
-              optimizer=tg.optim.AdamW(tg.optim.Warmup(5, tg.optim.Cosine(1e-2, 15)), weight_decay=0.1))
+    kw = dict(
+        inputs={"x": (16, 3), "y": (16, 2)},
+        clip_grad_norm=0.5,
+        seed=1,
+        optimizer=tg.optim.AdamW(tg.optim.Warmup(5, tg.optim.Cosine(1e-2, 15)), weight_decay=0.1),
+    )
     ref = tg.compile(MLP(), loss_fn, backend="reference", **kw)
     gpu = tg.compile(MLP(), loss_fn, backend="native", **kw)
     assert gpu.program.kernels and gpu.program.meta["memory"]["total_bytes"] > 0

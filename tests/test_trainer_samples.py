@@ -9,8 +9,7 @@ from tgweb.samples import addition, sin
 
 
 def test_sin_trains_to_success():
-    tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER,
-                    backend="reference")
+    tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend="reference")
     assert isinstance(tr.optimizer, tg.optim.Adam) and tr.lr == sin.OPTIMIZER["lr"]
     fwd = tr.attach(sin.forward, inputs=sin.EVAL_INPUTS)
     best = float("inf")
@@ -25,8 +24,13 @@ def test_sin_trains_to_success():
 
 
 def test_addition_plan_pools_intermediates():
-    tr = tg.compile(addition.Model(), addition.loss_fn, inputs=addition.INPUTS,
-                    optimizer=addition.OPTIMIZER, backend="reference")
+    tr = tg.compile(
+        addition.Model(),
+        addition.loss_fn,
+        inputs=addition.INPUTS,
+        optimizer=addition.OPTIMIZER,
+        backend="reference",
+    )
     assert tr.clip_grad_norm == 1.0 and isinstance(tr.optimizer, tg.optim.AdamW)
     rep = tr.memory_report()
     assert rep["total_bytes"] * 3 < rep["unpooled_total_bytes"]
@@ -34,8 +38,14 @@ def test_addition_plan_pools_intermediates():
 
 
 def _train_addition(seed=0):
-    tr = tg.compile(addition.Model(), addition.loss_fn, inputs=addition.INPUTS,
-                    optimizer=addition.OPTIMIZER, backend="reference", seed=seed)
+    tr = tg.compile(
+        addition.Model(),
+        addition.loss_fn,
+        inputs=addition.INPUTS,
+        optimizer=addition.OPTIMIZER,
+        backend="reference",
+        seed=seed,
+    )
     fwd = tr.attach(addition.forward, inputs=addition.EVAL_INPUTS)
     t0 = time.time()
     acc = 0.0

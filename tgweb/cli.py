@@ -42,19 +42,29 @@ def _show(name: str, mod, predict, seed: int) -> list[str]:
     if name == "digits":
         idx = list(mod.TEST_INDICES[:20])
         pred = mod.predictions(predict, idx)
-        return ["test images (predicted/true): "
-                + " ".join(f"{p}/{t}" for p, t in zip(pred, mod.labels(idx)))]
+        return [
+            "test images (predicted/true): " + " ".join(f"{p}/{t}" for p, t in zip(pred, mod.labels(idx)))
+        ]
     if name == "addition":
         pairs = list(mod.TEST_PAIRS[:6])
         ans = mod.greedy_answers(predict, pairs)
-        return ["held-out sums: " + ", ".join(
-            f"{a}+{c}={d[2] * 100 + d[1] * 10 + d[0]}" for (a, c), d in zip(pairs, ans))]
+        return [
+            "held-out sums: "
+            + ", ".join(f"{a}+{c}={d[2] * 100 + d[1] * 10 + d[0]}" for (a, c), d in zip(pairs, ans))
+        ]
     return []
 
 
-def train(name: str, backend: str | None = None, steps: int | None = None, seed: int = 0,
-          eval_every: int | None = None, until_success: bool = False, progress: bool = True,
-          out=None) -> dict[str, Any]:
+def train(
+    name: str,
+    backend: str | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    eval_every: int | None = None,
+    until_success: bool = False,
+    progress: bool = True,
+    out=None,
+) -> dict[str, Any]:
     """Train sample `name` and return the summary that `tgweb train` prints."""
     from .compile import compile as tg_compile
     from .compile import default_backend
@@ -71,18 +81,25 @@ def train(name: str, backend: str | None = None, steps: int | None = None, seed:
         return v < bound if kind == "below" else v >= bound
 
     t0 = time.perf_counter()
-    trainer = tg_compile(mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER,
-                         backend=backend, seed=seed)
+    trainer = tg_compile(
+        mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend=backend, seed=seed
+    )
     inference = trainer.attach(mod.forward, inputs=mod.EVAL_INPUTS)
     compile_s = time.perf_counter() - t0
-    n_params = sum(len(v.reshape(-1)) if hasattr(v, "reshape") else len(_samples.flatten(v))
-                   for v in trainer.params().values())
+    n_params = sum(
+        len(v.reshape(-1)) if hasattr(v, "reshape") else len(_samples.flatten(v))
+        for v in trainer.params().values()
+    )
 
     def predict(batch):
         return inference.run(**batch).output
 
-    print(f"{name}: backend {backend}, seed {seed}, {n_params:,} parameters, compiled in "
-          f"{compile_s:.2f} s; success: {_bound_text(mod)}", file=out, flush=True)
+    print(
+        f"{name}: backend {backend}, seed {seed}, {n_params:,} parameters, compiled in "
+        f"{compile_s:.2f} s; success: {_bound_text(mod)}",
+        file=out,
+        flush=True,
+    )
 
     history: list[tuple[int, float]] = []
     first_success: tuple[int, float] | None = None
@@ -95,6 +112,7 @@ def train(name: str, backend: str | None = None, steps: int | None = None, seed:
     if progress:
         try:
             from tqdm import tqdm
+
             bar = tqdm(total=steps, desc=name, unit="step", dynamic_ncols=True, file=sys.stderr)
         except ImportError:  # pragma: no cover - tqdm is a CLI convenience
             bar = None
@@ -113,8 +131,10 @@ def train(name: str, backend: str | None = None, steps: int | None = None, seed:
         history.append((done, v))
         if first_success is None and met(v):
             first_success = (done, train_s)
-        note(f"step {done}: loss {_fmt(last_loss)}, {mod.SUCCESS['metric']} {_fmt(v)}"
-             + (" (success)" if met(v) else ""))
+        note(
+            f"step {done}: loss {_fmt(last_loss)}, {mod.SUCCESS['metric']} {_fmt(v)}"
+            + (" (success)" if met(v) else "")
+        )
         return v
 
     try:
@@ -147,27 +167,48 @@ def train(name: str, backend: str | None = None, steps: int | None = None, seed:
     wall = time.perf_counter() - t0
     success = met(final) and done <= mod.SUCCESS["within_steps"]
     summary = {
-        "sample": name, "backend": backend, "seed": seed, "steps": done, "skipped_steps": skipped,
-        "final_loss": last_loss, "metric": mod.SUCCESS["metric"], "final_metric": final,
-        "bound": bound, "bound_kind": kind, "within_steps": mod.SUCCESS["within_steps"],
-        "success": success, "first_success_step": first_success[0] if first_success else None,
+        "sample": name,
+        "backend": backend,
+        "seed": seed,
+        "steps": done,
+        "skipped_steps": skipped,
+        "final_loss": last_loss,
+        "metric": mod.SUCCESS["metric"],
+        "final_metric": final,
+        "bound": bound,
+        "bound_kind": kind,
+        "within_steps": mod.SUCCESS["within_steps"],
+        "success": success,
+        "first_success_step": first_success[0] if first_success else None,
         "first_success_train_s": first_success[1] if first_success else None,
-        "parameters": n_params, "compile_s": compile_s, "train_s": train_s, "eval_s": eval_s,
-        "wall_s": wall, "steps_per_s": done / train_s if train_s > 0 else None,
-        "history": history, "interrupted": interrupted,
+        "parameters": n_params,
+        "compile_s": compile_s,
+        "train_s": train_s,
+        "eval_s": eval_s,
+        "wall_s": wall,
+        "steps_per_s": done / train_s if train_s > 0 else None,
+        "history": history,
+        "interrupted": interrupted,
     }
     for line in _show(name, mod, predict, seed):
         print(line, file=out)
-    print(f"final {mod.SUCCESS['metric']}: {_fmt(final)} after {done} steps "
-          f"(loss {_fmt(last_loss)}{f', {skipped} skipped' if skipped else ''})", file=out)
+    print(
+        f"final {mod.SUCCESS['metric']}: {_fmt(final)} after {done} steps "
+        f"(loss {_fmt(last_loss)}{f', {skipped} skipped' if skipped else ''})",
+        file=out,
+    )
     if first_success:
         when = f"first met at step {first_success[0]} after {first_success[1]:.1f} s of training"
     else:
         when = "not met at any evaluation"
     print(f"SUCCESS {'met' if success else 'NOT met'}: {_bound_text(mod)}; {when}", file=out)
-    print(f"steps: {done}, wall time {wall:.1f} s (compile {compile_s:.1f} s, training "
-          f"{train_s:.1f} s = {summary['steps_per_s'] or 0:.1f} steps/s, evaluation {eval_s:.1f} s)"
-          + (" — interrupted" if interrupted else ""), file=out, flush=True)
+    print(
+        f"steps: {done}, wall time {wall:.1f} s (compile {compile_s:.1f} s, training "
+        f"{train_s:.1f} s = {summary['steps_per_s'] or 0:.1f} steps/s, evaluation {eval_s:.1f} s)"
+        + (" — interrupted" if interrupted else ""),
+        file=out,
+        flush=True,
+    )
     return summary
 
 
@@ -177,10 +218,15 @@ def info(out=None) -> dict[str, Any]:
     from .compile import default_backend
 
     out = out or sys.stdout
-    found: dict[str, Any] = {"version": __version__, "python": platform.python_version(),
-                             "backends": {}, "adapters": []}
+    found: dict[str, Any] = {
+        "version": __version__,
+        "python": platform.python_version(),
+        "backends": {},
+        "adapters": [],
+    }
     try:
         import numpy
+
         found["backends"]["reference"] = {"available": True, "detail": f"NumPy {numpy.__version__}"}
     except ImportError:
         found["backends"]["reference"] = {"available": False, "detail": "needs NumPy"}
@@ -197,28 +243,41 @@ def info(out=None) -> dict[str, Any]:
             found["adapter_error"] = str(e)
         for a in adapters:
             i = dict(a.info)
-            found["adapters"].append({"summary": a.summary, "vendor": i.get("vendor", ""),
-                                      "device": i.get("device", ""),
-                                      "description": i.get("description", ""),
-                                      "type": i.get("adapter_type", ""),
-                                      "backend": i.get("backend_type", "")})
+            found["adapters"].append(
+                {
+                    "summary": a.summary,
+                    "vendor": i.get("vendor", ""),
+                    "device": i.get("device", ""),
+                    "description": i.get("description", ""),
+                    "type": i.get("adapter_type", ""),
+                    "backend": i.get("backend_type", ""),
+                }
+            )
         try:
             from .backends import native
+
             ok = native.available()
             ai = native.adapter_info() if ok else {}
-            detail = (f"wgpu-py {wgpu.__version__} on {ai.get('device', '?')} "
-                      f"({ai.get('adapter_type', '?')}, {ai.get('backend_type', '?')})" if ok
-                      else "no WebGPU adapter could be opened")
+            detail = (
+                f"wgpu-py {wgpu.__version__} on {ai.get('device', '?')} "
+                f"({ai.get('adapter_type', '?')}, {ai.get('backend_type', '?')})"
+                if ok
+                else "no WebGPU adapter could be opened"
+            )
         except Exception as e:  # the backend module itself failed
             ok, detail = False, f"{type(e).__name__}: {e}"
         found["backends"]["native"] = {"available": ok, "detail": detail}
-    found["backends"]["browser"] = {"available": sys.platform == "emscripten",
-                                    "detail": "WebGPU through Pyodide in the page's worker"}
+    found["backends"]["browser"] = {
+        "available": sys.platform == "emscripten",
+        "detail": "WebGPU through Pyodide in the page's worker",
+    }
     found["default"] = default_backend()
     found["samples"] = list(_samples.SAMPLES)
 
-    print(f"tgweb {found['version']} (Python {found['python']}, {platform.system()} "
-          f"{platform.machine()})", file=out)
+    print(
+        f"tgweb {found['version']} (Python {found['python']}, {platform.system()} {platform.machine()})",
+        file=out,
+    )
     print("backends:", file=out)
     for b, d in found["backends"].items():
         mark = "yes" if d["available"] else "no "
@@ -242,20 +301,35 @@ def _one_blas_thread() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _one_blas_thread()
-    ap = argparse.ArgumentParser(prog="python -m tgweb", description="tgweb: train neural networks "
-                                 "on WebGPU from Python.")
+    ap = argparse.ArgumentParser(
+        prog="python -m tgweb", description="tgweb: train neural networks on WebGPU from Python."
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train one of the canonical samples")
     t.add_argument("sample", choices=list(_samples.SAMPLES))
-    t.add_argument("--backend", choices=["native", "reference"], default=None,
-                   help="default: native when a GPU adapter is found, else reference")
-    t.add_argument("--steps", type=int, default=None,
-                   help="default: the sample's step budget (SUCCESS counts only within it)")
+    t.add_argument(
+        "--backend",
+        choices=["native", "reference"],
+        default=None,
+        help="default: native when a GPU adapter is found, else reference",
+    )
+    t.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="default: the sample's step budget (SUCCESS counts only within it)",
+    )
     t.add_argument("--seed", type=int, default=0, help="parameter init and data order (default 0)")
-    t.add_argument("--eval-every", type=int, default=None, metavar="N",
-                   help="evaluate the metric every N steps (default: a tenth of the budget)")
-    t.add_argument("--until-success", action="store_true",
-                   help="stop at the first evaluation that meets SUCCESS")
+    t.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="evaluate the metric every N steps (default: a tenth of the budget)",
+    )
+    t.add_argument(
+        "--until-success", action="store_true", help="stop at the first evaluation that meets SUCCESS"
+    )
     t.add_argument("--check", action="store_true", help="exit with status 1 unless SUCCESS was met")
     t.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH ('-': stdout)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -266,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         if args.json:
             import io
+
             found = info(out=io.StringIO())
             print(json.dumps(found, indent=2))
         else:
@@ -277,8 +352,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_every is not None and args.eval_every < 1:
         ap.error("--eval-every must be >= 1")
     try:
-        summary = train(args.sample, args.backend, args.steps, args.seed, args.eval_every,
-                        args.until_success, progress=not args.no_progress)
+        summary = train(
+            args.sample,
+            args.backend,
+            args.steps,
+            args.seed,
+            args.eval_every,
+            args.until_success,
+            progress=not args.no_progress,
+        )
     except Exception as e:
         if type(e).__name__ not in ("NativeError", "KernelCompileError", "InputError"):
             raise

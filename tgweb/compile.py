@@ -99,9 +99,18 @@ def default_backend() -> str:
         return "reference"
 
 
-def compile(model: Module, loss_fn: Callable, inputs: dict[str, Any], optimizer: Any, *,
-            backend: str | None = None, seed: int = 0, clip_grad_norm: float | None = None,
-            normalize_grads: Any = None, precision: str = "float32") -> "Trainer":
+def compile(
+    model: Module,
+    loss_fn: Callable,
+    inputs: dict[str, Any],
+    optimizer: Any,
+    *,
+    backend: str | None = None,
+    seed: int = 0,
+    clip_grad_norm: float | None = None,
+    normalize_grads: Any = None,
+    precision: str = "float32",
+) -> "Trainer":
     """Trace loss_fn(model, **inputs), append gradients and the optimizer update, and
     return a Trainer.
 
@@ -121,8 +130,12 @@ def compile(model: Module, loss_fn: Callable, inputs: dict[str, Any], optimizer:
     if clip_grad_norm is None:
         clip_grad_norm = spec_clip
     if clip_grad_norm is not None:
-        if (isinstance(clip_grad_norm, bool) or not isinstance(clip_grad_norm, (int, float))
-                or not clip_grad_norm > 0 or clip_grad_norm == float("inf")):
+        if (
+            isinstance(clip_grad_norm, bool)
+            or not isinstance(clip_grad_norm, (int, float))
+            or not clip_grad_norm > 0
+            or clip_grad_norm == float("inf")
+        ):
             raise ValueError(f"clip_grad_norm must be a finite number > 0, got {clip_grad_norm!r}")
         clip_grad_norm = float(clip_grad_norm)
     which = _clip.name_filter(normalize_grads) if normalize_grads not in (None, False) else None
@@ -147,9 +160,14 @@ def decays(p) -> bool:
     return getattr(p.init, "kind", "random") not in _NO_DECAY_INITS
 
 
-def build_training_graph(model: Module, loss_fn: Callable, inputs: dict, opt: Optimizer,
-                         clip_grad_norm: float | None = None,
-                         normalize: Callable[[str], bool] | None = None) -> Graph:
+def build_training_graph(
+    model: Module,
+    loss_fn: Callable,
+    inputs: dict,
+    opt: Optimizer,
+    clip_grad_norm: float | None = None,
+    normalize: Callable[[str], bool] | None = None,
+) -> Graph:
     """The one graph a training step runs: forward, loss, gradients, checks, update."""
     site = user_site()
     graph, out = trace(loss_fn, model, inputs)
@@ -203,21 +221,31 @@ _HOST_SCALARS = ("lr", "step_size", "bc2_sqrt", "seed")
 class Trainer:
     """One compiled training step and the state it trains. See the module docstring."""
 
-    def __init__(self, model: Module, graph: Graph, optimizer: Optimizer, backend: str,
-                 seed: int, precision: str, clip_grad_norm: float | None) -> None:
+    def __init__(
+        self,
+        model: Module,
+        graph: Graph,
+        optimizer: Optimizer,
+        backend: str,
+        seed: int,
+        precision: str,
+        clip_grad_norm: float | None,
+    ) -> None:
         self.model, self.graph, self.optimizer = model, graph, optimizer
         self.backend, self.seed, self.precision = backend, seed, precision
         self.clip_grad_norm = clip_grad_norm
         unknown = sorted(set(graph.scalars) - set(_HOST_SCALARS))
         if unknown:
-            raise TraceError(f"the graph uses host scalars {unknown} that the trainer does not "
-                             f"provide (known: {list(_HOST_SCALARS)})")
+            raise TraceError(
+                f"the graph uses host scalars {unknown} that the trainer does not "
+                f"provide (known: {list(_HOST_SCALARS)})"
+            )
         self._pshape = {n: t.shape for n, t in graph.params.items()}
         self._sshape = {n: t.shape for n, t in graph.states.items()}
         self._schedule: Schedule = optimizer.lr
-        self._origin = 0      # applied-step count at which the schedule started
-        self._t = 0           # applied steps
-        self._calls = 0       # step() calls, applied or not (drives the seed scalar)
+        self._origin = 0  # applied-step count at which the schedule started
+        self._t = 0  # applied steps
+        self._calls = 0  # step() calls, applied or not (drives the seed scalar)
         self._program = None
         self._memory = None
         self._engine = _make_engine(graph, backend, precision)
@@ -233,6 +261,7 @@ class Trainer:
             return self._engine.program
         if self._program is None:
             from .passes.plan import program_from_graph
+
             self._program = program_from_graph(self.graph)
         return self._program
 
@@ -282,8 +311,12 @@ class Trainer:
         missing = sorted(set(shapes) - set(d))
         extra = sorted(set(d) - set(shapes))
         if missing or extra:
-            raise InputError(f"{what}: " + "; ".join(
-                ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])))
+            raise InputError(
+                f"{what}: "
+                + "; ".join(
+                    ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])
+                )
+            )
         new = {n: (d[n], from_user(d[n], shapes[n], "f32", f"{noun} {n!r}")) for n in shapes}
         for n, (raw, data) in new.items():
             self._engine.write(kind, n, data, raw)
@@ -346,8 +379,9 @@ class Inference:
             graph.outputs.update(out)
             self._single = False
         else:
-            raise TraceError("the forward function must return a tensor or a dict of tensors, got "
-                             f"{type(out).__name__}")
+            raise TraceError(
+                f"the forward function must return a tensor or a dict of tensors, got {type(out).__name__}"
+            )
         self.graph = graph
         self._engine = _make_engine(graph, trainer.backend, trainer.precision, share=trainer._engine)
 
@@ -358,8 +392,9 @@ class Inference:
     def run(self, **batch) -> RunResult:
         data = _check_inputs(self.graph, batch, "run")
         outs, caps = list(self.graph.outputs), list(self.graph.captures)
-        got = self._engine.run(data, batch, {}, [("outputs", n) for n in outs]
-                               + [("captures", n) for n in caps])
+        got = self._engine.run(
+            data, batch, {}, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
+        )
         o = {n: got[("outputs", n)] for n in outs}
         return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
 
@@ -374,9 +409,13 @@ def _check_inputs(graph: Graph, batch: dict, what: str) -> dict[str, array.array
     missing = [n for n in graph.inputs if n not in batch]
     extra = sorted(n for n in batch if n not in graph.inputs)
     if missing or extra:
-        raise InputError(f"{what}: " + "; ".join(
-            ([f"missing input(s) {missing}"] if missing else [])
-            + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])))
+        raise InputError(
+            f"{what}: "
+            + "; ".join(
+                ([f"missing input(s) {missing}"] if missing else [])
+                + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])
+            )
+        )
     return {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
 
 
@@ -400,6 +439,7 @@ class _ReferenceEngine:
         import numpy as np
 
         from .backends.reference import Context
+
         self.np, self.graph = np, graph
         self.ctx = Context(precision)
         self.f = self.ctx.f
@@ -407,8 +447,11 @@ class _ReferenceEngine:
         if share is not None:
             self.values["params"] = share.values["params"]  # the same dict: updates are seen
         self._leaf = {"params": graph.params, "states": graph.states}
-        self._out = [(k, n, t) for k, d in (("outputs", graph.outputs), ("captures", graph.captures))
-                     for n, t in d.items()]
+        self._out = [
+            (k, n, t)
+            for k, d in (("outputs", graph.outputs), ("captures", graph.captures))
+            for n, t in d.items()
+        ]
         self._upd = list(graph.updates.items())
 
     def _array(self, data: array.array, raw: Any, shape, dtype: str):
@@ -427,9 +470,11 @@ class _ReferenceEngine:
     def read(self, kind: str, name: str):
         return self.values[kind][name].copy()
 
-    def run(self, data: dict[str, array.array], raw: dict[str, Any], scalars: dict,
-            read: list[tuple[str, str]]) -> dict:
+    def run(
+        self, data: dict[str, array.array], raw: dict[str, Any], scalars: dict, read: list[tuple[str, str]]
+    ) -> dict:
         from .backends.reference import evaluate
+
         g = self.graph
         feeds = {t.id: self._array(data[n], raw.get(n), t.shape, t.dtype) for n, t in g.inputs.items()}
         for n, t in g.params.items():
@@ -442,7 +487,7 @@ class _ReferenceEngine:
         with self.np.errstate(all="ignore"):  # a non-finite step is detected in the graph
             vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
         got = {(k, n): v for (k, n, _), v in zip(outs, vals)}
-        for (n, _), v in zip(self._upd, vals[len(outs):]):
+        for (n, _), v in zip(self._upd, vals[len(outs) :]):
             kind = "params" if n in g.params else "states"
             self.values[kind][n] = v
         return got
@@ -454,17 +499,23 @@ class _RuntimeEngine:
 
     def __init__(self, graph: Graph, backend: str, share=None) -> None:
         from .lower import lower
+
         mod = importlib.import_module(f"tgweb.backends.{backend}")
         self.graph = graph
         limits = getattr(mod, "device_limits", None)  # tensors over the device's limits fail here
-        self.program = lower(graph, limits=limits() if limits else None,
-                             name="step" if graph.updates else "forward")
+        self.program = lower(
+            graph, limits=limits() if limits else None, name="step" if graph.updates else "forward"
+        )
         shared = None
         if share is not None:
             shared = {n: share.rt.param_handle(n) for n in self.program.params}
         self.rt = mod.Runtime(self.program, shared=shared)
-        self._slots = {"params": self.program.params, "states": self.program.states,
-                       "outputs": self.program.outputs, "captures": self.program.captures}
+        self._slots = {
+            "params": self.program.params,
+            "states": self.program.states,
+            "outputs": self.program.outputs,
+            "captures": self.program.captures,
+        }
 
     def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
         if name in self._slots[kind]:  # a param the program does not use has no buffer

@@ -16,8 +16,9 @@ def append_grad(graph: Graph, loss: Tensor, wrt: list[Tensor]) -> dict[int, Tens
     from . import ops
 
     if loss.shape != () or loss.dtype != "f32":
-        raise TraceError(f"the loss must be a float scalar, got {loss.dtype} of shape {loss.shape}",
-                         loss.site)
+        raise TraceError(
+            f"the loss must be a float scalar, got {loss.dtype} of shape {loss.shape}", loss.site
+        )
     # tensors that lie on a path from some wrt tensor to the loss
     wanted = {t.id for t in wrt}
     reaches: set[int] = set()

@@ -54,6 +54,7 @@ class Array:
 
     def __array__(self, dtype=None, copy=None):
         import numpy as np
+
         npd = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}[self.dtype]
         a = np.frombuffer(self.data.tobytes(), npd).reshape(self.shape)
         if self.dtype == "bool":
@@ -68,12 +69,13 @@ def _nest(flat, shape):
     if len(shape) == 1:
         return list(flat)
     step = prod(shape[1:])
-    return [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
 def _numpy():
     try:
         import numpy
+
         return numpy
     except ImportError:
         return None
@@ -117,8 +119,7 @@ def from_user(x: Any, shape: tuple[int, ...], dtype: str, what: str) -> _array.a
     if isinstance(x, (bytes, bytearray, memoryview)):
         mv = memoryview(x).cast("B")
         if len(mv) != 4 * n:
-            raise InputError(f"{what}: expected {n} values of 4 bytes for shape {shape}, "
-                             f"got {len(mv)} bytes")
+            raise InputError(f"{what}: expected {n} values of 4 bytes for shape {shape}, got {len(mv)} bytes")
         out = _array.array(code)
         out.frombytes(mv.tobytes())
         return out
@@ -141,8 +142,10 @@ def from_user(x: Any, shape: tuple[int, ...], dtype: str, what: str) -> _array.a
             return _array.array(code, vals)
         except (TypeError, OverflowError):
             raise InputError(f"{what}: values must be numbers") from None
-    raise InputError(f"{what}: expected an array (NumPy, list, array.array, memoryview, bytes "
-                     f"or a JS typed array), got {type(x).__name__}")
+    raise InputError(
+        f"{what}: expected an array (NumPy, list, array.array, memoryview, bytes "
+        f"or a JS typed array), got {type(x).__name__}"
+    )
 
 
 def _flatten(x):

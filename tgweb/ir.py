@@ -78,8 +78,9 @@ class OpDef:
 REGISTRY: dict[str, OpDef] = {}
 
 
-def register(kind: str, *, family: str, infer, grad, ref, alias: bool = False,
-             elementwise: bool = False) -> OpDef:
+def register(
+    kind: str, *, family: str, infer, grad, ref, alias: bool = False, elementwise: bool = False
+) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
     d = OpDef(kind, family, infer, grad, ref, alias, elementwise)
@@ -97,68 +98,149 @@ class TensorOps:
     def _t(self) -> "Tensor":
         raise NotImplementedError  # pragma: no cover - overridden by both subclasses
 
-    def __add__(self, o): return _ops().add(self, o)
-    def __radd__(self, o): return _ops().add(o, self)
-    def __sub__(self, o): return _ops().sub(self, o)
-    def __rsub__(self, o): return _ops().sub(o, self)
-    def __mul__(self, o): return _ops().mul(self, o)
-    def __rmul__(self, o): return _ops().mul(o, self)
-    def __truediv__(self, o): return _ops().div(self, o)
-    def __rtruediv__(self, o): return _ops().div(o, self)
-    def __pow__(self, o): return _ops().pow(self, o)
-    def __matmul__(self, o): return _ops().matmul(self, o)
-    def __rmatmul__(self, o): return _ops().matmul(o, self)
-    def __neg__(self): return _ops().neg(self)
-    def __abs__(self): return _ops().abs(self)
-    def __lt__(self, o): return _ops().less(self, o)
-    def __gt__(self, o): return _ops().greater(self, o)
-    def __le__(self, o): return _ops().less_equal(self, o)
-    def __ge__(self, o): return _ops().greater_equal(self, o)
-    def __getitem__(self, idx): return _ops().getitem(self, idx)
+    def __add__(self, o):
+        return _ops().add(self, o)
+
+    def __radd__(self, o):
+        return _ops().add(o, self)
+
+    def __sub__(self, o):
+        return _ops().sub(self, o)
+
+    def __rsub__(self, o):
+        return _ops().sub(o, self)
+
+    def __mul__(self, o):
+        return _ops().mul(self, o)
+
+    def __rmul__(self, o):
+        return _ops().mul(o, self)
+
+    def __truediv__(self, o):
+        return _ops().div(self, o)
+
+    def __rtruediv__(self, o):
+        return _ops().div(o, self)
+
+    def __pow__(self, o):
+        return _ops().pow(self, o)
+
+    def __matmul__(self, o):
+        return _ops().matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return _ops().matmul(o, self)
+
+    def __neg__(self):
+        return _ops().neg(self)
+
+    def __abs__(self):
+        return _ops().abs(self)
+
+    def __lt__(self, o):
+        return _ops().less(self, o)
+
+    def __gt__(self, o):
+        return _ops().greater(self, o)
+
+    def __le__(self, o):
+        return _ops().less_equal(self, o)
+
+    def __ge__(self, o):
+        return _ops().greater_equal(self, o)
+
+    def __getitem__(self, idx):
+        return _ops().getitem(self, idx)
 
     __hash__ = object.__hash__
 
     @property
-    def T(self): return _ops().transpose(self)
+    def T(self):
+        return _ops().transpose(self)
+
     @property
-    def mT(self): return _ops().swapaxes(self, -1, -2)
+    def mT(self):
+        return _ops().swapaxes(self, -1, -2)
+
     @property
-    def ndim(self) -> int: return len(self.shape)
+    def ndim(self) -> int:
+        return len(self.shape)
+
     @property
-    def size(self) -> int: return prod(self.shape)
+    def size(self) -> int:
+        return prod(self.shape)
 
     def reshape(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return _ops().reshape(self, shape)
 
-    def sum(self, axis=None, keepdims=False): return _ops().sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return _ops().mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return _ops().max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return _ops().min(self, axis, keepdims)
-    def argmax(self, axis=-1, keepdims=False): return _ops().argmax(self, axis, keepdims)
-    def argmin(self, axis=-1, keepdims=False): return _ops().argmin(self, axis, keepdims)
+    def sum(self, axis=None, keepdims=False):
+        return _ops().sum(self, axis, keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return _ops().mean(self, axis, keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return _ops().max(self, axis, keepdims)
+
+    def min(self, axis=None, keepdims=False):
+        return _ops().min(self, axis, keepdims)
+
+    def argmax(self, axis=-1, keepdims=False):
+        return _ops().argmax(self, axis, keepdims)
+
+    def argmin(self, axis=-1, keepdims=False):
+        return _ops().argmin(self, axis, keepdims)
+
     def permute(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         return _ops().permute(self, axes)
-    def transpose(self, *axes): return _ops().transpose(self, axes or None)
-    def swapaxes(self, a, b): return _ops().swapaxes(self, a, b)
-    def squeeze(self, axis=None): return _ops().squeeze(self, axis)
-    def unsqueeze(self, axis): return _ops().unsqueeze(self, axis)
-    def broadcast_to(self, shape): return _ops().broadcast_to(self, shape)
-    def astype(self, dtype): return _ops().cast(self, dtype)
-    def exp(self): return _ops().exp(self)
-    def log(self): return _ops().log(self)
-    def sqrt(self): return _ops().sqrt(self)
-    def tanh(self): return _ops().tanh(self)
-    def sigmoid(self): return _ops().sigmoid(self)
-    def relu(self): return _ops().relu(self)
-    def square(self): return _ops().square(self)
+
+    def transpose(self, *axes):
+        return _ops().transpose(self, axes or None)
+
+    def swapaxes(self, a, b):
+        return _ops().swapaxes(self, a, b)
+
+    def squeeze(self, axis=None):
+        return _ops().squeeze(self, axis)
+
+    def unsqueeze(self, axis):
+        return _ops().unsqueeze(self, axis)
+
+    def broadcast_to(self, shape):
+        return _ops().broadcast_to(self, shape)
+
+    def astype(self, dtype):
+        return _ops().cast(self, dtype)
+
+    def exp(self):
+        return _ops().exp(self)
+
+    def log(self):
+        return _ops().log(self)
+
+    def sqrt(self):
+        return _ops().sqrt(self)
+
+    def tanh(self):
+        return _ops().tanh(self)
+
+    def sigmoid(self):
+        return _ops().sigmoid(self)
+
+    def relu(self):
+        return _ops().relu(self)
+
+    def square(self):
+        return _ops().square(self)
 
 
 def _ops():
     from . import ops
+
     return ops
 
 
@@ -167,8 +249,16 @@ class Tensor(TensorOps):
 
     __slots__ = ("id", "kind", "inputs", "attrs", "shape", "dtype", "site", "graph")
 
-    def __init__(self, graph: "Graph", kind: str, inputs: tuple["Tensor", ...],
-                 attrs: dict, shape: tuple[int, ...], dtype: str, site: str) -> None:
+    def __init__(
+        self,
+        graph: "Graph",
+        kind: str,
+        inputs: tuple["Tensor", ...],
+        attrs: dict,
+        shape: tuple[int, ...],
+        dtype: str,
+        site: str,
+    ) -> None:
         self.graph = graph
         self.id = len(graph.tensors)
         self.kind = kind
@@ -185,8 +275,7 @@ class Tensor(TensorOps):
         return f"Tensor(%{self.id} {self.kind} {self.dtype}{list(self.shape)})"
 
     def __bool__(self):
-        raise TraceError("a traced tensor has no truth value; use tg.where for conditions",
-                         user_site())
+        raise TraceError("a traced tensor has no truth value; use tg.where for conditions", user_site())
 
     def __eq__(self, o):  # type: ignore[override]
         return _ops().equal(self, o)
@@ -211,10 +300,16 @@ class Graph:
     rng_ops: int = 0  # counter that gives each stochastic op its own stream
     _site_override: str | None = None
 
-    def add(self, kind: str, inputs: tuple[Tensor, ...], attrs: dict,
-            shape: tuple[int, ...], dtype: str, site: str | None = None) -> Tensor:
-        t = Tensor(self, kind, inputs, attrs, shape, dtype,
-                   site or self._site_override or user_site())
+    def add(
+        self,
+        kind: str,
+        inputs: tuple[Tensor, ...],
+        attrs: dict,
+        shape: tuple[int, ...],
+        dtype: str,
+        site: str | None = None,
+    ) -> Tensor:
+        t = Tensor(self, kind, inputs, attrs, shape, dtype, site or self._site_override or user_site())
         self.tensors.append(t)
         return t
 
@@ -266,7 +361,8 @@ def check_name(name: Any, what: str) -> None:
 
 def check_shape(shape: Any, what: str) -> None:
     if not isinstance(shape, (tuple, list)) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape
+    ):
         raise TraceError(f"{what}: shape must be a tuple of positive ints, got {shape!r}")
 
 
@@ -294,8 +390,10 @@ def make(kind: str, inputs: tuple[Tensor, ...] | list[Tensor], **attrs) -> Tenso
     inputs = tuple(inputs)
     graph = inputs[0].graph if inputs else current_graph()
     if graph is None:
-        raise TraceError(f"{kind}: tgweb ops run only while tracing (inside tg.compile, "
-                         "tg.value_and_grad or tg.trace)", user_site())
+        raise TraceError(
+            f"{kind}: tgweb ops run only while tracing (inside tg.compile, tg.value_and_grad or tg.trace)",
+            user_site(),
+        )
     for t in inputs:
         if t.graph is not graph:
             raise TraceError(f"{kind}: tensors from different traces were mixed", user_site())
@@ -310,6 +408,7 @@ def make(kind: str, inputs: tuple[Tensor, ...] | list[Tensor], **attrs) -> Tenso
 def _leaf(kind: str) -> None:
     def ref(ctx, args, t):  # pragma: no cover - the evaluator feeds leaves itself
         raise AssertionError(f"{kind} nodes are fed, not computed")
+
     register(kind, family="leaf", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=ref)
 
 

@@ -75,8 +75,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     max_bind = lim["maxStorageBuffersPerShaderStage"]
 
     # ---------------------------------------------------------------- dead code
-    root_nodes = list(graph.outputs.values()) + list(graph.captures.values()) \
-        + list(graph.updates.values())
+    root_nodes = list(graph.outputs.values()) + list(graph.captures.values()) + list(graph.updates.values())
     # permutes in front of a matmul operand (a transpose, attention's head split) are
     # read through strides, and a permute of a matmul's result is written through
     # strides: the node is shadowed by one carrying those views; the permutes go dead
@@ -114,8 +113,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         if "c_strides" in m.attrs:  # m already writes through strides into its own layout
             ist = strides(tuple(m.shape))
             where = {ist[q]: q for q in range(len(m.shape)) if m.shape[q] > 1}
-            cst = [moved[where[sj]] if cshape[j] > 1 else 0
-                   for j, sj in enumerate(m.attrs["c_strides"])]
+            cst = [moved[where[sj]] if cshape[j] > 1 else 0 for j, sj in enumerate(m.attrs["c_strides"])]
         else:
             cst = moved
         attrs = dict(m.attrs, c_strides=tuple(cst), c_shape=cshape)
@@ -127,14 +125,20 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         if t.id in live:
             live.update(i.id for i in eff.get(t.id, t).inputs)
     for t in graph.tensors:
-        if t.id in live and REGISTRY[t.kind].wgsl is None and t.kind not in LEAVES \
-                and not REGISTRY[t.kind].alias:
+        if (
+            t.id in live
+            and REGISTRY[t.kind].wgsl is None
+            and t.kind not in LEAVES
+            and not REGISTRY[t.kind].alias
+        ):
             raise TraceError(f"op kind {t.kind!r} has no WGSL kernel yet", t.site)
     roots = {_root(t).id for t in root_nodes}
-    nodes = [eff.get(t.id, t) for t in graph.tensors
-             if t.id in live and t.kind not in LEAVES and not REGISTRY[t.kind].alias]
-    leaf_ids = {**{n: t.id for n, t in graph.params.items()},
-                **{n: t.id for n, t in graph.states.items()}}
+    nodes = [
+        eff.get(t.id, t)
+        for t in graph.tensors
+        if t.id in live and t.kind not in LEAVES and not REGISTRY[t.kind].alias
+    ]
+    leaf_ids = {**{n: t.id for n, t in graph.params.items()}, **{n: t.id for n, t in graph.states.items()}}
     hint = {_root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
     late = {_root(u).id for u in graph.updates.values()}
     sched = _schedule(nodes, roots, max_bind, late, hint)
@@ -149,8 +153,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     inlined, groups, reads, pos_of, stored = sched
 
     # ---------------------------------------------------------------- in-place updates
-    leaf_of_name = {**{n: t for n, t in graph.params.items()},
-                    **{n: t for n, t in graph.states.items()}}
+    leaf_of_name = {**{n: t for n, t in graph.params.items()}, **{n: t for n, t in graph.states.items()}}
     inplace: dict[int, int] = {}  # update node id -> leaf id it is written into
     copies: list[tuple[Tensor, Tensor]] = []  # (leaf, new value) copied at the end
     for name_, u in graph.updates.items():
@@ -158,8 +161,10 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         if leaf is None:
             raise TraceError(f"update for {name_!r}, which is neither a param nor a state")
         if u.shape != leaf.shape or u.dtype != leaf.dtype:
-            raise TraceError(f"update for {name_!r} has {u.dtype}{list(u.shape)}, "
-                             f"not {leaf.dtype}{list(leaf.shape)}", u.site)
+            raise TraceError(
+                f"update for {name_!r} has {u.dtype}{list(u.shape)}, not {leaf.dtype}{list(leaf.shape)}",
+                u.site,
+            )
         if u is leaf:
             continue
         if _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph):
@@ -176,18 +181,19 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     def check(t: Tensor, nbytes: int) -> None:
         for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
             if nbytes > lim[key]:
-                raise TraceError(f"{describe(t)} needs {nbytes} bytes, over the device limit "
-                                 f"{key} = {lim[key]} bytes; make it smaller (batch, width) "
-                                 "or use a device with larger limits", t.site)
+                raise TraceError(
+                    f"{describe(t)} needs {nbytes} bytes, over the device limit "
+                    f"{key} = {lim[key]} bytes; make it smaller (batch, width) "
+                    "or use a device with larger limits",
+                    t.site,
+                )
 
     # an intermediate whose last reader reads it only at the index it writes a result of the
     # same size lends that result its memory (the result overwrites it element by element)
-    over = _overwrites(groups, reads, stored,
-                       roots | out_ids | cap_ids | grad_ids | set(inplace), by_id)
+    over = _overwrites(groups, reads, stored, roots | out_ids | cap_ids | grad_ids | set(inplace), by_id)
 
     values: list[Value] = []
-    for kind, leaves in (("input", graph.inputs), ("param", graph.params),
-                         ("state", graph.states)):
+    for kind, leaves in (("input", graph.inputs), ("param", graph.params), ("state", graph.states)):
         for n, t in leaves.items():
             nb = prod(t.shape) * ITEMSIZE[t.dtype]
             check(t, nb)
@@ -201,11 +207,26 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         nb = prod(t.shape) * ITEMSIZE[t.dtype]
         check(t, nb)
         if vid in inplace or vid in over:
-            values.append(Value(vid, nb, "intermediate", f"%{vid} {t.kind}",
-                                same_as=inplace.get(vid, over.get(vid)), inplace=True))
+            values.append(
+                Value(
+                    vid,
+                    nb,
+                    "intermediate",
+                    f"%{vid} {t.kind}",
+                    same_as=inplace.get(vid, over.get(vid)),
+                    inplace=True,
+                )
+            )
             continue
-        kind = ("output" if vid in out_ids else "capture" if vid in cap_ids
-                else "grad" if vid in grad_ids else "intermediate")
+        kind = (
+            "output"
+            if vid in out_ids
+            else "capture"
+            if vid in cap_ids
+            else "grad"
+            if vid in grad_ids
+            else "intermediate"
+        )
         values.append(Value(vid, nb, kind, f"%{vid} {t.kind}"))
 
     def vid_of(t: Tensor) -> int:
@@ -236,8 +257,10 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
         b.size = max(16, (b.size + 15) // 16 * 16)
         for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
             if b.size > lim[key]:
-                raise TraceError(f"buffer {b.id} ({b.kind}, {b.label}) needs {b.size} bytes, "
-                                 f"over the device limit {key} = {lim[key]} bytes")
+                raise TraceError(
+                    f"buffer {b.id} ({b.kind}, {b.label}) needs {b.size} bytes, "
+                    f"over the device limit {key} = {lim[key]} bytes"
+                )
 
     def storage(t: Tensor) -> tuple[int, int]:
         r = _root(t)
@@ -274,8 +297,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     prog.states = {n: slot(t) for n, t in graph.states.items()}
     prog.outputs = {n: slot(t) for n, t in graph.outputs.items()}
     prog.captures = {n: slot(t) for n, t in graph.captures.items()}
-    prog.scalars = [Scalar(n, "f32" if graph.scalars[n].dtype == "f32" else "u32")
-                    for n in scalar_names]
+    prog.scalars = [Scalar(n, "f32" if graph.scalars[n].dtype == "f32" else "u32") for n in scalar_names]
     prog.scalars_buffer = buffer_of[scalar_vid]
     needed_bind = max((len(k.bindings) for k in kernels), default=1)
     biggest = max((b.size for b in buffers), default=4)
@@ -290,8 +312,7 @@ def lower(graph: Graph, limits=None, name: str = "step") -> Program:
             "maxComputeWorkgroupStorageSize": 16384,
             "maxComputeInvocationsPerWorkgroup": 256,
         },
-        "memory": {"bytes_by_kind": prog.bytes_by_kind(),
-                   "total_bytes": sum(b.size for b in buffers)},
+        "memory": {"bytes_by_kind": prog.bytes_by_kind(), "total_bytes": sum(b.size for b in buffers)},
         "state_init": {n: t.attrs.get("init", 0.0) for n, t in graph.states.items()},
         "inplace_updates": len(inplace),
         "copied_updates": len(copies),
@@ -323,17 +344,20 @@ def _schedule(nodes, roots, max_bind, late, hint) -> Schedule:
     # are recomputed by every kernel that reads them instead of being stored
     inlined: set[int] = set()
     for t in nodes:
-        if REGISTRY[t.kind].elementwise and t.kind != "arange" and prod(t.shape) == 1 and all(
-                _root(x).kind in ("full", "scalar") or _root(x).id in inlined for x in t.inputs):
+        if (
+            REGISTRY[t.kind].elementwise
+            and t.kind != "arange"
+            and prod(t.shape) == 1
+            and all(_root(x).kind in ("full", "scalar") or _root(x).id in inlined for x in t.inputs)
+        ):
             inlined.add(t.id)
     for t in reversed(nodes):
-        if t.id in inlined and (t.id in roots or any(
-                not d or not fusable(c.kind)
-                for c, d in consumers.get(t.id, []))):
+        if t.id in inlined and (
+            t.id in roots or any(not d or not fusable(c.kind) for c, d in consumers.get(t.id, []))
+        ):
             inlined.discard(t.id)
     # a materialized one must take its inputs from memory or from other inlined nodes
-    groups = fuse(nodes, consumers, roots, _root, max_bind, inlined=inlined, late=late,
-                  inplace=hint)
+    groups = fuse(nodes, consumers, roots, _root, max_bind, inlined=inlined, late=late, inplace=hint)
 
     def kernel_reads(g: Group) -> set[int]:
         if g.kind == "ew":
@@ -350,6 +374,7 @@ def _schedule(nodes, roots, max_bind, late, hint) -> Schedule:
                     add(y)
             elif r.id not in inside and r.kind != "full":
                 out.add(r.id)
+
         for p in parts:
             for m in p.members:
                 for x in m.inputs:
@@ -389,8 +414,7 @@ def _overwrites(groups, reads, stored, keep, by_id) -> dict[int, int]:
     taken: set[int] = set()
     for k, g in enumerate(groups):
         part = g if g.kind == "ew" else g.epilogue
-        if part is None or (g.kind == "op" and (g.head.kind != "matmul"
-                                                or "c_strides" in g.head.attrs)):
+        if part is None or (g.kind == "op" and (g.head.kind != "matmul" or "c_strides" in g.head.attrs)):
             continue
         size = prod(part.shape)
         # stored tensors read some other way in this kernel: the matmul's operands
@@ -399,19 +423,34 @@ def _overwrites(groups, reads, stored, keep, by_id) -> dict[int, int]:
         for m in part.members:
             for x in m.inputs:
                 r = _root(x)
-                ok = r is x and same_index(m.kind) and tuple(m.shape) == tuple(part.shape) \
+                ok = (
+                    r is x
+                    and same_index(m.kind)
+                    and tuple(m.shape) == tuple(part.shape)
                     and tuple(x.shape) == tuple(part.shape)
+                )
                 direct[r.id] = direct.get(r.id, True) and ok
-        free = [x for x in sorted(reads[k]) if direct.get(x) and x not in others
-                and last[x] == k and x in stored and x not in keep and x not in taken
-                and prod(by_id[x].shape) == size]
+        free = [
+            x
+            for x in sorted(reads[k])
+            if direct.get(x)
+            and x not in others
+            and last[x] == k
+            and x in stored
+            and x not in keep
+            and x not in taken
+            and prod(by_id[x].shape) == size
+        ]
         for m in part.members:
             if not free:
                 break
-            if m.id in stored and m.id not in keep and m.id not in taken \
-                    and tuple(m.shape) == tuple(part.shape):
-                x = next((x for x in free if ITEMSIZE[by_id[x].dtype] == ITEMSIZE[m.dtype]),
-                         None)
+            if (
+                m.id in stored
+                and m.id not in keep
+                and m.id not in taken
+                and tuple(m.shape) == tuple(part.shape)
+            ):
+                x = next((x for x in free if ITEMSIZE[by_id[x].dtype] == ITEMSIZE[m.dtype]), None)
                 if x is not None:
                     free.remove(x)
                     out[m.id] = x
@@ -424,8 +463,7 @@ def _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph) -> bool:
     reads leaf only at the same element, and no later kernel reads leaf's old value."""
     if REGISTRY[u.kind].alias or u.kind in LEAVES or u.id in inplace or u.kind == "full":
         return False
-    if u.id in {_root(t).id for t in graph.outputs.values()} | \
-            {_root(t).id for t in graph.captures.values()}:
+    if u.id in {_root(t).id for t in graph.outputs.values()} | {_root(t).id for t in graph.captures.values()}:
         return False
     k = pos_of.get(u.id)
     if k is None:
@@ -436,8 +474,7 @@ def _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph) -> bool:
     # inside the group: every reader of leaf reads it directly at the same index
     for m in g.members:
         for x in m.inputs:
-            if _root(x) is leaf and (x is not leaf or not same_index(m.kind)
-                                     or m.shape != leaf.shape):
+            if _root(x) is leaf and (x is not leaf or not same_index(m.kind) or m.shape != leaf.shape):
                 return False
     # other kernels reading the leaf must all run before this one
     for j, rs in enumerate(reads):
@@ -456,8 +493,11 @@ def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
         body, disp = emit_group(kc, g.shape, g.members, g.stored)
         return kc.kernel(f"k{k}_" + "_".join(_uniq(kinds))[:40], body, 256, disp)
     node = g.head
-    parts = [m.kind for m in (g.prologue.members if g.prologue else [])] + [node.kind] + \
-        [m.kind for m in (g.epilogue.members if g.epilogue else [])]
+    parts = (
+        [m.kind for m in (g.prologue.members if g.prologue else [])]
+        + [node.kind]
+        + [m.kind for m in (g.epilogue.members if g.epilogue else [])]
+    )
     kc.ops, kc.site = _uniq(parts), node.site
     emitter = REGISTRY[node.kind].wgsl[1]
     if node.kind in ("sum", "max", "min", "argmax", "argmin", "global_sumsq"):
@@ -470,8 +510,10 @@ def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
                 lines = [f"let pi = {idx};"] + ge.emit("pi")
                 return lines, ge.local[_root(x).id]
         else:
+
             def input_at(idx):
                 return [], kc.load(x, idx)
+
         epi = None
         if g.epilogue is not None:
             st = set(g.epilogue.stored)

@@ -9,14 +9,17 @@ from .ir import DTYPES, Graph, Tensor, TensorOps, TraceError, tracing
 
 def input_spec(name: str, spec: Any) -> tuple[tuple[int, ...], str]:
     """A shape tuple (f32) or a (shape, dtype) pair, checked."""
-    if (isinstance(spec, (tuple, list)) and len(spec) == 2 and isinstance(spec[1], str)
-            and isinstance(spec[0], (tuple, list))):
+    if (
+        isinstance(spec, (tuple, list))
+        and len(spec) == 2
+        and isinstance(spec[1], str)
+        and isinstance(spec[0], (tuple, list))
+    ):
         shape, dtype = tuple(spec[0]), spec[1]
     elif isinstance(spec, (tuple, list)):
         shape, dtype = tuple(spec), "f32"
     else:
-        raise TraceError(f"input {name!r}: expected a shape tuple or a (shape, dtype) pair, "
-                         f"got {spec!r}")
+        raise TraceError(f"input {name!r}: expected a shape tuple or a (shape, dtype) pair, got {spec!r}")
     if dtype not in DTYPES:
         raise TraceError(f"input {name!r}: dtype must be one of {DTYPES}, got {dtype!r}")
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
@@ -56,8 +59,11 @@ def scalar_loss(out: Any) -> Tensor:
     if not isinstance(out, Tensor):
         raise TraceError(f"the loss function must return a tensor, got {type(out).__name__}")
     if out.shape != () or out.dtype != "f32":
-        raise TraceError(f"the loss must be a float scalar, got {out.dtype} of shape {out.shape} "
-                         "(reduce it, e.g. with .mean())", out.site)
+        raise TraceError(
+            f"the loss must be a float scalar, got {out.dtype} of shape {out.shape} "
+            "(reduce it, e.g. with .mean())",
+            out.site,
+        )
     return out
 
 

@@ -30,6 +30,7 @@ DATA = os.path.join(ROOT, "tgweb", "samples", "data")
 
 def digits_bytes() -> bytes:
     from sklearn.datasets import load_digits
+
     d = load_digits()
     images, labels = d.data, d.target
     if images.shape != (1797, 64) or labels.shape != (1797,):
@@ -42,6 +43,7 @@ def digits_bytes() -> bytes:
 
 def names_text() -> bytes:
     import names
+
     seen = set()
     for key in ("first:male", "first:female"):
         with open(names.FILES[key], encoding="ascii") as f:

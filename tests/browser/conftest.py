@@ -19,8 +19,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--enable-unsafe-webgpu", "--no-sandbox", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+ARGS = [
+    "--enable-unsafe-webgpu",
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 COLD_START: dict = {}
 
 # the harness page: tgweb.mjs and gpu.mjs as globals, served at /__test__/ by a route
@@ -30,8 +37,11 @@ import * as tgweb from "/tgweb.mjs";
 import * as gpu from "/gpu.mjs";
 window.tgweb = tgweb; window.gpu = gpu; window.harnessReady = true;
 </script>"""
-HEADERS = {"Content-Type": "text/html", "Cross-Origin-Opener-Policy": "same-origin",
-           "Cross-Origin-Embedder-Policy": "require-corp"}
+HEADERS = {
+    "Content-Type": "text/html",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Embedder-Policy": "require-corp",
+}
 
 
 def _build():
@@ -102,17 +112,21 @@ def page(browser, site_url):
 
     out = ROOT / "test-output"
     out.mkdir(exist_ok=True)
-    (out / "browser_timings.json").write_text(json.dumps(
-        {"cold_start": COLD_START, "training": TIMINGS}, indent=1, default=str))
+    (out / "browser_timings.json").write_text(
+        json.dumps({"cold_start": COLD_START, "training": TIMINGS}, indent=1, default=str)
+    )
 
 
 def run_py(page, source: str, filename: str | None = None, timeout: float = 120):
     """Run Python in the shared worker: ('ok', value) or ('error', {message, pyType, ...})."""
-    return page.evaluate("""async ([src, filename]) => {
+    return page.evaluate(
+        """async ([src, filename]) => {
         try { return ["ok", await window.tg.run(src, filename ? {filename} : {})]; }
         catch (e) { return ["error", {message: e.message, name: e.name, pyType: e.pyType, line: e.line,
                     kernel: e.kernel, ops: e.ops, site: e.site, stopped: e.stopped}]; }
-    }""", [source, filename])
+    }""",
+        [source, filename],
+    )
 
 
 def py(page, source: str, filename: str | None = None):

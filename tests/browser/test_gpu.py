@@ -13,9 +13,11 @@ HEAD = "@group(0) @binding({i}) var<storage, {acc}> {name}: array<{ty}>;\n"
 
 def wgsl(bindings, body, wg=64):
     decl = "".join(HEAD.format(i=i, acc=a, name=n, ty=t) for i, (n, a, t) in enumerate(bindings))
-    return (decl + f"@compute @workgroup_size({wg})\n"
-            "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n"
-            "  let i = gid.x;\n" + body + "\n}\n")
+    return (
+        decl + f"@compute @workgroup_size({wg})\n"
+        "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n"
+        "  let i = gid.x;\n" + body + "\n}\n"
+    )
 
 
 def slot(buffer, shape, dtype="f32", offset=0):
@@ -23,55 +25,112 @@ def slot(buffer, shape, dtype="f32", offset=0):
 
 
 def kernel(name, code, bindings, dispatch, ops=(), site=""):
-    return {"name": name, "wgsl": code, "bindings": [{"buffer": b, "access": a} for b, a in bindings],
-            "dispatch": list(dispatch), "ops": list(ops), "site": site}
+    return {
+        "name": name,
+        "wgsl": code,
+        "bindings": [{"buffer": b, "access": a} for b, a in bindings],
+        "dispatch": list(dispatch),
+        "ops": list(ops),
+        "site": site,
+    }
 
 
 def program(buffers, kernels, **slots):
-    p = {"buffers": [{"id": i, "size": s, "kind": k, "label": lab} for i, (s, k, lab) in enumerate(buffers)],
-         "kernels": kernels, "inputs": {}, "params": {}, "states": {}, "outputs": {}, "captures": {},
-         "scalars": [], "scalars_buffer": None, "meta": {}, "version": 2}
+    p = {
+        "buffers": [{"id": i, "size": s, "kind": k, "label": lab} for i, (s, k, lab) in enumerate(buffers)],
+        "kernels": kernels,
+        "inputs": {},
+        "params": {},
+        "states": {},
+        "outputs": {},
+        "captures": {},
+        "scalars": [],
+        "scalars_buffer": None,
+        "meta": {},
+        "version": 2,
+    }
     p.update(slots)
     return p
 
 
 def vector_add(n=7):
-    code = wgsl([("a", "read", "f32"), ("b", "read", "f32"), ("c", "read_write", "f32")],
-                f"  if (i < {n}u) {{ c[i] = a[i] + b[i]; }}")
-    return program([(4 * n, "input", "a"), (4 * n, "param", "b"), (4 * n, "output", "c")],
-                   [kernel("add", code, [(0, "read"), (1, "read"), (2, "read_write")], ((n + 63) // 64, 1, 1),
-                           ["add"], "test.py:1")],
-                   inputs={"a": slot(0, (n,))}, params={"b": slot(1, (n,))}, outputs={"c": slot(2, (n,))})
+    code = wgsl(
+        [("a", "read", "f32"), ("b", "read", "f32"), ("c", "read_write", "f32")],
+        f"  if (i < {n}u) {{ c[i] = a[i] + b[i]; }}",
+    )
+    return program(
+        [(4 * n, "input", "a"), (4 * n, "param", "b"), (4 * n, "output", "c")],
+        [
+            kernel(
+                "add",
+                code,
+                [(0, "read"), (1, "read"), (2, "read_write")],
+                ((n + 63) // 64, 1, 1),
+                ["add"],
+                "test.py:1",
+            )
+        ],
+        inputs={"a": slot(0, (n,))},
+        params={"b": slot(1, (n,))},
+        outputs={"c": slot(2, (n,))},
+    )
 
 
 def two_buffer_program():
     """x and y packed in one buffer (y at byte 16); sum and x*s packed in one output buffer;
     a state acc += x run by two kernels sharing one pipeline; an i32 capture; scalars s, k."""
-    add_scale = wgsl([("io", "read", "f32"), ("out", "read_write", "f32"), ("sc", "read", "u32")],
-                     "  if (i < 4u) {\n    let s = bitcast<f32>(sc[0]);\n"
-                     "    out[i] = io[i] + io[4u + i];\n    out[4u + i] = io[i] * s;\n  }")
-    acc = wgsl([("io", "read", "f32"), ("acc", "read_write", "f32")], "  if (i < 4u) { acc[i] = acc[i] + io[i]; }")
-    idx = wgsl([("io", "read", "f32"), ("ix", "read_write", "i32"), ("sc", "read", "u32")],
-               "  if (i < 4u) { ix[i] = i32(io[i]) * i32(sc[1]); }")
+    add_scale = wgsl(
+        [("io", "read", "f32"), ("out", "read_write", "f32"), ("sc", "read", "u32")],
+        "  if (i < 4u) {\n    let s = bitcast<f32>(sc[0]);\n"
+        "    out[i] = io[i] + io[4u + i];\n    out[4u + i] = io[i] * s;\n  }",
+    )
+    acc = wgsl(
+        [("io", "read", "f32"), ("acc", "read_write", "f32")], "  if (i < 4u) { acc[i] = acc[i] + io[i]; }"
+    )
+    idx = wgsl(
+        [("io", "read", "f32"), ("ix", "read_write", "i32"), ("sc", "read", "u32")],
+        "  if (i < 4u) { ix[i] = i32(io[i]) * i32(sc[1]); }",
+    )
     return program(
-        [(32, "input", "xy"), (32, "output", "outs"), (8, "scalars", "scalars"), (16, "state", "acc"),
-         (16, "capture", "ix")],
-        [kernel("add_scale", add_scale, [(0, "read"), (1, "read_write"), (2, "read")], (1, 1, 1), ["add", "mul"]),
-         kernel("acc1", acc, [(0, "read"), (3, "read_write")], (1, 1, 1), ["add"]),
-         kernel("acc2", acc, [(0, "read"), (3, "read_write")], (1, 1, 1), ["add"]),
-         kernel("idx", idx, [(0, "read"), (4, "read_write"), (2, "read")], (1, 1, 1), ["cast"])],
+        [
+            (32, "input", "xy"),
+            (32, "output", "outs"),
+            (8, "scalars", "scalars"),
+            (16, "state", "acc"),
+            (16, "capture", "ix"),
+        ],
+        [
+            kernel(
+                "add_scale",
+                add_scale,
+                [(0, "read"), (1, "read_write"), (2, "read")],
+                (1, 1, 1),
+                ["add", "mul"],
+            ),
+            kernel("acc1", acc, [(0, "read"), (3, "read_write")], (1, 1, 1), ["add"]),
+            kernel("acc2", acc, [(0, "read"), (3, "read_write")], (1, 1, 1), ["add"]),
+            kernel("idx", idx, [(0, "read"), (4, "read_write"), (2, "read")], (1, 1, 1), ["cast"]),
+        ],
         inputs={"x": slot(0, (2, 2)), "y": slot(0, (4,), offset=16)},
         outputs={"sum": slot(1, (4,)), "scaled": slot(1, (2, 2), offset=16)},
-        states={"acc": slot(3, (4,))}, captures={"ix": slot(4, (4,), "i32")},
-        scalars=[{"name": "s", "type": "f32"}, {"name": "k", "type": "u32"}], scalars_buffer=2)
+        states={"acc": slot(3, (4,))},
+        captures={"ix": slot(4, (4,), "i32")},
+        scalars=[{"name": "s", "type": "f32"}, {"name": "k", "type": "u32"}],
+        scalars_buffer=2,
+    )
 
 
 def broken_program():
-    bad = ("@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n"
-           "@compute @workgroup_size(1)\nfn main() {\n"
-           "  let v: f32 = vec2<f32>(1.0, 2.0);\n  o[0] = v;\n}\n")
-    return program([(4, "output", "o")], [kernel("matmul_relu_3", bad, [(0, "read_write")], (1, 1, 1),
-                                                  ["matmul", "relu"], "model.py:12")], outputs={"o": slot(0, (1,))})
+    bad = (
+        "@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n"
+        "@compute @workgroup_size(1)\nfn main() {\n"
+        "  let v: f32 = vec2<f32>(1.0, 2.0);\n  o[0] = v;\n}\n"
+    )
+    return program(
+        [(4, "output", "o")],
+        [kernel("matmul_relu_3", bad, [(0, "read_write")], (1, 1, 1), ["matmul", "relu"], "model.py:12")],
+        outputs={"o": slot(0, (1,))},
+    )
 
 
 STANDALONE = """async ([prog, inputs, scalars, reads, params]) => {
@@ -94,16 +153,25 @@ STANDALONE = """async ([prog, inputs, scalars, reads, params]) => {
 
 
 def test_vector_add_standalone(page):
-    r = page.evaluate(STANDALONE, [vector_add(), {"a": [1, 2, 3, 4, 5, 6, 7]}, {}, [["outputs", "c"]],
-                                   {"b": [10, 20, 30, 40, 50, 60, 70]}])
+    r = page.evaluate(
+        STANDALONE,
+        [
+            vector_add(),
+            {"a": [1, 2, 3, 4, 5, 6, 7]},
+            {},
+            [["outputs", "c"]],
+            {"b": [10, 20, 30, 40, 50, 60, 70]},
+        ],
+    )
     assert r["results"][0] == [[11, 22, 33, 44, 55, 66, 77]]
 
 
 def test_two_buffer_program_offsets_states_scalars_dedup(page):
     prog = two_buffer_program()
     reads = [["outputs", "scaled"], ["states", "acc"], ["captures", "ix"], ["outputs", "sum"]]
-    r = page.evaluate(STANDALONE, [prog, {"x": [1, 2, 3, 4], "y": [10, 20, 30, 40]}, {"s": 0.5, "k": 3},
-                                   reads, {}])
+    r = page.evaluate(
+        STANDALONE, [prog, {"x": [1, 2, 3, 4], "y": [10, 20, 30, 40]}, {"s": 0.5, "k": 3}, reads, {}]
+    )
     assert r["kernels"] == 4 and r["pipelines"] == 3  # acc1 and acc2 share one pipeline
     first, second = r["results"]
     assert first[0] == [0.5, 1, 1.5, 2]
@@ -114,7 +182,8 @@ def test_two_buffer_program_offsets_states_scalars_dedup(page):
 
 
 def test_bad_inputs_are_rejected_before_the_gpu(page):
-    r = page.evaluate("""async (prog) => {
+    r = page.evaluate(
+        """async (prog) => {
         const device = await gpu.requestDevice({program: prog});
         const rt = await gpu.instantiate(device, prog);
         const errs = [];
@@ -124,7 +193,9 @@ def test_bad_inputs_are_rejected_before_the_gpu(page):
         try { await rt.read("outputs", "nope"); } catch (e) { errs.push(e.message); }
         device.destroy();
         return errs;
-    }""", vector_add())
+    }""",
+        vector_add(),
+    )
     assert "missing a" in r[0]
     assert "expected 7 values" in r[1] and "got 6" in r[1]
     assert "unknown z" in r[2]
@@ -132,27 +203,36 @@ def test_bad_inputs_are_rejected_before_the_gpu(page):
 
 
 def test_wgsl_failure_names_op_site_and_line(page):
-    r = page.evaluate("""async (prog) => {
+    r = page.evaluate(
+        """async (prog) => {
         const device = await gpu.requestDevice({});
         try { await gpu.instantiate(device, prog); return null; }
         catch (e) { return {name: e.name, message: e.message, ops: e.ops, site: e.site, kernel: e.kernel}; }
         finally { device.destroy(); }
-    }""", broken_program())
+    }""",
+        broken_program(),
+    )
     assert r["name"] == "ProgramError"
     assert r["ops"] == ["matmul", "relu"] and r["site"] == "model.py:12" and r["kernel"] == "matmul_relu_3"
-    assert "WGSL compile failed" in r["message"] and "matmul" in r["message"] and "model.py:12" in r["message"]
+    assert (
+        "WGSL compile failed" in r["message"] and "matmul" in r["message"] and "model.py:12" in r["message"]
+    )
     assert "line 4" in r["message"] and "vec2<f32>(1.0, 2.0)" in r["message"]
 
 
 def test_limits_over_the_device_are_named(page):
     prog = vector_add()
     prog["buffers"][1]["size"] = 1 << 40
-    r = page.evaluate("""async (prog) => {
-        try { await gpu.requestDevice({program: prog}); return null; } catch (e) { return e.message; } }""", prog)
+    r = page.evaluate(
+        """async (prog) => {
+        try { await gpu.requestDevice({program: prog}); return null; } catch (e) { return e.message; } }""",
+        prog,
+    )
     assert "maxBufferSize" in r
 
 
 # ---- the same through Python: tgweb.backends.browser in the worker ----------
+
 
 def test_browser_runtime_from_python(page):
     prog = json.dumps(two_buffer_program())
@@ -228,7 +308,9 @@ rt = browser.Runtime(Program.from_json({prog!r}))
 def test_saved_program_runs_without_pyodide(page):
     """A Program compiled by tgweb in the worker, saved as JSON with its parameters, runs on
     the page's main thread with gpu.mjs alone and gives the worker's output."""
-    saved = py(page, """
+    saved = py(
+        page,
+        """
 import array
 import tgweb as tg
 from tgweb import nn
@@ -248,8 +330,10 @@ x = array.array("f", [0.1 * i - 0.7 for i in range(15)])
 {"program": net_inf.program.to_json(), "x": list(x),
  "params": {k: list(v.data) for k, v in net_tr.params().items()},
  "want": list(net_inf.run(x=x).output.data)}
-""")
-    got = page.evaluate("""async (saved) => {
+""",
+    )
+    got = page.evaluate(
+        """async (saved) => {
         const program = JSON.parse(saved.program);
         const device = await gpu.requestDevice({program});
         const rt = await gpu.instantiate(device, program);
@@ -260,5 +344,7 @@ x = array.array("f", [0.1 * i - 0.7 for i in range(15)])
         const [buf] = await rt.run({x: new Float32Array(saved.x)}, {}, [["outputs", out]]);
         device.destroy();
         return Array.from(new Float32Array(buf));
-    }""", saved)
+    }""",
+        saved,
+    )
     assert got == saved["want"]

@@ -43,8 +43,9 @@ def app(browser, site_url):
     page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
-    page.on("console", lambda m: m.type in ("error", "warning")
-            and problems.append(f"console {m.type}: {m.text}"))
+    page.on(
+        "console", lambda m: m.type in ("error", "warning") and problems.append(f"console {m.type}: {m.text}")
+    )
     page.problems = problems
     page.goto(f"{site_url}/")
     page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
@@ -74,7 +75,8 @@ def _train(page, steps: int, timeout: float = 120):
             f"training did not finish in {timeout} s; "
             f"state={page.evaluate('document.body.dataset.state')!r}, "
             f"step={page.inner_text('#fig-step')!r}, status={page.inner_text('#status')!r}, "
-            f"error={page.text_content('#error')!r}, log tail={page.inner_text('#log')[-600:]!r}") from None
+            f"error={page.text_content('#error')!r}, log tail={page.inner_text('#log')[-600:]!r}"
+        ) from None
 
 
 def _view_figure(page, name: str) -> str:
@@ -91,15 +93,16 @@ def test_sin_trains_with_a_falling_loss_chart(app):
     # while it trains: the step counter advances and the chart has points
     page.wait_for_function("Number(document.getElementById('fig-step').textContent) >= 20", timeout=60000)
     first = int(page.inner_text("#fig-step"))
-    page.wait_for_function(f"Number(document.getElementById('fig-step').textContent) > {first + 10}",
-                           timeout=30000)
+    page.wait_for_function(
+        f"Number(document.getElementById('fig-step').textContent) > {first + 10}", timeout=30000
+    )
     page.wait_for_function("document.body.dataset.state === 'ready'", timeout=120000)
     figs = _figures(page)
     chart = page.evaluate("Object.assign({}, document.getElementById('chart').dataset)")
     print("\nsin on the page:", json.dumps(figs), json.dumps(chart), page.inner_text("#status"))
     assert figs["step"] == "150"
     assert int(chart["points"]) == 150
-    assert float(chart["last"]) < 0.2 * float(chart["first"]), chart   # the smoothed loss fell
+    assert float(chart["last"]) < 0.2 * float(chart["first"]), chart  # the smoothed loss fell
     assert float(figs["loss"]) < 0.05
     assert float(figs["rate"]) > 0
     assert figs["params"] == "4,353"
@@ -127,6 +130,7 @@ def test_download_reset_load_continues(app, tmp_path):
     assert path.name == f"sin-step{int(last_step)}.safetensors"
     # the file opens with the safetensors package
     from safetensors import safe_open
+
     with safe_open(str(path), framework="numpy") as f:
         keys = set(f.keys())
         assert f.metadata()["steps"] == str(int(last_step))
@@ -134,20 +138,24 @@ def test_download_reset_load_continues(app, tmp_path):
     assert "net.4.bias" in keys and any(k.startswith("optimizer.") for k in keys)
 
     page.click("#reset")
-    page.wait_for_function("document.body.dataset.state === 'ready' && "
-                           "document.getElementById('fig-step').textContent === '0'", timeout=30000)
+    page.wait_for_function(
+        "document.body.dataset.state === 'ready' && document.getElementById('fig-step').textContent === '0'",
+        timeout=30000,
+    )
     assert _losses(page, "sin") == []
-    assert float(_view_figure(page, "grid MSE")) > 20 * last_loss    # back to the untrained fit
+    assert float(_view_figure(page, "grid MSE")) > 20 * last_loss  # back to the untrained fit
 
     page.set_input_files("#load-file", str(path))
     page.wait_for_function("document.getElementById('status').textContent.includes('loaded')", timeout=30000)
     assert "with optimizer state" in page.inner_text("#status")
     _train(page, 20)
     after = _losses(page, "sin")
-    print(f"\nloss before download {last_loss:.3g} (step {last_step}); after load: "
-          f"{after[0][1]:.3g} (step {after[0][0]}) .. {after[-1][1]:.3g}")
-    assert after[0][0] == last_step + 1           # the step count continues
-    assert after[0][1] < 3 * last_loss + 1e-3     # and so does the loss
+    print(
+        f"\nloss before download {last_loss:.3g} (step {last_step}); after load: "
+        f"{after[0][1]:.3g} (step {after[0][0]}) .. {after[-1][1]:.3g}"
+    )
+    assert after[0][0] == last_step + 1  # the step count continues
+    assert after[0][1] < 3 * last_loss + 1e-3  # and so does the loss
     assert max(v for _, v in after) < 5 * last_loss + 1e-3
     assert not page.problems, page.problems
 
@@ -166,10 +174,14 @@ def test_python_error_shows_message_and_line(app):
     assert page.inner_text("#error-line-no") == str(at + 1)
     assert f"line {at + 1}" in page.inner_text("#status")
     assert page.inner_text(".gutter b") == str(at + 1)
-    page.click("#error-line")   # selects the line in the editor
-    assert page.evaluate("(() => { const t = document.getElementById('source'); "
-                         "return t.value.slice(t.selectionStart, t.selectionEnd); })()").strip() \
+    page.click("#error-line")  # selects the line in the editor
+    assert (
+        page.evaluate(
+            "(() => { const t = document.getElementById('source'); "
+            "return t.value.slice(t.selectionStart, t.selectionEnd); })()"
+        ).strip()
         == 'raise ValueError("boom from the page")'
+    )
 
     # a syntax error: the message and the line, before anything compiles
     page.fill("#source", original.replace("import math", "import math\nx = (1,", 1))
@@ -196,14 +208,17 @@ def test_addition_trains_on_the_page(app):
     wall = time.perf_counter() - t
     losses = _losses(page, "addition")
     figs = _figures(page)
-    print(f"\naddition on the page: {json.dumps(figs)} in {wall:.1f} s;",
-          "losses", [round(v, 3) for _, v in losses])
+    print(
+        f"\naddition on the page: {json.dumps(figs)} in {wall:.1f} s;",
+        "losses",
+        [round(v, 3) for _, v in losses],
+    )
     assert page.is_hidden("#error"), page.text_content("#error")
     assert [s for s, _ in losses] == list(range(1, 13))
     assert figs["step"] == "12"
     assert min(v for _, v in losses[-4:]) < losses[0][1] - 0.2
     assert figs["params"] == "150,656"
-    assert page.locator(".heat canvas").count() == 4   # the attention map of each head
+    assert page.locator(".heat canvas").count() == 4  # the attention map of each head
     assert 0 <= float(_view_figure(page, "held-out accuracy")) <= 1
     page.screenshot(path=str(OUT / "page_addition.png"), full_page=True)
     assert not page.problems, page.problems

@@ -18,44 +18,80 @@ from .conftest import py, run_py
 
 # name: (source defining fn(**inputs), {input: (shape, dtype)}, tolerance)
 CASES = {
-    "elementwise": ("""
+    "elementwise": (
+        """
 def fn(x, y):
     return tg.gelu(x) * tg.sigmoid(y) + tg.where(x > y, tg.exp(x * 0.5), tg.tanh(y)) - tg.sqrt(tg.abs(y) + 1.0)
-""", {"x": ((7, 33), "f32"), "y": ((7, 33), "f32")}, 2e-5),
-    "reduce": ("""
+""",
+        {"x": ((7, 33), "f32"), "y": ((7, 33), "f32")},
+        2e-5,
+    ),
+    "reduce": (
+        """
 def fn(x):
     return tg.sum(x, axis=1), tg.mean(x, axis=0)
-""", {"x": ((33, 257), "f32")}, 2e-5),
-    "reduce_max": ("""
+""",
+        {"x": ((33, 257), "f32")},
+        2e-5,
+    ),
+    "reduce_max": (
+        """
 def fn(x):
     return tg.max(x, axis=0), tg.min(x, axis=1), tg.argmax(x, axis=-1)
-""", {"x": ((33, 257), "f32")}, 0),
-    "shape": ("""
+""",
+        {"x": ((33, 257), "f32")},
+        0,
+    ),
+    "shape": (
+        """
 def fn(x, y):
     z = tg.concat([tg.permute(x, (1, 0)), y], axis=0)
     return tg.pad(z, 1, 2, 1), tg.broadcast_to(tg.reshape(x[1:4], (3, 1, 7)), (3, 5, 7))
-""", {"x": ((5, 7), "f32"), "y": ((3, 5), "f32")}, 0),
-    "matmul": ("""
+""",
+        {"x": ((5, 7), "f32"), "y": ((3, 5), "f32")},
+        0,
+    ),
+    "matmul": (
+        """
 def fn(a, b, c):
     return tg.matmul(a, b), tg.matmul(c, tg.permute(c, (0, 2, 1)))
-""", {"a": ((7, 33), "f32"), "b": ((33, 65), "f32"), "c": ((3, 9, 17), "f32")}, 1e-4),
-    "softmax": ("""
+""",
+        {"a": ((7, 33), "f32"), "b": ((33, 65), "f32"), "c": ((3, 9, 17), "f32")},
+        1e-4,
+    ),
+    "softmax": (
+        """
 def fn(x):
     return tg.softmax(x, axis=-1), tg.log_softmax(x, axis=0)
-""", {"x": ((9, 130), "f32")}, 2e-5),
-    "embedding": ("""
+""",
+        {"x": ((9, 130), "f32")},
+        2e-5,
+    ),
+    "embedding": (
+        """
 def fn(table, ids):
     return tg.embedding(table, ids), tg.one_hot(ids, 11)
-""", {"table": ((11, 6), "f32"), "ids": ((3, 5), "i32")}, 0),
-    "conv_pool": ("""
+""",
+        {"table": ((11, 6), "f32"), "ids": ((3, 5), "i32")},
+        0,
+    ),
+    "conv_pool": (
+        """
 def fn(x, w):
     y = tg.conv2d(x, w, stride=1, padding=1)
     return y, tg.max_pool2d(y, 2), tg.avg_pool2d(x, 3, stride=2)
-""", {"x": ((2, 3, 9, 9), "f32"), "w": ((4, 3, 3, 3), "f32")}, 1e-4),
-    "stochastic": ("""
+""",
+        {"x": ((2, 3, 9, 9), "f32"), "w": ((4, 3, 3, 3), "f32")},
+        1e-4,
+    ),
+    "stochastic": (
+        """
 def fn(x):
     return tg.rand((5, 67)), tg.dropout(x, 0.3)
-""", {"x": ((4, 33), "f32")}, 1e-6),
+""",
+        {"x": ((4, 33), "f32")},
+        1e-6,
+    ),
 }
 SEED = 1234
 
@@ -118,8 +154,14 @@ def test_kernel_parity(page, parity_helper, family):
     src, specs, tol = CASES[family]
     data = _data(specs)
     want = _reference(src, specs, data)
-    payload = json.dumps([src, {k: [list(s), d] for k, (s, d) in specs.items()},
-                          {k: v.ravel().tolist() for k, v in data.items()}, SEED])
+    payload = json.dumps(
+        [
+            src,
+            {k: [list(s), d] for k, (s, d) in specs.items()},
+            {k: v.ravel().tolist() for k, v in data.items()},
+            SEED,
+        ]
+    )
     py(page, f"_case = json.loads({payload!r})")  # kept out of the traceback's source line
     status, got = run_py(page, "_parity(*_case)", filename="parity.py")
     if status != "ok":
@@ -141,7 +183,8 @@ def test_kernel_parity(page, parity_helper, family):
 TRAIN_CASES = {
     # SGD with lr 1 and one step: parameter change = -gradient, so this checks the backward
     # kernels of embedding, conv2d, avg_pool2d, matmul, gelu, layer norm and mean
-    "backward": ("""
+    "backward": (
+        """
 import tgweb as tg
 from tgweb import nn
 
@@ -163,9 +206,12 @@ def loss_fn(model, ids, img, y):
 INPUTS = {"ids": ((2, 6), "i32"), "img": (2, 2, 3, 4), "y": (2, 1)}
 OPT = tg.optim.SGD(1.0)
 STEPS = 1
-""", 1e-4),
+""",
+        1e-4,
+    ),
     # AdamW with weight decay, global clipping and a schedule, over 4 steps
-    "optimizer_update": ("""
+    "optimizer_update": (
+        """
 import tgweb as tg
 from tgweb import nn
 
@@ -184,7 +230,9 @@ INPUTS = {"x": (6, 5), "y": (6, 3)}
 OPT = {"name": "adamw", "lr": 0.05, "betas": (0.9, 0.99), "eps": 1e-8, "weight_decay": 0.1,
        "schedule": {"kind": "cosine", "start": 0.05, "end": 0.005, "steps": 4}, "clip": 0.5}
 STEPS = 4
-""", 1e-5),
+""",
+        1e-5,
+    ),
 }
 
 TRAIN_RUN = """
@@ -209,23 +257,29 @@ def test_training_step_parity(page, case):
     rng = np.random.default_rng(1)
     data = {}
     for k, spec in ns["INPUTS"].items():
-        shape, dtype = (spec if isinstance(spec[1], str) else (spec, "f32"))
-        data[k] = (rng.integers(0, 11, shape).astype(np.int32) if dtype == "i32"
-                   else rng.standard_normal(shape).astype(np.float32))
+        shape, dtype = spec if isinstance(spec[1], str) else (spec, "f32")
+        data[k] = (
+            rng.integers(0, 11, shape).astype(np.int32)
+            if dtype == "i32"
+            else rng.standard_normal(shape).astype(np.float32)
+        )
     ref_ns: dict = {}
     exec(TRAIN_RUN, ref_ns)
     want = ref_ns["_train"](src, data, "reference")
     js = {k: v.ravel().tolist() for k, v in data.items()}
     types = {k: ("Int32Array" if v.dtype == np.int32 else "Float32Array") for k, v in data.items()}
     py(page, TRAIN_RUN)
-    got = page.evaluate("""async ([src, data, types]) => {
+    got = page.evaluate(
+        """async ([src, data, types]) => {
         // each input as a JS typed array, as a page would hand it over
         const globals = {_src: src};
         for (const [k, v] of Object.entries(data)) globals["_in_" + k] = new self[types[k]](v);
         const names = Object.keys(data).map((k) => `"${k}": _in_${k}`).join(", ");
         try { return ["ok", await window.tg.run(`_train(_src, {${names}}, "browser")`,
                                                  {filename: "train_parity.py", globals})]; }
-        catch (e) { return ["error", e.message]; } }""", [src, js, types])
+        catch (e) { return ["error", e.message]; } }""",
+        [src, js, types],
+    )
     status, got = got
     if status != "ok":
         raise AssertionError(got)
@@ -234,5 +288,6 @@ def test_training_step_parity(page, case):
     for kind in ("params", "states"):
         assert set(got[kind]) == set(want[kind])
         for n in want[kind]:
-            np.testing.assert_allclose(got[kind][n], want[kind][n], rtol=tol, atol=tol,
-                                       err_msg=f"{case}: {kind} {n}")
+            np.testing.assert_allclose(
+                got[kind][n], want[kind][n], rtol=tol, atol=tol, err_msg=f"{case}: {kind} {n}"
+            )

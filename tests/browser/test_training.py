@@ -102,19 +102,27 @@ def test_addition_matches_native_losses(page):
 
     run_py(page, "BACKEND = 'browser'")
     # the browser trains while this process runs the native and reference backends
-    page.evaluate("""(src) => { window.additionRun = window.tg.run(src, {filename: "addition.py"}).then(
-        (v) => ["ok", v], (e) => ["error", {message: e.message}]); }""", ADDITION)
+    page.evaluate(
+        """(src) => { window.additionRun = window.tg.run(src, {filename: "addition.py"}).then(
+        (v) => ["ok", v], (e) => ["error", {message: e.message}]); }""",
+        ADDITION,
+    )
     ref = _losses_in_cpython("reference")
     nat = _losses_in_cpython("native") if native.available() else None
     status, r = page.evaluate("window.additionRun")
     if status != "ok":
         raise AssertionError(r["message"])
     got = r["losses"]
-    TIMINGS["addition"] = {**r, "vs_reference": float(_rel(got, ref).max()),
-                           "vs_native": None if nat is None else float(_rel(got, nat).max()),
-                           "native_vs_reference": None if nat is None else float(_rel(nat, ref).max())}
-    print("\naddition in the browser:", json.dumps({k: v for k, v in TIMINGS["addition"].items()
-                                                    if k != "losses"}))
+    TIMINGS["addition"] = {
+        **r,
+        "vs_reference": float(_rel(got, ref).max()),
+        "vs_native": None if nat is None else float(_rel(got, nat).max()),
+        "native_vs_reference": None if nat is None else float(_rel(nat, ref).max()),
+    }
+    print(
+        "\naddition in the browser:",
+        json.dumps({k: v for k, v in TIMINGS["addition"].items() if k != "losses"}),
+    )
     assert got[-1] < got[0]
     other = nat if nat is not None else ref
     np.testing.assert_allclose(got[:5], other[:5], rtol=1e-4, err_msg="first 5 steps")
@@ -142,8 +150,9 @@ def test_example_page_trains_through_tgweb_mjs(browser, site_url):
         assert not errors, errors
         # a lost GPU device reaches the page as an "error" event, and later runs fail at once
         page.evaluate("window.tg.run('import tgweb_js\\ntgweb_js.device.destroy()')")
-        page.wait_for_function("document.getElementById('status').textContent.includes('device was lost')",
-                               timeout=20000)
+        page.wait_for_function(
+            "document.getElementById('status').textContent.includes('device was lost')", timeout=20000
+        )
         err = page.evaluate("window.tg.run('1').then(() => null, (e) => e.message)")
         assert err and "device was lost" in err
     finally:
@@ -189,9 +198,11 @@ losses = [tiny.step(x=js_x, y=js_y).loss,
 
 
 def test_step_inputs_from_the_page_and_bad_inputs(page):
-    r = page.evaluate("""async (src) => window.tg.run(src, {filename: "tiny.py", globals: {
+    r = page.evaluate(
+        """async (src) => window.tg.run(src, {filename: "tiny.py", globals: {
         js_x: new Float32Array([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]), js_y: new Float32Array(8).fill(0.5)}})""",
-                      TINY)
+        TINY,
+    )
     errors = r["errors"]
     assert None not in errors, errors
     assert "'y'" in errors[0] and "'x'" in errors[1] and "'y'" in errors[2] and "'z'" in errors[3], errors
@@ -202,14 +213,17 @@ def test_step_inputs_from_the_page_and_bad_inputs(page):
 def test_stop_during_training_leaves_a_usable_trainer(page):
     """tg.stop() while a loop trains (no check_stop in it): the next step raises Stopped before
     touching the GPU, so the step count equals the completed iterations and training goes on."""
-    run_py(page, """
+    run_py(
+        page,
+        """
 import array
 import tgweb as tg
 from tgweb import nn
 lin = tg.compile(nn.Linear(3, 2), lambda m, x, y: ((m(x) - y) ** 2).mean(),
                  inputs={"x": (4, 3), "y": (4, 2)}, optimizer=tg.optim.Adam(0.01), backend="browser")
 xs, ys = array.array("f", range(12)), array.array("f", [1.0] * 8)
-""")
+""",
+    )
     page.evaluate("""() => { window.stopTrain = window.tg.run("n = 0\\nwhile True:\\n    lin.step(x=xs, y=ys)\\n    n += 1\\n")
         .then((v) => ["ok", v], (e) => ["error", {stopped: e.stopped, pyType: e.pyType, message: e.message}]); }""")
     page.wait_for_timeout(500)

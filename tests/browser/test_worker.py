@@ -24,28 +24,35 @@ def test_result_is_json_of_last_expression(page):
     assert py(page, "x = 5") is None
     assert py(page, "x * 2") == 10  # one persistent namespace across runs
     assert py(page, "{'a': (1, 2.5), 'b': [None, True, 'x'], 3: float('nan')}") == {
-        "a": [1, 2.5], "b": [None, True, "x"], "3": None}
+        "a": [1, 2.5],
+        "b": [None, True, "x"],
+        "3": None,
+    }
     assert py(page, "import array; array.array('f', [1.5, 2.0])") == [1.5, 2.0]
     assert py(page, "import tgweb, array; tgweb.Array(array.array('f', [1, 2, 3, 4]), (2, 2), 'f32')") == [
-        [1.0, 2.0], [3.0, 4.0]]
+        [1.0, 2.0],
+        [3.0, 4.0],
+    ]
 
 
 def test_top_level_await(page):
     assert py(page, "import asyncio\nawait asyncio.sleep(0.01)\n'slept'") == "slept"
     # a JS promise awaited synchronously (JSPI): what the browser backend does on readback
-    assert py(page, "from pyodide.ffi import run_sync\nimport js\n"
-                    "run_sync(js.Promise.resolve(41)) + 1") == 42
+    assert py(page, "from pyodide.ffi import run_sync\nimport js\nrun_sync(js.Promise.resolve(41)) + 1") == 42
 
 
 def test_events_reach_the_page(page):
     page.evaluate("window.events = []")
-    py(page, "from tgweb import web\n"
-             "for i in range(3):\n"
-             "    web.progress(i + 1, 3, loss=1.0 / (i + 1))\n"
-             "    web.metric('loss', 1.0 / (i + 1), step=i)\n"
-             "web.log('hello', 42)\n"
-             "web.emit('custom', {'k': [1, 2]})\n"
-             "print('printed line')\n")
+    py(
+        page,
+        "from tgweb import web\n"
+        "for i in range(3):\n"
+        "    web.progress(i + 1, 3, loss=1.0 / (i + 1))\n"
+        "    web.metric('loss', 1.0 / (i + 1), step=i)\n"
+        "web.log('hello', 42)\n"
+        "web.emit('custom', {'k': [1, 2]})\n"
+        "print('printed line')\n",
+    )
     events = page.evaluate("window.events")
     prog = [d for e, d in events if e == "progress"]
     assert [p["step"] for p in prog] == [1, 2, 3] and prog[0]["total"] == 3 and prog[2]["loss"] == 1 / 3
@@ -108,12 +115,20 @@ def test_no_adapter_in_worker_gives_a_clear_error(browser, site_url):
     with a clear message instead of hanging."""
     p = open_harness(browser, site_url)
     try:
+
         def worker(route):
             body = route.fetch().text()
             patch = "navigator.gpu.requestAdapter = async () => null;\n"
-            route.fulfill(status=200, body=patch + body, headers={
-                "Content-Type": "text/javascript", "Cross-Origin-Embedder-Policy": "require-corp",
-                "Cross-Origin-Resource-Policy": "same-origin"})
+            route.fulfill(
+                status=200,
+                body=patch + body,
+                headers={
+                    "Content-Type": "text/javascript",
+                    "Cross-Origin-Embedder-Policy": "require-corp",
+                    "Cross-Origin-Resource-Policy": "same-origin",
+                },
+            )
+
         p.route("**/worker.mjs", worker)
         r = p.evaluate("""async () => {
             try { await tgweb.start({timeout: 60000}); return ['started']; }

@@ -32,8 +32,9 @@ class Runtime:
         """Read back a param, state, output or capture ('params' | 'states' | 'outputs' | 'captures')."""
         raise NotImplementedError
 
-    def run(self, inputs: dict[str, array.array], scalars: dict[str, float | int],
-            read: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
+    def run(
+        self, inputs: dict[str, array.array], scalars: dict[str, float | int], read: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], array.array]:
         """One execution: write inputs and scalars, dispatch every kernel in one pass,
         one submit, then read back the (kind, name) slots listed in `read`."""
         raise NotImplementedError

@@ -45,17 +45,25 @@ def why_unavailable() -> str:
     from pyodide.ffi import can_run_sync
 
     if not can_run_sync():
-        return ("this browser cannot suspend WebAssembly for a GPU readback (no JSPI); "
-                "tgweb needs Chrome/Edge 137+ or another browser with JS Promise Integration")
+        return (
+            "this browser cannot suspend WebAssembly for a GPU readback (no JSPI); "
+            "tgweb needs Chrome/Edge 137+ or another browser with JS Promise Integration"
+        )
     return ""
 
 
 def device_limits() -> dict[str, int]:
     """The GPU device's limits that Programs depend on."""
     d = _hooks().device.limits
-    names = ("maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
-             "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup",
-             "maxComputeWorkgroupSizeX", "maxComputeWorkgroupStorageSize")
+    names = (
+        "maxBufferSize",
+        "maxStorageBufferBindingSize",
+        "maxStorageBuffersPerShaderStage",
+        "maxComputeWorkgroupsPerDimension",
+        "maxComputeInvocationsPerWorkgroup",
+        "maxComputeWorkgroupSizeX",
+        "maxComputeWorkgroupStorageSize",
+    )
     return {n: int(getattr(d, n)) for n in names}
 
 
@@ -157,8 +165,9 @@ class Runtime(base.Runtime):
         bufs = _await(self._rt.readMany(to_js([[k, n] for k, n in which])))
         return {kn: _from_js(b, TYPECODE[s.dtype]) for kn, s, b in zip(which, slots, bufs)}
 
-    def run(self, inputs: dict[str, array.array], scalars: dict[str, float | int],
-            read: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
+    def run(
+        self, inputs: dict[str, array.array], scalars: dict[str, float | int], read: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], array.array]:
         from js import Object
         from pyodide.ffi import to_js
 
@@ -174,9 +183,13 @@ class Runtime(base.Runtime):
         missing = [s.name for s in self.program.scalars if s.name not in scalars]
         if missing:
             raise ValueError(f"scalars missing: {missing}")
-        words = struct.pack(self._scalar_fmt, *[
-            float(scalars[s.name]) if s.type == "f32" else int(scalars[s.name]) & 0xFFFFFFFF
-            for s in self.program.scalars])
+        words = struct.pack(
+            self._scalar_fmt,
+            *[
+                float(scalars[s.name]) if s.type == "f32" else int(scalars[s.name]) & 0xFFFFFFFF
+                for s in self.program.scalars
+            ],
+        )
         js_inputs = to_js({n: _to_js_bytes(v) for n, v in inputs.items()}, dict_converter=Object.fromEntries)
         js_read = to_js([[k, n] for k, n in read])
         bufs = _await(self._rt.run(js_inputs, to_js(memoryview(words)), js_read))

@@ -52,15 +52,23 @@ def _device():
     else:
         why = "no adapter returned"
     if adapter is None:  # pragma: no cover - depends on the machine
-        _ERROR = ("no WebGPU adapter found for the native backend (" + why.strip() + "). "
-                  "Install a Vulkan driver (on Debian: apt-get install mesa-vulkan-drivers "
-                  "for lavapipe on the CPU) or use backend='reference'.")
+        _ERROR = (
+            "no WebGPU adapter found for the native backend (" + why.strip() + "). "
+            "Install a Vulkan driver (on Debian: apt-get install mesa-vulkan-drivers "
+            "for lavapipe on the CPU) or use backend='reference'."
+        )
         raise NativeError(_ERROR)
     limits = {}
-    for k in ("max-storage-buffer-binding-size", "max-buffer-size",
-              "max-storage-buffers-per-shader-stage", "max-compute-workgroup-storage-size",
-              "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
-              "max-compute-workgroup-size-y", "max-compute-workgroups-per-dimension"):
+    for k in (
+        "max-storage-buffer-binding-size",
+        "max-buffer-size",
+        "max-storage-buffers-per-shader-stage",
+        "max-compute-workgroup-storage-size",
+        "max-compute-invocations-per-workgroup",
+        "max-compute-workgroup-size-x",
+        "max-compute-workgroup-size-y",
+        "max-compute-workgroups-per-dimension",
+    ):
         if k in adapter.limits:
             limits[k] = adapter.limits[k]
     _ADAPTER = adapter
@@ -107,29 +115,43 @@ def _compile_error(kernel, err: Exception) -> KernelCompileError:
     short = next((c for c in core if "error" in c.lower() and "In wgpu" not in c), msg.strip())
     return KernelCompileError(
         f"WGSL kernel {kernel.name} (op {', '.join(kernel.ops) or '?'}) failed to compile: "
-        f"{short.strip()}{where}\n  at {kernel.site or '<unknown>'}\n\ncompiler output:\n{msg}")
+        f"{short.strip()}{where}\n  at {kernel.site or '<unknown>'}\n\ncompiler output:\n{msg}"
+    )
 
 
 def pipeline_for(kernel):
     """The pipeline and bind group layout of a kernel, cached by its WGSL text."""
     import wgpu
+
     hit = _PIPELINES.get(kernel.wgsl)
     if hit is not None:
         return hit
     dev = _device()
-    entries = [{"binding": i, "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": wgpu.BufferBindingType.storage if b.access == "read_write"
-                           else wgpu.BufferBindingType.read_only_storage}}
-               for i, b in enumerate(kernel.bindings)]
+    entries = [
+        {
+            "binding": i,
+            "visibility": wgpu.ShaderStage.COMPUTE,
+            "buffer": {
+                "type": wgpu.BufferBindingType.storage
+                if b.access == "read_write"
+                else wgpu.BufferBindingType.read_only_storage
+            },
+        }
+        for i, b in enumerate(kernel.bindings)
+    ]
     if kernel.offsets:
-        entries.append({"binding": len(kernel.bindings), "visibility": wgpu.ShaderStage.COMPUTE,
-                        "buffer": {"type": wgpu.BufferBindingType.uniform}})
+        entries.append(
+            {
+                "binding": len(kernel.bindings),
+                "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": wgpu.BufferBindingType.uniform},
+            }
+        )
     try:
         module = dev.create_shader_module(code=kernel.wgsl)
         bgl = dev.create_bind_group_layout(entries=entries)
         layout = dev.create_pipeline_layout(bind_group_layouts=[bgl])
-        pipe = dev.create_compute_pipeline(layout=layout,
-                                           compute={"module": module, "entry_point": "main"})
+        pipe = dev.create_compute_pipeline(layout=layout, compute={"module": module, "entry_point": "main"})
     except Exception as e:
         raise _compile_error(kernel, e) from None
     _PIPELINES[kernel.wgsl] = (pipe, bgl)
@@ -143,17 +165,18 @@ class Runtime(base.Runtime):
 
     def __init__(self, program: Program, shared: dict[str, Any] | None = None) -> None:
         import wgpu
+
         self._wgpu = wgpu
         self.program = program
         self.device = _device()
         limits = self.device.limits
-        for key, have in (("maxStorageBufferBindingSize", "max-storage-buffer-binding-size"),
-                          ("maxStorageBuffersPerShaderStage",
-                           "max-storage-buffers-per-shader-stage")):
+        for key, have in (
+            ("maxStorageBufferBindingSize", "max-storage-buffer-binding-size"),
+            ("maxStorageBuffersPerShaderStage", "max-storage-buffers-per-shader-stage"),
+        ):
             need = program.meta.get("limits", {}).get(key)
             if need is not None and need > limits.get(have, need):
-                raise NativeError(f"the program needs {key} = {need}, the device has "
-                                  f"{limits[have]}")
+                raise NativeError(f"the program needs {key} = {need}, the device has {limits[have]}")
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         shared = shared or {}
         param_buf = {s.buffer: n for n, s in program.params.items()}
@@ -183,22 +206,35 @@ class Runtime(base.Runtime):
             slices.append((at, size))
             at += -(-size // align) * align
         self._uniform = self.device.create_buffer(
-            size=max(at, 16), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, label="offsets")
+            size=max(at, 16), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, label="offsets"
+        )
         data = bytearray(max(at, 16))
         for k, (o, _) in zip(program.kernels, slices):
-            data[o:o + 4 * len(k.offsets)] = array.array("I", k.offsets).tobytes()
+            data[o : o + 4 * len(k.offsets)] = array.array("I", k.offsets).tobytes()
         self.device.queue.write_buffer(self._uniform, 0, data)
         self._owned.append(self._uniform)
         self.pipes = []
         self.groups = []
         for k, (o, size) in zip(program.kernels, slices):
             pipe, bgl = pipeline_for(k)
-            entries = [{"binding": i, "resource": {"buffer": self.buffers[b.buffer], "offset": 0,
-                                                   "size": self.buffers[b.buffer].size}}
-                       for i, b in enumerate(k.bindings)]
+            entries = [
+                {
+                    "binding": i,
+                    "resource": {
+                        "buffer": self.buffers[b.buffer],
+                        "offset": 0,
+                        "size": self.buffers[b.buffer].size,
+                    },
+                }
+                for i, b in enumerate(k.bindings)
+            ]
             if k.offsets:
-                entries.append({"binding": len(k.bindings),
-                                "resource": {"buffer": self._uniform, "offset": o, "size": size}})
+                entries.append(
+                    {
+                        "binding": len(k.bindings),
+                        "resource": {"buffer": self._uniform, "offset": o, "size": size},
+                    }
+                )
             self.pipes.append(pipe)
             self.groups.append(self.device.create_bind_group(layout=bgl, entries=entries))
         self._staging = None
@@ -207,8 +243,7 @@ class Runtime(base.Runtime):
 
     def _slot(self, kind: str, name: str):
         table = getattr(self.program, kind, None)
-        if not isinstance(table, dict) or kind not in (
-                "inputs", "params", "states", "outputs", "captures"):
+        if not isinstance(table, dict) or kind not in ("inputs", "params", "states", "outputs", "captures"):
             raise KeyError(f"unknown slot kind {kind!r}")
         if name not in table:
             raise KeyError(f"no {kind[:-1]} named {name!r}; have {sorted(table)}")
@@ -234,8 +269,9 @@ class Runtime(base.Runtime):
             except TypeError:
                 raw = array.array(TYPECODE[slot.dtype], list(data)).tobytes()
         if len(raw) != self._nbytes(slot):
-            raise ValueError(f"expected {self._nbytes(slot)} bytes for shape {slot.shape} "
-                             f"{slot.dtype}, got {len(raw)}")
+            raise ValueError(
+                f"expected {self._nbytes(slot)} bytes for shape {slot.shape} {slot.dtype}, got {len(raw)}"
+            )
         return raw
 
     # ------------------------------------------------------------ the interface
@@ -259,7 +295,8 @@ class Runtime(base.Runtime):
         staging = None
         if total:
             staging = self.device.create_buffer(
-                size=total, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+                size=total, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST
+            )
             off = 0
             for _, s in slots:
                 n = self._nbytes(s)
@@ -275,7 +312,7 @@ class Runtime(base.Runtime):
             for key, s in slots:
                 n = self._nbytes(s)
                 a = array.array(TYPECODE[s.dtype])
-                a.frombytes(bytes(mv[off:off + n]))
+                a.frombytes(bytes(mv[off : off + n]))
                 out[key] = a
                 off += n
             staging.unmap()
@@ -292,8 +329,9 @@ class Runtime(base.Runtime):
                 if s.name not in scalars:
                     raise KeyError(f"scalar {s.name!r} not given")
                 v = scalars[s.name]
-                words.append(struct.pack("<f", float(v)) if s.type == "f32"
-                             else struct.pack("<I", int(v) & 0xFFFFFFFF))
+                words.append(
+                    struct.pack("<f", float(v)) if s.type == "f32" else struct.pack("<I", int(v) & 0xFFFFFFFF)
+                )
             self.device.queue.write_buffer(self.buffers[p.scalars_buffer], 0, b"".join(words))
         encoder = self.device.create_command_encoder()
         cp = encoder.begin_compute_pass()
@@ -319,6 +357,7 @@ class Runtime(base.Runtime):
 def profile(rt: Runtime, repeat: int = 1) -> list[tuple[float, str, tuple]]:
     """Seconds per kernel (each submitted and waited for alone), slowest first; for tuning."""
     import time
+
     out = []
     for k, pipe, bg in zip(rt.program.kernels, rt.pipes, rt.groups):
         t0 = time.perf_counter()

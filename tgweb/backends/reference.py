@@ -37,8 +37,9 @@ class Context:
         return a
 
 
-def evaluate(graph: Graph, outputs: Iterable[Tensor], feeds: dict[int, "np.ndarray"],
-             ctx: Context | None = None) -> list[np.ndarray]:
+def evaluate(
+    graph: Graph, outputs: Iterable[Tensor], feeds: dict[int, "np.ndarray"], ctx: Context | None = None
+) -> list[np.ndarray]:
     """Values of outputs; feeds maps tensor ids of inputs, params and states to arrays.
     Scalars not fed come from ctx.scalars by name."""
     ctx = ctx or Context()

@@ -39,9 +39,9 @@ def f32_lit(v: float) -> str:
 
 def i32_lit(v: int) -> str:
     v = int(v)
-    if not -2**31 <= v < 2**31:
+    if not -(2**31) <= v < 2**31:
         raise ValueError(f"integer constant {v} does not fit in i32")
-    if v == -2**31:
+    if v == -(2**31):
         return "bitcast<i32>(2147483648u)"
     return f"{v}i" if v >= 0 else f"({v}i)"
 
@@ -231,8 +231,9 @@ class KernelCtx:
         self.helpers.setdefault(name, text)
         return name
 
-    def kernel(self, name: str, body: list[str], wg: tuple[int, int, int] | int,
-               dispatch: tuple[int, int, int]) -> Kernel:
+    def kernel(
+        self, name: str, body: list[str], wg: tuple[int, int, int] | int, dispatch: tuple[int, int, int]
+    ) -> Kernel:
         if isinstance(wg, int):
             wg = (wg, 1, 1)
         lines = []
@@ -241,20 +242,31 @@ class KernelCtx:
             ty = "vec4<u32>" if self.bindings[i][0] in self.vec4 else "u32"
             lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<{ty}>;")
         if self.offsets:
-            lines.append(f"@group(0) @binding({len(self.bindings)}) var<uniform> tg_off: "
-                         f"array<vec4<u32>, {ceil_div(len(self.offsets), 4)}>;")
+            lines.append(
+                f"@group(0) @binding({len(self.bindings)}) var<uniform> tg_off: "
+                f"array<vec4<u32>, {ceil_div(len(self.offsets), 4)}>;"
+            )
         lines.extend(self.decls)
         for h in sorted(self.helpers):
             lines.append(self.helpers[h])
         lines.append(f"@compute @workgroup_size({wg[0]}, {wg[1]}, {wg[2]})")
-        lines.append("fn main(@builtin(workgroup_id) wg: vec3<u32>, "
-                     "@builtin(local_invocation_index) li: u32, "
-                     "@builtin(local_invocation_id) lid: vec3<u32>) {")
+        lines.append(
+            "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
+            "@builtin(local_invocation_index) li: u32, "
+            "@builtin(local_invocation_id) lid: vec3<u32>) {"
+        )
         lines.extend("  " + ln for ln in body)
         lines.append("}")
         text = _nonfinite_through_private("\n".join(lines) + "\n")
-        return Kernel(name, text, [Binding(b, a) for b, a in self.bindings], tuple(dispatch),
-                      list(self.ops), self.site, list(self.offsets))
+        return Kernel(
+            name,
+            text,
+            [Binding(b, a) for b, a in self.bindings],
+            tuple(dispatch),
+            list(self.ops),
+            self.site,
+            list(self.offsets),
+        )
 
 
 _BITCAST_F32 = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|[0-9]+)u\)")
@@ -282,6 +294,7 @@ def _nonfinite_through_private(text: str) -> str:
 
 def _alias_root(node):
     from ..ir import REGISTRY
+
     while REGISTRY[node.kind].alias:
         node = node.inputs[0]
     return node

@@ -84,8 +84,9 @@ def _gelu(a, n, kc):
     x = a[0]
     if n.attrs["approximate"] == "tanh":
         c = f32_lit(math.sqrt(2.0 / math.pi))
-        return (f"(0.5 * {x} * (1.0 + {kc.helper('tg_tanh', _TANH)}({c} * ({x} + 0.044715 * {x}"
-                f" * {x} * {x}))))")
+        return (
+            f"(0.5 * {x} * (1.0 + {kc.helper('tg_tanh', _TANH)}({c} * ({x} + 0.044715 * {x} * {x} * {x}))))"
+        )
     return f"(0.5 * {x} * (1.0 + {kc.helper('tg_erf', _ERF)}({x} * {f32_lit(1 / math.sqrt(2))})))"
 
 
@@ -153,21 +154,41 @@ def _min(a, n, kc):
 
 # kind -> expression builder(args, node, kernel ctx)
 EXPR = {
-    "add": _b("+"), "sub": _b("-"), "mul": _b("*"), "div": _b("/"),
-    "maximum": _max, "minimum": _min,
-    "less": _b("<"), "greater": _b(">"), "less_equal": _b("<="), "greater_equal": _b(">="),
-    "equal": _b("=="), "logical_and": _b("&&"), "logical_or": _b("||"),
+    "add": _b("+"),
+    "sub": _b("-"),
+    "mul": _b("*"),
+    "div": _b("/"),
+    "maximum": _max,
+    "minimum": _min,
+    "less": _b("<"),
+    "greater": _b(">"),
+    "less_equal": _b("<="),
+    "greater_equal": _b(">="),
+    "equal": _b("=="),
+    "logical_and": _b("&&"),
+    "logical_or": _b("||"),
     "where": lambda a, n, kc: f"select({a[2]}, {a[1]}, {a[0]})",
     "neg": lambda a, n, kc: f"(-{a[0]})",
-    "abs": _abs, "sign": _sign,
+    "abs": _abs,
+    "sign": _sign,
     "square": lambda a, n, kc: f"({a[0]} * {a[0]})",
-    "exp": _f("exp"), "log": _f("log"), "sqrt": _f("sqrt"), "rsqrt": _f("inverseSqrt"),
+    "exp": _f("exp"),
+    "log": _f("log"),
+    "sqrt": _f("sqrt"),
+    "rsqrt": _f("inverseSqrt"),
     "tanh": _tanh,
     "sigmoid": lambda a, n, kc: f"(1.0 / (1.0 + exp(-{a[0]})))",
-    "relu": _relu, "leaky_relu": _leaky, "gelu": _gelu,
+    "relu": _relu,
+    "leaky_relu": _leaky,
+    "gelu": _gelu,
     "silu": lambda a, n, kc: f"({a[0]} / (1.0 + exp(-{a[0]})))",
-    "softplus": _softplus, "erf": _erf, "sin": _f("sin"), "cos": _f("cos"),
-    "pow": _pow, "clamp": _clamp, "cast": _cast,
+    "softplus": _softplus,
+    "erf": _erf,
+    "sin": _f("sin"),
+    "cos": _f("cos"),
+    "pow": _pow,
+    "clamp": _clamp,
+    "cast": _cast,
 }
 
 # Index ops: kinds whose value at index i of their own shape reads their inputs,
@@ -182,6 +203,7 @@ def index_op(kind):
     def deco(fn):
         INDEX_OPS[kind] = fn
         return fn
+
     return deco
 
 
@@ -244,6 +266,7 @@ class GroupEmitter:
         if x.id in self.provided:
             return self.provided[x.id]
         from .common import _alias_root
+
         r = _alias_root(x)
         if r.id in self.provided and tuple(x.shape) == self.shape:  # a reshape of it
             return self.provided[r.id]
@@ -253,6 +276,7 @@ class GroupEmitter:
 
     def load_at(self, x, idx: str) -> str:
         from .common import _alias_root
+
         r = _alias_root(x)
         if r.kind in CONST_KINDS:
             return lit(r.attrs["value"], r.dtype)
@@ -276,8 +300,7 @@ class GroupEmitter:
             return "0u"
         lead = len(self.shape) - len(xshape)
         st = strides(xshape)
-        return add_idx(*[mul_idx(self.coord(lead + d), st[d])
-                         for d in range(len(xshape)) if xshape[d] != 1])
+        return add_idx(*[mul_idx(self.coord(lead + d), st[d]) for d in range(len(xshape)) if xshape[d] != 1])
 
     def index_in(self, xshape, coords: list[str]) -> str:
         st = strides(tuple(xshape))
@@ -386,8 +409,9 @@ def _take(g: GroupEmitter, m) -> str:
     cc[a] = f"u32({k})"
     v = g.kc.fresh()
     g.lines.append(f"var {v} = {lit(0, m.dtype)};")
-    g.lines.append(f"if ({k} >= 0i && {k} < {x.shape[a]}i) {{ "
-                   f"{v} = {g.load_at(x, g.index_in(x.shape, cc))}; }}")
+    g.lines.append(
+        f"if ({k} >= 0i && {k} < {x.shape[a]}i) {{ {v} = {g.load_at(x, g.index_in(x.shape, cc))}; }}"
+    )
     return v
 
 
@@ -405,8 +429,7 @@ def _take_grad(g: GroupEmitter, m) -> str:
     v = g.kc.fresh()
     g.lines.append(f"var {v} = 0.0;")
     g.lines.append(f"for (var {kk} = 0u; {kk} < {gr.shape[a]}u; {kk} = {kk} + 1u) {{")
-    g.lines.append(f"  if ({g.load_at(idx, gi)} == i32({coords[a]})) {{ "
-                   f"{v} = {v} + {g.load_at(gr, gi)}; }}")
+    g.lines.append(f"  if ({g.load_at(idx, gi)} == i32({coords[a]})) {{ {v} = {v} + {g.load_at(gr, gi)}; }}")
     g.lines.append("}")
     return v
 

@@ -43,8 +43,10 @@ def _conv2d(g: GroupEmitter, m) -> str:
     L.append(f"      let {ix} = i32({xx} * {s1}u + {j}) - {p1}i;")
     xi = f"((({n} * {C}u + ch) * {H}u + u32({iy})) * {W}u + u32({ix}))"
     wi = f"((({o} * {CG}u + {c}) * {KH}u + {i}) * {KW}u + {j})"
-    L.append(f"      if ({ix} >= 0i && {ix} < {W}i) {{ "
-             f"{acc} = fma({g.load_at(x, xi)}, {g.load_at(w, wi)}, {acc}); }}")
+    L.append(
+        f"      if ({ix} >= 0i && {ix} < {W}i) {{ "
+        f"{acc} = fma({g.load_at(x, xi)}, {g.load_at(w, wi)}, {acc}); }}"
+    )
     L += ["    }", "  }", "}"]
     return acc
 
@@ -70,8 +72,10 @@ def _conv2d_gi(g: GroupEmitter, m) -> str:
     L.append(f"      let tx = i32({x}) + {p1}i - i32({j});")
     gi = f"(((({n} * {O}u + o) * {HO}u + u32(ty / {s0}i)) * {WO}u) + u32(tx / {s1}i))"
     wi = f"(((o * {CG}u + ({c} % {CG}u)) * {KH}u + {i}) * {KW}u + {j})"
-    L.append(f"      if (tx >= 0i && tx % {s1}i == 0i && tx / {s1}i < {WO}i) {{ "
-             f"{acc} = fma({g.load_at(gr, gi)}, {g.load_at(w, wi)}, {acc}); }}")
+    L.append(
+        f"      if (tx >= 0i && tx % {s1}i == 0i && tx / {s1}i < {WO}i) {{ "
+        f"{acc} = fma({g.load_at(gr, gi)}, {g.load_at(w, wi)}, {acc}); }}"
+    )
     L += ["    }", "  }", "}"]
     return acc
 
@@ -97,8 +101,9 @@ def _conv2d_gw(g: GroupEmitter, m) -> str:
     L.append(f"      let ix = i32({ox} * {s1}u + {j}) - {p1}i;")
     xi = f"((({n} * {C}u + ch{acc}) * {H}u + u32(iy)) * {W}u + u32(ix))"
     gi = f"((({n} * {O}u + {o}) * {HO}u + {oy}) * {WO}u + {ox})"
-    L.append(f"      if (ix >= 0i && ix < {W}i) {{ "
-             f"{acc} = fma({g.load_at(x, xi)}, {g.load_at(gr, gi)}, {acc}); }}")
+    L.append(
+        f"      if (ix >= 0i && ix < {W}i) {{ {acc} = fma({g.load_at(x, xi)}, {g.load_at(gr, gi)}, {acc}); }}"
+    )
     L += ["    }", "  }", "}"]
     return acc
 
@@ -178,8 +183,7 @@ def _max_pool_grad(g: GroupEmitter, m) -> str:
     best, win = _winner(inner, x, plane, "oy", "ox", m, g.kc.fresh("p"))
     L += ["    " + ln for ln in inner.lines]
     gplane = f"({n} * {x.shape[1]}u + {c}) * {HO * WO}u"
-    L.append(f"    if ({win} == {me}) {{ {acc} = {acc} + "
-             f"{g.load_at(gr, f'{gplane} + oy * {WO}u + ox')}; }}")
+    L.append(f"    if ({win} == {me}) {{ {acc} = {acc} + {g.load_at(gr, f'{gplane} + oy * {WO}u + ox')}; }}")
     L += ["  }", "}"]
     return acc
 
@@ -199,8 +203,10 @@ def _avg_pool(g: GroupEmitter, m) -> str:
     L.append(f"  if (yy < 0i || yy >= {H}i) {{ continue; }}")
     L.append("  " + _loop(j, KW))
     L.append(f"    let xx = i32({ox} * {s1}u + {j}) - {p1}i;")
-    L.append(f"    if (xx >= 0i && xx < {W}i) {{ {acc} = {acc} + "
-             f"{g.load_at(x, f'{plane} + u32(yy) * {W}u + u32(xx)')}; }}")
+    L.append(
+        f"    if (xx >= 0i && xx < {W}i) {{ {acc} = {acc} + "
+        f"{g.load_at(x, f'{plane} + u32(yy) * {W}u + u32(xx)')}; }}"
+    )
     L += ["  }", "}"]
     return g.let(f"{acc} * {f32_lit(1.0 / (KH * KW))}")
 
@@ -220,8 +226,10 @@ def _avg_pool_grad(g: GroupEmitter, m) -> str:
     L.append(f"  if (ty < 0i || ty % {s0}i != 0i || ty / {s0}i >= {HO}i) {{ continue; }}")
     L.append("  " + _loop(j, KW))
     L.append(f"    let tx = i32({w}) + {p1}i - i32({j});")
-    L.append(f"    if (tx >= 0i && tx % {s1}i == 0i && tx / {s1}i < {WO}i) {{ {acc} = {acc} + "
-             f"{g.load_at(gr, f'{gplane} + u32(ty / {s0}i) * {WO}u + u32(tx / {s1}i)')}; }}")
+    L.append(
+        f"    if (tx >= 0i && tx % {s1}i == 0i && tx / {s1}i < {WO}i) {{ {acc} = {acc} + "
+        f"{g.load_at(gr, f'{gplane} + u32(ty / {s0}i) * {WO}u + u32(tx / {s1}i)')}; }}"
+    )
     L += ["  }", "}"]
     return g.let(f"{acc} * {f32_lit(1.0 / (KH * KW))}")
 
@@ -276,6 +284,7 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
     ranges: dict[int, list[list[int]]] = {}
     const = 0.0
     from .common import _alias_root
+
     for x in node.inputs:
         r = _alias_root(x)
         n = 1
@@ -300,8 +309,9 @@ def emit_global_sumsq(kc: KernelCtx, node, input_at=None, epilogue=None):
             body.append(f"for (var r = {a}u + li; r < {b}u; r = r + {4 * wg}u) {{")
             for j in range(4):
                 rj = f"r + {j * wg}u" if j else "r"
-                body.append(f"  if ({rj} < {b}u) {{ let v = bitcast<f32>({name}[{rj}]); "
-                            f"s{j} = fma(v, v, s{j}); }}")
+                body.append(
+                    f"  if ({rj} < {b}u) {{ let v = bitcast<f32>({name}[{rj}]); s{j} = fma(v, v, s{j}); }}"
+                )
             body.append("}")
     kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
     body.append("sh[li] = (s0 + s1) + (s2 + s3);")
@@ -325,6 +335,7 @@ def emit_embedding_grad(kc: KernelCtx, node):
     workgroup per output element splits the rows and adds the parts in a tree."""
     from .common import add_idx, invocations, linear_group, mul_idx
     from .reduce import SERIAL_MAX
+
     gr, idx = node.inputs
     rows = 1
     for d in idx.shape:
@@ -342,12 +353,14 @@ def emit_embedding_grad(kc: KernelCtx, node):
         # the grid may overshoot; the return is uniform per workgroup
         body = [f"let o = {linear_group(disp[0])};", f"if (o >= {num * dim}u) {{ return; }}"]
         first, stride = "li", f"{wg}u"
-    body += [f"let n = i32({udiv('o', dim)});",
-             f"let d = {umod('o', dim)};", "var acc = 0.0;",
-             f"for (var r = {first}; r < {rows}u; r = r + {stride}) {{",
-             f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + "
-             f"{kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",
-             "}"]
+    body += [
+        f"let n = i32({udiv('o', dim)});",
+        f"let d = {umod('o', dim)};",
+        "var acc = 0.0;",
+        f"for (var r = {first}; r < {rows}u; r = r + {stride}) {{",
+        f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + {kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",
+        "}",
+    ]
     if serial:
         body.append(kc.store(node, "o", "acc"))
         return body, disp, wg
@@ -362,5 +375,4 @@ def emit_embedding_grad(kc: KernelCtx, node):
 
 
 def table() -> dict:
-    return {"global_sumsq": ("kernel", emit_global_sumsq),
-            "embedding_grad": ("kernel", emit_embedding_grad)}
+    return {"global_sumsq": ("kernel", emit_global_sumsq), "embedding_grad": ("kernel", emit_embedding_grad)}

@@ -19,12 +19,23 @@ are flattened into rows when B has no batch and the layout allows, so small
 per-sample row counts still fill tiles; otherwise batches map to dispatch z with
 stride 0 for broadcast batch dims. Edges are bounds-checked, so any size works.
 Operands contiguous along an axis whose length and strides are multiples of 4
-are loaded as vec4. """
+are loaded as vec4."""
 
 from __future__ import annotations
 
+from .common import (
+    KernelCtx,
+    add_idx,
+    ceil_div,
+    digits,
+    group_size,
+    invocations,
+    mul_idx,
+    strides,
+    udiv,
+    umod,
+)
 from .elementwise import store_result
-from .common import KernelCtx, add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
 
 
 def _prod(s):
@@ -87,8 +98,22 @@ def layout(node):
         ab.pop()
         bbs.pop()
         cb.pop()
-    return dict(M=M, N=N, K=K, am=am, ak=ak, bk=bk, bn=bn, cm=cm, cn=cn, batch=batch,
-                ab=ab, bb=bbs, cb=cb, nbatch=_prod(batch))
+    return dict(
+        M=M,
+        N=N,
+        K=K,
+        am=am,
+        ak=ak,
+        bk=bk,
+        bn=bn,
+        cm=cm,
+        cn=cn,
+        batch=batch,
+        ab=ab,
+        bb=bbs,
+        cb=cb,
+        nbatch=_prod(batch),
+    )
 
 
 def _bases(L, body):
@@ -132,8 +157,13 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
     # TM x TN fused multiply-adds
     kc.decls.append(f"var<workgroup> As: array<vec4<f32>, {BM * BK // 4}>;")
     kc.decls.append(f"var<workgroup> Bs: array<vec4<f32>, {BK * BN // 4}>;")
-    body = ["let tx = lid.x;", "let ty = lid.y;", f"let m0 = wg.y * {BM}u;",
-            f"let n0 = wg.x * {BN}u;", "let z = wg.z;"]
+    body = [
+        "let tx = lid.x;",
+        "let ty = lid.y;",
+        f"let m0 = wg.y * {BM}u;",
+        f"let n0 = wg.x * {BN}u;",
+        "let z = wg.z;",
+    ]
     _bases(L, body)
     RG, CG = TM // 4, TN // 4
     body.append(f"var acc: array<vec4<f32>, {TM * CG}>;")  # acc[row i][col group q]
@@ -162,7 +192,9 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
                 for c in range(4):
                     i = (p * 4 + r) * CG + q
                     body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {N}u) {{")
-                    body.append(f"      let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
+                    body.append(
+                        f"      let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};"
+                    )
                     body += ["      " + ln for ln in store_result(kc, node, "ci", f"acc[{i}][{c}]", epilogue)]
                     body.append("    } }")
             body.append("  }")
@@ -195,8 +227,11 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
     total = nbatch * mb * nb
     wg = group_size(total, 32)
     body, disp = invocations("t", total, wg)
-    body += [f"let n0 = {umod('t', nb)} * {TN}u;", f"let m0 = {umod(udiv('t', nb), mb)} * {TM}u;",
-            f"let z = {udiv('t', mb * nb)};"]
+    body += [
+        f"let n0 = {umod('t', nb)} * {TN}u;",
+        f"let m0 = {umod(udiv('t', nb), mb)} * {TM}u;",
+        f"let z = {udiv('t', mb * nb)};",
+    ]
     _bases(L, body)
     # clamped row and column indices: loads never leave the operands, stores are guarded
     for r in range(TM):
@@ -229,7 +264,9 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
             return out
         for kk in range(U_):
             for i in range(R):
-                out.append(f"let {pre}{i}_{kk} = {kc.load(x, add_idx(f'{lead}{i}', mul_idx(f'({ksym} + {kk}u)', ks)))};")
+                out.append(
+                    f"let {pre}{i}_{kk} = {kc.load(x, add_idx(f'{lead}{i}', mul_idx(f'({ksym} + {kk}u)', ks)))};"
+                )
         return out
 
     def chunk(U_, ksym):
@@ -266,8 +303,20 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
     return body, disp, wg
 
 
-def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int, base: str,
-          rs: int, ks: int, vec: bool) -> list[str]:
+def _tile(
+    kc: KernelCtx,
+    x,
+    sh: str,
+    R: int,
+    BK: int,
+    r0: str,
+    rows: int,
+    K: int,
+    base: str,
+    rs: int,
+    ks: int,
+    vec: bool,
+) -> list[str]:
     """Lines loading an R x BK tile of an operand (element (r, k) at base + r rs + k ks)
     into the shared vec4 array sh: element (kk, rr) is sh[kk * R / 4 + rr / 4][rr % 4].
     Consecutive invocations walk the operand's contiguous axis."""
@@ -286,22 +335,28 @@ def _tile(kc: KernelCtx, x, sh: str, R: int, BK: int, r0: str, rows: int, K: int
             else:
                 rr, kk = udiv(e, BK), umod(e, BK)
             out.append(f"  {{ let rr = {rr}; let kk = {kk}; var v = 0.0;")
-            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
-                       f"{{ v = {kc.load(x, addr('rr', 'kk'))}; }}")
+            out.append(
+                f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load(x, addr('rr', 'kk'))}; }}"
+            )
             out.append(f"    {sh}[kk * {R4}u + rr / 4u][rr % 4u] = v; }}")
         return out
     for j in range(max(1, R * BK // 1024)):
         e = f"(li + {256 * j}u)"
         if rs == 1:  # four consecutive rows at one k: one shared vec4
             out.append(f"  {{ let rq = {umod(e, R4)}; let kk = {udiv(e, R4)}; var v = vec4<f32>();")
-            out.append(f"    if ({r0} + rq * 4u < {rows}u && k0 + kk < {K}u) "
-                       f"{{ v = {kc.load4(x, '(' + addr('rq * 4u', 'kk') + ') / 4u')}; }}")
+            out.append(
+                f"    if ({r0} + rq * 4u < {rows}u && k0 + kk < {K}u) "
+                f"{{ v = {kc.load4(x, '(' + addr('rq * 4u', 'kk') + ') / 4u')}; }}"
+            )
             out.append(f"    {sh}[kk * {R4}u + rq] = v;")
         else:  # four consecutive k of one row
-            out.append(f"  {{ let rr = {udiv(e, BK // 4)}; let kk = {umod(e, BK // 4)} * 4u; "
-                       "var v = vec4<f32>();")
-            out.append(f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
-                       f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}")
+            out.append(
+                f"  {{ let rr = {udiv(e, BK // 4)}; let kk = {umod(e, BK // 4)} * 4u; var v = vec4<f32>();"
+            )
+            out.append(
+                f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
+                f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}"
+            )
             for c in range(4):
                 out.append(f"    {sh}[(kk + {c}u) * {R4}u + rr / 4u][rr % 4u] = v[{c}];")
         out.append("  }")

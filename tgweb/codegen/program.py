@@ -128,18 +128,31 @@ class Program:
             raise ValueError(f"Program version {d.get('version')!r} is not {VERSION}")
 
         def slots(m):
-            return {k: Slot(v["buffer"], tuple(v["shape"]), v["dtype"], v["offset"])
-                    for k, v in m.items()}
+            return {k: Slot(v["buffer"], tuple(v["shape"]), v["dtype"], v["offset"]) for k, v in m.items()}
 
         return cls(
             buffers=[Buffer(**b) for b in d["buffers"]],
-            kernels=[Kernel(k["name"], k["wgsl"], [Binding(**b) for b in k["bindings"]],
-                            tuple(k["dispatch"]), list(k["ops"]), k["site"], list(k.get("offsets", [])))
-                     for k in d["kernels"]],
-            inputs=slots(d["inputs"]), params=slots(d["params"]), states=slots(d["states"]),
-            outputs=slots(d["outputs"]), captures=slots(d["captures"]),
-            scalars=[Scalar(**s) for s in d["scalars"]], scalars_buffer=d["scalars_buffer"],
-            meta=d["meta"], version=d["version"],
+            kernels=[
+                Kernel(
+                    k["name"],
+                    k["wgsl"],
+                    [Binding(**b) for b in k["bindings"]],
+                    tuple(k["dispatch"]),
+                    list(k["ops"]),
+                    k["site"],
+                    list(k.get("offsets", [])),
+                )
+                for k in d["kernels"]
+            ],
+            inputs=slots(d["inputs"]),
+            params=slots(d["params"]),
+            states=slots(d["states"]),
+            outputs=slots(d["outputs"]),
+            captures=slots(d["captures"]),
+            scalars=[Scalar(**s) for s in d["scalars"]],
+            scalars_buffer=d["scalars_buffer"],
+            meta=d["meta"],
+            version=d["version"],
         )
 
     def pipelines(self) -> int:

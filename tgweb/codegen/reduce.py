@@ -11,8 +11,18 @@ stored.
 
 from __future__ import annotations
 
-from .common import (KernelCtx, add_idx, digits, f32_lit, grid, group_size, invocations, linear_group, mul_idx,
-                     strides)
+from .common import (
+    KernelCtx,
+    add_idx,
+    digits,
+    f32_lit,
+    grid,
+    group_size,
+    invocations,
+    linear_group,
+    mul_idx,
+    strides,
+)
 from .elementwise import store_result
 
 # Rows up to this long are reduced by one invocation each, with no workgroup memory
@@ -52,9 +62,12 @@ def row_split(shape, axes):
 
 
 _INIT = {
-    ("sum", "f32"): "0.0", ("sum", "i32"): "0i",
-    ("max", "f32"): "bitcast<f32>(0xff800000u)", ("max", "i32"): "bitcast<i32>(0x80000000u)",
-    ("min", "f32"): "bitcast<f32>(0x7f800000u)", ("min", "i32"): "2147483647i",
+    ("sum", "f32"): "0.0",
+    ("sum", "i32"): "0i",
+    ("max", "f32"): "bitcast<f32>(0xff800000u)",
+    ("max", "i32"): "bitcast<i32>(0x80000000u)",
+    ("min", "f32"): "bitcast<f32>(0x7f800000u)",
+    ("min", "i32"): "2147483647i",
 }
 
 
@@ -125,9 +138,11 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     s = wg // 2
     while s >= 1:
         if arg:
-            body.append(f"if (li < {s}u) {{ let ov = sh[li + {s}u]; let oi = shi[li + {s}u]; "
-                        f"if (oi != 0xffffffffu && (shi[li] == 0xffffffffu || ov {better} sh[li] "
-                        f"|| (ov == sh[li] && oi < shi[li]))) {{ sh[li] = ov; shi[li] = oi; }} }}")
+            body.append(
+                f"if (li < {s}u) {{ let ov = sh[li + {s}u]; let oi = shi[li + {s}u]; "
+                f"if (oi != 0xffffffffu && (shi[li] == 0xffffffffu || ov {better} sh[li] "
+                f"|| (ov == sh[li] && oi < shi[li]))) {{ sh[li] = ov; shi[li] = oi; }} }}"
+            )
         else:
             body.append(f"if (li < {s}u) {{ sh[li] = {_comb(kind, 'sh[li]', f'sh[li + {s}u]')}; }}")
         body.append("workgroupBarrier();")
@@ -176,11 +191,15 @@ def emit_softmax(kc: KernelCtx, node):
             s //= 2
         return out + [f"let {var}_t = sh[0];", "workgroupBarrier();"]
 
-    body += ["var m = bitcast<f32>(0xff800000u);",
-             f"for (var r = {first}; r < n; r = r + {stride}) {{ m = max(m, {ld('r')}); }}"]
+    body += [
+        "var m = bitcast<f32>(0xff800000u);",
+        f"for (var r = {first}; r < n; r = r + {stride}) {{ m = max(m, {ld('r')}); }}",
+    ]
     body += total("m", lambda a, b: f"max({a}, {b})")
-    body += ["var s = 0.0;",
-             f"for (var r = {first}; r < n; r = r + {stride}) {{ s = s + exp({ld('r')} - m_t); }}"]
+    body += [
+        "var s = 0.0;",
+        f"for (var r = {first}; r < n; r = r + {stride}) {{ s = s + exp({ld('r')} - m_t); }}",
+    ]
     body += total("s", lambda a, b: f"{a} + {b}")
     if node.kind == "log_softmax":
         body.append("let lt = log(s_t);")

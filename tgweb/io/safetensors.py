@@ -26,14 +26,42 @@ from typing import Any
 from ..host import Array
 
 # safetensors dtype -> (array typecode, tgweb dtype or None when tgweb has no such dtype)
-_DTYPES = {"F32": ("f", "f32"), "I32": ("i", "i32"), "F64": ("d", None), "I64": ("q", None),
-           "U8": ("B", None), "I8": ("b", None), "I16": ("h", None), "U16": ("H", None),
-           "U32": ("I", None), "BOOL": ("B", "bool")}
+_DTYPES = {
+    "F32": ("f", "f32"),
+    "I32": ("i", "i32"),
+    "F64": ("d", None),
+    "I64": ("q", None),
+    "U8": ("B", None),
+    "I8": ("b", None),
+    "I16": ("h", None),
+    "U16": ("H", None),
+    "U32": ("I", None),
+    "BOOL": ("B", "bool"),
+}
 _FROM_TGWEB = {"f32": "F32", "i32": "I32", "bool": "BOOL"}
-_FROM_TYPECODE = {"f": "F32", "i": "I32", "d": "F64", "q": "I64", "B": "U8", "b": "I8",
-                  "h": "I16", "H": "U16", "I": "U32"}
-_FROM_NUMPY = {"float32": "F32", "int32": "I32", "float64": "F64", "int64": "I64", "uint8": "U8",
-               "int8": "I8", "int16": "I16", "uint16": "U16", "uint32": "U32", "bool": "BOOL"}
+_FROM_TYPECODE = {
+    "f": "F32",
+    "i": "I32",
+    "d": "F64",
+    "q": "I64",
+    "B": "U8",
+    "b": "I8",
+    "h": "I16",
+    "H": "U16",
+    "I": "U32",
+}
+_FROM_NUMPY = {
+    "float32": "F32",
+    "int32": "I32",
+    "float64": "F64",
+    "int64": "I64",
+    "uint8": "U8",
+    "int8": "I8",
+    "int16": "I16",
+    "uint16": "U16",
+    "uint32": "U32",
+    "bool": "BOOL",
+}
 _MAX_HEADER = 100 * 1024 * 1024  # the reference implementation's limit
 
 
@@ -139,23 +167,28 @@ def _decode(name: str, info: Any, data: memoryview) -> Array | array.array:
     dtype, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
     if dtype not in _DTYPES:
         raise SafetensorsError(f"tensor {name!r}: unsupported dtype {dtype!r}")
-    if (not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                               for d in shape)):
+    if not isinstance(shape, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
         raise SafetensorsError(f"tensor {name!r}: bad shape {shape!r}")
-    if (not isinstance(offs, list) or len(offs) != 2 or not all(isinstance(o, int) for o in offs)
-            or not 0 <= offs[0] <= offs[1] <= len(data)):
+    if (
+        not isinstance(offs, list)
+        or len(offs) != 2
+        or not all(isinstance(o, int) for o in offs)
+        or not 0 <= offs[0] <= offs[1] <= len(data)
+    ):
         raise SafetensorsError(f"tensor {name!r}: data_offsets {offs!r} outside the {len(data)} data bytes")
     code, tg_dtype = _DTYPES[dtype]
     out = array.array(code)
     if offs[1] - offs[0] != _prod(shape) * out.itemsize:
         raise SafetensorsError(f"tensor {name!r}: {offs[1] - offs[0]} bytes for {dtype} {shape}")
-    out.frombytes(data[offs[0]:offs[1]])
+    out.frombytes(data[offs[0] : offs[1]])
     if sys.byteorder == "big" and out.itemsize > 1:
         out.byteswap()
     if tg_dtype is None and code == "d":  # tgweb has no f64: narrow to f32
         out, tg_dtype = array.array("f", out), "f32"
     elif tg_dtype is None:  # other integer types become i32 when every value fits
-        if not all(-2**31 <= v < 2**31 for v in out):
+        if not all(-(2**31) <= v < 2**31 for v in out):
             raise SafetensorsError(f"tensor {name!r}: {dtype} values do not fit in i32")
         out, tg_dtype = array.array("i", out), "i32"
     if tg_dtype == "bool":
@@ -173,7 +206,7 @@ def load(blob: bytes | bytearray | memoryview) -> tuple[dict[str, Array], dict[s
     if n > _MAX_HEADER or 8 + n > len(mv):
         raise SafetensorsError(f"not a safetensors file: header length {n} does not fit in {len(mv)} bytes")
     try:
-        header = json.loads(bytes(mv[8:8 + n]).decode("utf-8"))
+        header = json.loads(bytes(mv[8 : 8 + n]).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise SafetensorsError(f"not a safetensors file: the header is not JSON ({e})") from None
     if not isinstance(header, dict):
@@ -181,7 +214,7 @@ def load(blob: bytes | bytearray | memoryview) -> tuple[dict[str, Array], dict[s
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise SafetensorsError("__metadata__ must map strings to strings")
-    data = mv[8 + n:]
+    data = mv[8 + n :]
     tensors = {name: _decode(name, info, data) for name, info in header.items()}
     # the format forbids holes and overlaps: the ranges tile the data section
     spans = sorted(tuple(info["data_offsets"]) for info in header.values())
@@ -195,8 +228,9 @@ def load(blob: bytes | bytearray | memoryview) -> tuple[dict[str, Array], dict[s
     return tensors, dict(meta)
 
 
-def save_file(tensors: dict[str, Any], path: str | os.PathLike,
-              metadata: dict[str, str] | None = None) -> None:
+def save_file(
+    tensors: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str] | None = None
+) -> None:
     with open(path, "wb") as f:
         f.write(save(tensors, metadata))
 

@@ -112,4 +112,5 @@ class from_array(Init):
 
     def __call__(self, shape, rng):
         from ..host import from_user
+
         return from_user(self.values, shape, "f32", "init.from_array")

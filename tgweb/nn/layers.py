@@ -10,8 +10,9 @@ from .module import Module
 class Linear(Module):
     """y = x W^T + b with weight [out, in] and bias [out]."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 weight_init: init.Init | None = None) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, weight_init: init.Init | None = None
+    ) -> None:
         self.weight = self.param((out_features, in_features), weight_init or init.fan_in_uniform())
         self.bias = self.param((out_features,), init.zeros()) if bias else None
 
@@ -50,8 +51,7 @@ class RMSNorm(Module):
 class Embedding(Module):
     """weight [num_embeddings, dim]; the lookup's gradient is a scatter-add."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int,
-                 weight_init: init.Init | None = None) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, weight_init: init.Init | None = None) -> None:
         self.weight = self.param((num_embeddings, embedding_dim), weight_init or init.normal(1.0))
 
     def forward(self, idx):
@@ -61,20 +61,29 @@ class Embedding(Module):
 class Conv2d(Module):
     """NCHW convolution; weight [out, in/groups, kh, kw], bias [out]."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 groups: int = 1, bias: bool = True) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        groups: int = 1,
+        bias: bool = True,
+    ) -> None:
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
         if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: channels {in_channels}->{out_channels} do not divide "
-                             f"into {groups} groups")
+            raise ValueError(
+                f"Conv2d: channels {in_channels}->{out_channels} do not divide into {groups} groups"
+            )
         self.stride, self.padding, self.groups = stride, padding, groups
-        self.weight = self.param((out_channels, in_channels // groups, kh, kw),
-                                 init.fan_in_uniform())
+        self.weight = self.param((out_channels, in_channels // groups, kh, kw), init.fan_in_uniform())
         self.bias = self.param((out_channels,), init.zeros()) if bias else None
 
     def forward(self, x):
-        return ops.conv2d(x, self.weight, self.bias, stride=self.stride, padding=self.padding,
-                          groups=self.groups)
+        return ops.conv2d(
+            x, self.weight, self.bias, stride=self.stride, padding=self.padding, groups=self.groups
+        )
 
 
 class Sequential(Module):

@@ -33,8 +33,11 @@ class Parameter(TensorOps):
         g = current_graph()
         t = g.param_tensors.get(id(self)) if g is not None else None
         if t is None:
-            raise TraceError("this parameter does not belong to the module being traced "
-                             "(assign it to an attribute of that module or a submodule)", user_site())
+            raise TraceError(
+                "this parameter does not belong to the module being traced "
+                "(assign it to an attribute of that module or a submodule)",
+                user_site(),
+            )
         return t
 
     def __repr__(self) -> str:
@@ -56,8 +59,9 @@ class Module:
     def param(self, shape, init: _init.Init | None = None, decay: bool | None = None) -> Parameter:
         """A new parameter; by default initialised N(0, 1). decay overrides weight-decay masks."""
         if current_graph() is not None:
-            raise TraceError("a parameter was created inside forward; create parameters in "
-                             "__init__", user_site())
+            raise TraceError(
+                "a parameter was created inside forward; create parameters in __init__", user_site()
+            )
         return Parameter(_check_shape(shape), init or _init.normal(1.0), decay)
 
     def forward(self, *args, **kwargs):
@@ -97,10 +101,12 @@ class Module:
         missing = sorted(set(params) - set(d))
         extra = sorted(set(d) - set(params))
         if missing or extra:
-            raise InputError("load_state_dict: "
-                             + (f"missing {missing}" if missing else "")
-                             + ("; " if missing and extra else "")
-                             + (f"unexpected {extra}" if extra else ""))
+            raise InputError(
+                "load_state_dict: "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and extra else "")
+                + (f"unexpected {extra}" if extra else "")
+            )
         new = {n: from_user(d[n], p.shape, "f32", f"parameter {n!r}") for n, p in params.items()}
         for n, p in params.items():
             p.value = new[n]

@@ -9,12 +9,14 @@ from ..ir import OpError, Tensor, TensorOps, TraceError, make, user_site
 
 def op(fn):
     """Public op functions: an OpError raised by their own checks names the call site."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except OpError as e:
             raise TraceError(f"{fn.__name__}: {e}", user_site()) from None
+
     return wrapper
 
 
@@ -27,13 +29,17 @@ def as_tensor(x, like: Tensor | None = None, dtype: str | None = None) -> Tensor
     if isinstance(x, (bool, int, float)):
         if dtype is None:
             dtype = "bool" if isinstance(x, bool) else "i32" if isinstance(x, int) else "f32"
-        return make("full", (), shape=(), value=_coerce(x, dtype), dtype=dtype) if like is None \
+        return (
+            make("full", (), shape=(), value=_coerce(x, dtype), dtype=dtype)
+            if like is None
             else _const_like(like, x, dtype)
+        )
     raise TraceError(f"expected a tensor or a number, got {type(x).__name__}", user_site())
 
 
 def _const_like(like: Tensor, x, dtype: str) -> Tensor:
     from ..ir import tracing
+
     with tracing(like.graph):
         return make("full", (), shape=(), value=_coerce(x, dtype), dtype=dtype)
 

@@ -33,8 +33,11 @@ from .base import as_tensor, op
 def _pair(v, name: str, minimum: int) -> tuple[int, int]:
     if isinstance(v, int) and not isinstance(v, bool):
         v = (v, v)
-    if (not isinstance(v, (tuple, list)) or len(v) != 2
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= minimum for d in v)):
+    if (
+        not isinstance(v, (tuple, list))
+        or len(v) != 2
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= minimum for d in v)
+    ):
         raise OpError(f"{name} must be an int >= {minimum} or a pair of them, got {v!r}")
     return (v[0], v[1])
 
@@ -61,7 +64,7 @@ def _pad_hw(np, x, p, value=0.0):
 
 def _window(xp, i, j, s, out_hw):
     """The elements that kernel tap (i, j) meets at every output position."""
-    return xp[:, :, i:i + s[0] * (out_hw[0] - 1) + 1:s[0], j:j + s[1] * (out_hw[1] - 1) + 1:s[1]]
+    return xp[:, :, i : i + s[0] * (out_hw[0] - 1) + 1 : s[0], j : j + s[1] * (out_hw[1] - 1) + 1 : s[1]]
 
 
 def _ref_conv(ctx, args, t):
@@ -95,7 +98,7 @@ def _ref_conv_grad_input(ctx, args, t):
         for j in range(kw):
             contrib = np.einsum("ngohw,goc->ngchw", gg, wg[:, :, :, i, j]).reshape(n, c, ho, wo)
             _window(gxp, i, j, s, (ho, wo))[...] += contrib
-    return gxp[:, :, p[0]:p[0] + h, p[1]:p[1] + wd]
+    return gxp[:, :, p[0] : p[0] + h, p[1] : p[1] + wd]
 
 
 def _ref_conv_grad_weight(ctx, args, t):
@@ -128,12 +131,13 @@ def _infer_conv(ins, attrs):
     if c % groups or o % groups:
         raise OpError(f"channels in {c} / out {o} do not divide into {groups} groups")
     if cg * groups != c:
-        raise OpError(f"weight {w.shape} expects {cg * groups} input channels "
-                      f"(groups={groups}), input {x.shape} has {c}")
+        raise OpError(
+            f"weight {w.shape} expects {cg * groups} input channels "
+            f"(groups={groups}), input {x.shape} has {c}"
+        )
     ho, wo = _out_size(h, kh, s[0], p[0]), _out_size(wd, kw, s[1], p[1])
     if ho < 1 or wo < 1:
-        raise OpError(f"kernel {kh}x{kw} is larger than the padded input {x.shape} "
-                      f"(padding {p})")
+        raise OpError(f"kernel {kh}x{kw} is larger than the padded input {x.shape} (padding {p})")
     return (n, o, ho, wo), "f32"
 
 
@@ -156,8 +160,10 @@ def _conv_attrs(t):
 def _g_conv(t, g):
     x, w = t.inputs
     a = _conv_attrs(t)
-    return [make("conv2d_grad_input", (g, w), in_hw=x.shape[2:], **a),
-            make("conv2d_grad_weight", (x, g), kernel=w.shape[2:], **a)]
+    return [
+        make("conv2d_grad_input", (g, w), in_hw=x.shape[2:], **a),
+        make("conv2d_grad_weight", (x, g), kernel=w.shape[2:], **a),
+    ]
 
 
 def _g_conv_grad_input(t, h):
@@ -175,10 +181,20 @@ def _g_conv_grad_weight(t, h):
 
 
 register("conv2d", family="conv", infer=_infer_conv, grad=_g_conv, ref=_ref_conv)
-register("conv2d_grad_input", family="conv", infer=_infer_conv_grad_input,
-         grad=_g_conv_grad_input, ref=_ref_conv_grad_input)
-register("conv2d_grad_weight", family="conv", infer=_infer_conv_grad_weight,
-         grad=_g_conv_grad_weight, ref=_ref_conv_grad_weight)
+register(
+    "conv2d_grad_input",
+    family="conv",
+    infer=_infer_conv_grad_input,
+    grad=_g_conv_grad_input,
+    ref=_ref_conv_grad_input,
+)
+register(
+    "conv2d_grad_weight",
+    family="conv",
+    infer=_infer_conv_grad_weight,
+    grad=_g_conv_grad_weight,
+    ref=_ref_conv_grad_weight,
+)
 
 
 @op
@@ -186,11 +202,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, groups: int = 1) -> Tensor
     """torch.nn.functional.conv2d: x [N, C, H, W], weight [O, C/groups, kh, kw],
     bias [O] or None; zero padding."""
     from .shape import reshape
+
     x, w = as_tensor(x), as_tensor(weight)
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
         raise OpError(f"groups must be a positive int, got {groups!r}")
-    y = make("conv2d", (x, w), stride=_pair(stride, "stride", 1),
-             padding=_pair(padding, "padding", 0), groups=groups)
+    y = make(
+        "conv2d",
+        (x, w),
+        stride=_pair(stride, "stride", 1),
+        padding=_pair(padding, "padding", 0),
+        groups=groups,
+    )
     if bias is not None:
         b = as_tensor(bias)
         if b.shape != (w.shape[0],):
@@ -285,7 +307,7 @@ def _ref_max_pool_grad(ctx, args, t):
     keep = found.reshape(-1)
     np.add.at(out, (rows[keep], arg.reshape(-1)[keep]), g.reshape(-1)[keep])
     p = t.attrs["padding"]
-    return out.reshape(n, c, hp, wp)[:, :, p[0]:p[0] + x.shape[2], p[1]:p[1] + x.shape[3]]
+    return out.reshape(n, c, hp, wp)[:, :, p[0] : p[0] + x.shape[2], p[1] : p[1] + x.shape[3]]
 
 
 def _ref_avg_pool(ctx, args, t):
@@ -309,24 +331,48 @@ def _ref_avg_pool_grad(ctx, args, t):
     for i in range(k[0]):
         for j in range(k[1]):
             _window(gxp, i, j, s, g.shape[2:])[...] += g / (k[0] * k[1])
-    return gxp[:, :, p[0]:p[0] + h, p[1]:p[1] + w]
+    return gxp[:, :, p[0] : p[0] + h, p[1] : p[1] + w]
 
 
 def _pattrs(t):
     return {k: t.attrs[k] for k in ("kernel", "stride", "padding")}
 
 
-register("max_pool2d", family="conv", infer=_infer_pool, ref=_ref_max_pool,
-         grad=lambda t, g: [make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))])
-register("max_pool2d_grad", family="conv", infer=_infer_same_as_first, ref=_ref_max_pool_grad,
-         grad=lambda t, h: [None, make("max_pool2d_select", (t.inputs[0], h), **_pattrs(t))])
-register("max_pool2d_select", family="conv", infer=_infer_pool_select, ref=_ref_max_pool_select,
-         grad=lambda t, g: [None, make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))])
-register("avg_pool2d", family="conv", infer=_infer_pool, ref=_ref_avg_pool,
-         grad=lambda t, g: [make("avg_pool2d_grad", (g,), in_hw=t.inputs[0].shape[2:],
-                                 **_pattrs(t))])
-register("avg_pool2d_grad", family="conv", infer=_infer_avg_grad, ref=_ref_avg_pool_grad,
-         grad=lambda t, h: [make("avg_pool2d", (h,), **_pattrs(t))])
+register(
+    "max_pool2d",
+    family="conv",
+    infer=_infer_pool,
+    ref=_ref_max_pool,
+    grad=lambda t, g: [make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))],
+)
+register(
+    "max_pool2d_grad",
+    family="conv",
+    infer=_infer_same_as_first,
+    ref=_ref_max_pool_grad,
+    grad=lambda t, h: [None, make("max_pool2d_select", (t.inputs[0], h), **_pattrs(t))],
+)
+register(
+    "max_pool2d_select",
+    family="conv",
+    infer=_infer_pool_select,
+    ref=_ref_max_pool_select,
+    grad=lambda t, g: [None, make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))],
+)
+register(
+    "avg_pool2d",
+    family="conv",
+    infer=_infer_pool,
+    ref=_ref_avg_pool,
+    grad=lambda t, g: [make("avg_pool2d_grad", (g,), in_hw=t.inputs[0].shape[2:], **_pattrs(t))],
+)
+register(
+    "avg_pool2d_grad",
+    family="conv",
+    infer=_infer_avg_grad,
+    ref=_ref_avg_pool_grad,
+    grad=lambda t, h: [make("avg_pool2d", (h,), **_pattrs(t))],
+)
 
 
 @op
@@ -346,6 +392,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0) -> Tensor:
 def upsample_nearest2d(x, scale_factor) -> Tensor:
     """Nearest-neighbour upsampling of NCHW by integer factors (an int or a pair)."""
     from .shape import broadcast_to, reshape
+
     x = as_tensor(x)
     _check_nchw(x)
     fh, fw = _pair(scale_factor, "scale_factor", 1)

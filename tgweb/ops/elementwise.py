@@ -64,11 +64,13 @@ def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum g down to shape: undo NumPy broadcasting in a gradient."""
     from . import reduce
     from . import shape as shp
+
     if g.shape == tuple(shape):
         return g
     lead = len(g.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
+    )
     if axes:
         g = reduce.sum(g, axes)
     return shp.reshape(g, tuple(shape))
@@ -97,8 +99,7 @@ def _g_div(t, g):
 def _g_maximum(t, g):
     a, b = t.inputs
     pick_a = greater_equal(a, b) if t.kind == "maximum" else less_equal(a, b)
-    return [unbroadcast(where(pick_a, g, 0.0), a.shape),
-            unbroadcast(where(pick_a, 0.0, g), b.shape)]
+    return [unbroadcast(where(pick_a, g, 0.0), a.shape), unbroadcast(where(pick_a, 0.0, g), b.shape)]
 
 
 _BINARY = {
@@ -123,12 +124,19 @@ def _binary_ref(fn):
         a, b = args
         out = fn(ctx.np, a, b)
         return ctx.cast(out, t.dtype)
+
     return ref
 
 
 for _k, (_fn, _g) in _BINARY.items():
-    register(_k, family="elementwise", elementwise=True, ref=_binary_ref(_fn), grad=_g,
-             infer=_infer_compare if _g is NO_GRAD else _infer_binary)
+    register(
+        _k,
+        family="elementwise",
+        elementwise=True,
+        ref=_binary_ref(_fn),
+        grad=_g,
+        infer=_infer_compare if _g is NO_GRAD else _infer_binary,
+    )
 
 
 @op
@@ -220,8 +228,14 @@ def _g_where(t, g):
     return [None, unbroadcast(where(c, g, 0.0), a.shape), unbroadcast(where(c, 0.0, g), b.shape)]
 
 
-register("where", family="elementwise", elementwise=True, infer=_infer_where, grad=_g_where,
-         ref=lambda ctx, args, t: ctx.cast(ctx.np.where(*args), t.dtype))
+register(
+    "where",
+    family="elementwise",
+    elementwise=True,
+    infer=_infer_where,
+    grad=_g_where,
+    ref=lambda ctx, args, t: ctx.cast(ctx.np.where(*args), t.dtype),
+)
 
 
 @op
@@ -265,7 +279,7 @@ def _np_erf(np, x):
 
 def _np_gelu(np, x, approximate):
     if approximate == "tanh":
-        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
     return 0.5 * x * (1 + _np_erf(np, x * _INV_SQRT_2))
 
 
@@ -300,40 +314,61 @@ _UNARY = {
     "tanh": (True, lambda np, x, a: np.tanh(x), lambda t, g, x: g * (1.0 - t * t)),
     "sigmoid": (True, lambda np, x, a: 1 / (1 + np.exp(-x)), lambda t, g, x: g * t * (1.0 - t)),
     "relu": (True, lambda np, x, a: np.maximum(x, 0), lambda t, g, x: where(t > 0.0, g, 0.0)),
-    "leaky_relu": (True, lambda np, x, a: np.where(x > 0, x, x * a["alpha"]),
-                   lambda t, g, x: where(x > 0.0, g, g * t.attrs["alpha"])),
-    "gelu": (True, lambda np, x, a: _np_gelu(np, x, a["approximate"]),
-             lambda t, g, x: _g_gelu(t, g)[0]),
-    "silu": (True, lambda np, x, a: x / (1 + np.exp(-x)),
-             lambda t, g, x: g * (sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x))))),
+    "leaky_relu": (
+        True,
+        lambda np, x, a: np.where(x > 0, x, x * a["alpha"]),
+        lambda t, g, x: where(x > 0.0, g, g * t.attrs["alpha"]),
+    ),
+    "gelu": (True, lambda np, x, a: _np_gelu(np, x, a["approximate"]), lambda t, g, x: _g_gelu(t, g)[0]),
+    "silu": (
+        True,
+        lambda np, x, a: x / (1 + np.exp(-x)),
+        lambda t, g, x: g * (sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x)))),
+    ),
     "softplus": (True, lambda np, x, a: _np_softplus(np, x), lambda t, g, x: g * sigmoid(x)),
-    "erf": (True, lambda np, x, a: _np_erf(np, x),
-            lambda t, g, x: g * (2.0 / math.sqrt(math.pi)) * exp(-(x * x))),
+    "erf": (
+        True,
+        lambda np, x, a: _np_erf(np, x),
+        lambda t, g, x: g * (2.0 / math.sqrt(math.pi)) * exp(-(x * x)),
+    ),
     "sin": (True, lambda np, x, a: np.sin(x), lambda t, g, x: g * cos(x)),
     "cos": (True, lambda np, x, a: np.cos(x), lambda t, g, x: -(g * sin(x))),
-    "pow": (True, lambda np, x, a: x ** a["exponent"],
-            lambda t, g, x: g * (t.attrs["exponent"] * pow(x, t.attrs["exponent"] - 1.0))),
-    "clamp": (False, lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
-              lambda t, g, x: where(logical_and(x >= t.attrs["lo"], x <= t.attrs["hi"]), g, 0.0)),
+    "pow": (
+        True,
+        lambda np, x, a: x ** a["exponent"],
+        lambda t, g, x: g * (t.attrs["exponent"] * pow(x, t.attrs["exponent"] - 1.0)),
+    ),
+    "clamp": (
+        False,
+        lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
+        lambda t, g, x: where(logical_and(x >= t.attrs["lo"], x <= t.attrs["hi"]), g, 0.0),
+    ),
 }
 
 
 def _unary_ref(fn):
     def ref(ctx, args, t):
         return ctx.cast(fn(ctx.np, args[0], t.attrs), t.dtype)
+
     return ref
 
 
 def _unary_grad(fn):
     def grad(t, g):
         return [fn(t, g, t.inputs[0])]
+
     return grad
 
 
 for _k, (_float, _fn, _g) in _UNARY.items():
-    register(_k, family="elementwise", elementwise=True, ref=_unary_ref(_fn),
-             grad=_g if _g is NO_GRAD else _unary_grad(_g),
-             infer=_infer_float_unary if _float else _infer_numeric_unary)
+    register(
+        _k,
+        family="elementwise",
+        elementwise=True,
+        ref=_unary_ref(_fn),
+        grad=_g if _g is NO_GRAD else _unary_grad(_g),
+        infer=_infer_float_unary if _float else _infer_numeric_unary,
+    )
 
 
 def _unary(kind, x, **attrs):
@@ -341,37 +376,83 @@ def _unary(kind, x, **attrs):
 
 
 @op
-def neg(x): return _unary("neg", x)
+def neg(x):
+    return _unary("neg", x)
+
+
 @op
-def abs(x): return _unary("abs", x)  # noqa: A001 - NumPy's name
+def abs(x):
+    return _unary("abs", x)  # noqa: A001 - NumPy's name
+
+
 @op
-def sign(x): return _unary("sign", x)
+def sign(x):
+    return _unary("sign", x)
+
+
 @op
-def square(x): return _unary("square", x)
+def square(x):
+    return _unary("square", x)
+
+
 @op
-def exp(x): return _unary("exp", x)
+def exp(x):
+    return _unary("exp", x)
+
+
 @op
-def log(x): return _unary("log", x)
+def log(x):
+    return _unary("log", x)
+
+
 @op
-def sqrt(x): return _unary("sqrt", x)
+def sqrt(x):
+    return _unary("sqrt", x)
+
+
 @op
-def rsqrt(x): return _unary("rsqrt", x)
+def rsqrt(x):
+    return _unary("rsqrt", x)
+
+
 @op
-def tanh(x): return _unary("tanh", x)
+def tanh(x):
+    return _unary("tanh", x)
+
+
 @op
-def sigmoid(x): return _unary("sigmoid", x)
+def sigmoid(x):
+    return _unary("sigmoid", x)
+
+
 @op
-def relu(x): return _unary("relu", x)
+def relu(x):
+    return _unary("relu", x)
+
+
 @op
-def silu(x): return _unary("silu", x)
+def silu(x):
+    return _unary("silu", x)
+
+
 @op
-def softplus(x): return _unary("softplus", x)
+def softplus(x):
+    return _unary("softplus", x)
+
+
 @op
-def erf(x): return _unary("erf", x)
+def erf(x):
+    return _unary("erf", x)
+
+
 @op
-def sin(x): return _unary("sin", x)
+def sin(x):
+    return _unary("sin", x)
+
+
 @op
-def cos(x): return _unary("cos", x)
+def cos(x):
+    return _unary("cos", x)
 
 
 @op
@@ -420,8 +501,14 @@ def _g_cast(t, g):
     return [g if x.dtype == "f32" and t.dtype == "f32" else None]
 
 
-register("cast", family="elementwise", elementwise=True, infer=_infer_cast, grad=_g_cast,
-         ref=lambda ctx, args, t: ctx.cast(args[0], t.dtype))
+register(
+    "cast",
+    family="elementwise",
+    elementwise=True,
+    infer=_infer_cast,
+    grad=_g_cast,
+    ref=lambda ctx, args, t: ctx.cast(args[0], t.dtype),
+)
 
 
 @op
@@ -437,8 +524,14 @@ def _infer_full(ins, attrs):
     return attrs["shape"], attrs["dtype"]
 
 
-register("full", family="elementwise", elementwise=True, infer=_infer_full, grad=NO_GRAD,
-         ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)))
+register(
+    "full",
+    family="elementwise",
+    elementwise=True,
+    infer=_infer_full,
+    grad=NO_GRAD,
+    ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)),
+)
 
 
 def _check_shape(shape):
@@ -469,10 +562,16 @@ def ones(shape, dtype: str = "f32") -> Tensor:
     return full(shape, 1, dtype)
 
 
-register("arange", family="elementwise", elementwise=True, grad=NO_GRAD,
-         infer=lambda ins, a: ((a["n"],), a["dtype"]),
-         ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(
-             t.attrs["n"])).astype(ctx.npdtype(t.dtype)))
+register(
+    "arange",
+    family="elementwise",
+    elementwise=True,
+    grad=NO_GRAD,
+    infer=lambda ins, a: ((a["n"],), a["dtype"]),
+    ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(t.attrs["n"])).astype(
+        ctx.npdtype(t.dtype)
+    ),
+)
 
 
 @op

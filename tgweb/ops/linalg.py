@@ -25,8 +25,10 @@ def _infer_matmul(ins, attrs):
     m, k = _logical(a, attrs["ta"])
     k2, n = _logical(b, attrs["tb"])
     if k != k2:
-        raise OpError(f"inner dimensions differ: {a.shape} @ {b.shape}"
-                      + (" (transposed)" if attrs["ta"] or attrs["tb"] else ""))
+        raise OpError(
+            f"inner dimensions differ: {a.shape} @ {b.shape}"
+            + (" (transposed)" if attrs["ta"] or attrs["tb"] else "")
+        )
     try:
         batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except OpError:
@@ -36,10 +38,11 @@ def _infer_matmul(ins, attrs):
 
 def _g_matmul(t, g):
     from .elementwise import unbroadcast
+
     a, b = t.inputs
     ta, tb = t.attrs["ta"], t.attrs["tb"]
     # C = A B with A = op(a), B = op(b):  dA = g B^T,  dB = A^T g
-    if ta:   # a stores A^T, so da = dA^T = B g^T
+    if ta:  # a stores A^T, so da = dA^T = B g^T
         da = make("matmul", (b, g), ta=tb, tb=True)
     else:
         da = make("matmul", (g, b), ta=False, tb=not tb)
@@ -47,12 +50,14 @@ def _g_matmul(t, g):
         # a shared weight (a Linear layer): fold a's batch dims into K, one matmul
         # instead of a batched product summed over the batch (reshapes are free)
         from .shape import reshape
+
         a2 = reshape(a, (-1, a.shape[-1]))
         g2 = reshape(g, (-1, g.shape[-1]))
-        db = make("matmul", (g2, a2), ta=True, tb=False) if tb else \
-            make("matmul", (a2, g2), ta=True, tb=False)
+        db = (
+            make("matmul", (g2, a2), ta=True, tb=False) if tb else make("matmul", (a2, g2), ta=True, tb=False)
+        )
         return [unbroadcast(da, a.shape), db]
-    if tb:   # b stores B^T, so db = dB^T = g^T A
+    if tb:  # b stores B^T, so db = dB^T = g^T A
         db = make("matmul", (g, a), ta=True, tb=ta)
     else:
         db = make("matmul", (a, g), ta=not ta, tb=False)
@@ -75,6 +80,7 @@ register("matmul", family="linalg", infer=_infer_matmul, grad=_g_matmul, ref=_re
 def matmul(a, b) -> Tensor:
     """a @ b as in NumPy: batch dims broadcast, 1-D operands get a unit axis added and removed."""
     from .shape import reshape
+
     a, b = as_tensor(a), as_tensor(b)
     if a.ndim == 0 or b.ndim == 0:
         raise OpError(f"matmul does not take scalars: {a.shape} @ {b.shape}")

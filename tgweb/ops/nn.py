@@ -46,6 +46,7 @@ def _np_softmax(np, x, axis):
 
 def _g_softmax(t, g):
     from .reduce import sum as rsum
+
     axis = t.attrs.get("axis", -1) % t.ndim
     return [t * (g - rsum(g * t, axis, keepdims=True))]
 
@@ -53,6 +54,7 @@ def _g_softmax(t, g):
 def _g_log_softmax(t, g):
     from .elementwise import exp
     from .reduce import sum as rsum
+
     return [g - exp(t) * rsum(g, t.attrs["axis"], keepdims=True)]
 
 
@@ -81,12 +83,15 @@ def _infer_causal(ins, attrs):
     return _infer_float_same(ins, attrs)
 
 
-register("softmax", family="nn", infer=_infer_float_same, grad=_g_softmax,
-         ref=lambda ctx, args, t: _np_softmax(ctx.np, args[0], t.attrs["axis"]))
-register("log_softmax", family="nn", infer=_infer_float_same, grad=_g_log_softmax,
-         ref=_ref_log_softmax)
-register("causal_softmax", family="nn", infer=_infer_causal, grad=_g_softmax,
-         ref=_ref_causal_softmax)
+register(
+    "softmax",
+    family="nn",
+    infer=_infer_float_same,
+    grad=_g_softmax,
+    ref=lambda ctx, args, t: _np_softmax(ctx.np, args[0], t.attrs["axis"]),
+)
+register("log_softmax", family="nn", infer=_infer_float_same, grad=_g_log_softmax, ref=_ref_log_softmax)
+register("causal_softmax", family="nn", infer=_infer_causal, grad=_g_softmax, ref=_ref_causal_softmax)
 
 
 @op
@@ -185,8 +190,13 @@ def _g_embedding_grad(t, g):
 
 
 register("embedding", family="nn", infer=_infer_embedding, grad=_g_embedding, ref=_ref_embedding)
-register("embedding_grad", family="nn", infer=_infer_embedding_grad, grad=_g_embedding_grad,
-         ref=_ref_embedding_grad)
+register(
+    "embedding_grad",
+    family="nn",
+    infer=_infer_embedding_grad,
+    grad=_g_embedding_grad,
+    ref=_ref_embedding_grad,
+)
 
 
 @op
@@ -195,6 +205,7 @@ def embedding(weight, idx) -> Tensor:
     (torch.nn.functional.embedding's argument order is (idx, weight); tgweb takes
     the table first). The gradient is a scatter-add into the table."""
     from ..nn.module import Module
+
     if isinstance(weight, Module):  # an nn.Embedding passed whole
         weight = weight.weight
     return make("embedding", (as_tensor(weight), as_tensor(idx)))
@@ -208,8 +219,7 @@ def _infer_take(ins, attrs):
     a = attrs["axis"]
     if idx.dtype != "i32":
         raise OpError(f"indices must be integers (i32), got {idx.dtype} of shape {idx.shape}")
-    if idx.ndim != x.ndim or any(d != e for i, (d, e) in enumerate(zip(x.shape, idx.shape))
-                                 if i != a):
+    if idx.ndim != x.ndim or any(d != e for i, (d, e) in enumerate(zip(x.shape, idx.shape)) if i != a):
         raise OpError(f"indices of shape {idx.shape} must match {x.shape} except on axis {a}")
     return idx.shape, x.dtype
 
@@ -219,7 +229,7 @@ def _infer_take_grad(ins, attrs):
     a = attrs["axis"]
     if g.shape != idx.shape or g.dtype != "f32":
         raise OpError(f"bad operands {g.dtype}{g.shape} and {idx.dtype}{idx.shape}")
-    return g.shape[:a] + (attrs["size"],) + g.shape[a + 1:], "f32"
+    return g.shape[:a] + (attrs["size"],) + g.shape[a + 1 :], "f32"
 
 
 def _ref_take(ctx, args, t):
@@ -247,8 +257,7 @@ def _g_take(t, g):
     x, idx = t.inputs
     if x.dtype != "f32":
         return [None, None]
-    return [make("take_along_axis_grad", (g, idx), axis=t.attrs["axis"],
-                 size=x.shape[t.attrs["axis"]]), None]
+    return [make("take_along_axis_grad", (g, idx), axis=t.attrs["axis"], size=x.shape[t.attrs["axis"]]), None]
 
 
 def _g_take_grad(t, g):
@@ -257,8 +266,7 @@ def _g_take_grad(t, g):
 
 
 register("take_along_axis", family="nn", infer=_infer_take, grad=_g_take, ref=_ref_take)
-register("take_along_axis_grad", family="nn", infer=_infer_take_grad, grad=_g_take_grad,
-         ref=_ref_take_grad)
+register("take_along_axis_grad", family="nn", infer=_infer_take_grad, grad=_g_take_grad, ref=_ref_take_grad)
 
 
 @op
@@ -274,6 +282,7 @@ def take_along_axis(x, indices, axis: int) -> Tensor:
 
 def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
     from .reduce import mean, sum
+
     if reduction == "mean":
         return mean(loss)
     if reduction == "sum":
@@ -291,17 +300,23 @@ def _pick(logp: Tensor, targets: Tensor) -> Tensor:
     class probabilities [..., C]."""
     from .reduce import sum
     from .shape import reshape, unsqueeze
+
     if targets.dtype == "f32":
         if targets.shape != logp.shape:
-            raise OpError(f"probability targets must have the logits' shape {logp.shape}, "
-                          f"got {targets.shape}")
+            raise OpError(
+                f"probability targets must have the logits' shape {logp.shape}, got {targets.shape}"
+            )
         return -sum(targets * logp, -1)
     if targets.dtype != "i32":
-        raise OpError(f"targets must be class indices (i32) or probabilities (f32), "
-                      f"got {targets.dtype} of shape {targets.shape}")
+        raise OpError(
+            f"targets must be class indices (i32) or probabilities (f32), "
+            f"got {targets.dtype} of shape {targets.shape}"
+        )
     if targets.shape != logp.shape[:-1]:
-        raise OpError(f"targets of shape {targets.shape} do not match logits {logp.shape} "
-                      f"(class axis last: targets must have shape {logp.shape[:-1]})")
+        raise OpError(
+            f"targets of shape {targets.shape} do not match logits {logp.shape} "
+            f"(class axis last: targets must have shape {logp.shape[:-1]})"
+        )
     picked = take_along_axis(logp, unsqueeze(targets, -1), -1)
     return -reshape(picked, targets.shape)
 
@@ -335,6 +350,7 @@ def nll_loss(log_probs, targets, reduction: str = "mean") -> Tensor:
 def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch's name
     """Mean squared error; input and target must have the same shape."""
     from .elementwise import square
+
     a, b = as_tensor(input), as_tensor(target)
     _check_reduction(reduction)
     require_float("mse_loss", a, b)

@@ -70,7 +70,7 @@ def bits(seed: int, stream: int, counter: int) -> int:
 
 def uniform(seed: int, stream: int, counter: int) -> float:
     """The value rand produces at counter (pure Python; for tests and the host)."""
-    return (bits(seed, stream, counter) >> 8) * 2.0 ** -24
+    return (bits(seed, stream, counter) >> 8) * 2.0**-24
 
 
 # ---------------------------------------------------------------- the hash in NumPy (reference)
@@ -91,7 +91,7 @@ def _np_uniform(ctx, seed_arr, stream: int, counters):
     with np.errstate(over="ignore"):
         c = counters.astype(np.uint32)
         h = _np_lowbias32(np, _np_lowbias32(np, c ^ np.uint32(k)) + np.uint32(k))
-    return (h >> np.uint32(8)).astype(np.float64) * 2.0 ** -24
+    return (h >> np.uint32(8)).astype(np.float64) * 2.0**-24
 
 
 def _ref_rand(ctx, args, t):
@@ -129,6 +129,7 @@ register("randn", family="random", infer=_infer_random, grad=NO_GRAD, ref=_ref_r
 
 def _random(kind: str, shape, graph=None) -> Tensor:
     from .elementwise import _check_shape
+
     shape = _check_shape(shape)
     graph = graph or current_graph()
     if graph is None:
@@ -155,6 +156,7 @@ def dropout(x, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1 / (1 - p);
     identity when not training or p == 0."""
     from .elementwise import where
+
     x = as_tensor(x)
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
         raise OpError(f"dropout probability must be in [0, 1], got {p!r}")
@@ -173,6 +175,7 @@ def categorical(logits, axis: int = -1) -> Tensor:
     """One sample per row from softmax(logits) along axis, as i32 indices (Gumbel-max)."""
     from .elementwise import log
     from .reduce import argmax
+
     x = as_tensor(logits)
     if x.dtype != "f32":
         raise OpError(f"categorical needs float (f32) logits, got {x.dtype} of shape {x.shape}")

@@ -22,6 +22,7 @@ def _infer_reduce(ins, attrs):
 def _expand_back(t, g):
     """g (shape of t) reshaped with kept dims and broadcast to t's input shape."""
     from .shape import broadcast_to, reshape
+
     x = t.inputs[0]
     kept = _reduced_shape(x.shape, t.attrs["axes"], True)
     return broadcast_to(reshape(g, kept), x.shape)
@@ -33,9 +34,11 @@ def _g_sum(t, g):
 
 def _g_max(t, g):
     from .elementwise import cast, equal
+
     x = t.inputs[0]
     kept = _reduced_shape(x.shape, t.attrs["axes"], True)
     from .shape import reshape
+
     mask = cast(equal(x, reshape(t, kept)), "f32")  # ties share the gradient equally
     count = sum(mask, t.attrs["axes"], keepdims=True)
     return [mask * reshape(g, kept) / count]
@@ -45,6 +48,7 @@ def _ref_reduce(fn):
     def ref(ctx, args, t):
         out = getattr(ctx.np, fn)(args[0], axis=t.attrs["axes"], keepdims=t.attrs["keepdims"])
         return ctx.cast(out, t.dtype)
+
     return ref
 
 
@@ -99,6 +103,7 @@ def _ref_arg(fn):
         if t.attrs["keepdims"]:
             out = ctx.np.expand_dims(out, t.attrs["axis"])
         return out.astype(ctx.np.int32)
+
     return ref
 
 

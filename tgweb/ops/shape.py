@@ -16,9 +16,14 @@ def _infer_reshape(ins, attrs):
     return attrs["shape"], x.dtype
 
 
-register("reshape", family="shape", alias=True, infer=_infer_reshape,
-         grad=lambda t, g: [reshape(g, t.inputs[0].shape)],
-         ref=lambda ctx, args, t: args[0].reshape(t.shape))
+register(
+    "reshape",
+    family="shape",
+    alias=True,
+    infer=_infer_reshape,
+    grad=lambda t, g: [reshape(g, t.inputs[0].shape)],
+    ref=lambda ctx, args, t: args[0].reshape(t.shape),
+)
 
 
 @op
@@ -28,8 +33,7 @@ def reshape(x, shape) -> Tensor:
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(shape)
-    if not all(isinstance(d, int) and not isinstance(d, bool) and (d >= 1 or d == -1)
-               for d in shape):
+    if not all(isinstance(d, int) and not isinstance(d, bool) and (d >= 1 or d == -1) for d in shape):
         raise OpError(f"shape entries must be positive ints or -1, got {shape}")
     if shape.count(-1) > 1:
         raise OpError(f"only one -1 is allowed in a shape, got {shape} for a tensor of shape {x.shape}")
@@ -46,8 +50,14 @@ def reshape(x, shape) -> Tensor:
 # ---------------------------------------------------------------- stop_gradient
 
 
-register("stop_gradient", family="shape", alias=True, grad=NO_GRAD,
-         infer=lambda ins, a: (ins[0].shape, ins[0].dtype), ref=lambda ctx, args, t: args[0])
+register(
+    "stop_gradient",
+    family="shape",
+    alias=True,
+    grad=NO_GRAD,
+    infer=lambda ins, a: (ins[0].shape, ins[0].dtype),
+    ref=lambda ctx, args, t: args[0],
+)
 
 
 @op
@@ -71,8 +81,13 @@ def _g_permute(t, g):
     return [permute(g, tuple(inv))]
 
 
-register("permute", family="shape", infer=_infer_permute, grad=_g_permute,
-         ref=lambda ctx, args, t: ctx.np.ascontiguousarray(args[0].transpose(t.attrs["perm"])))
+register(
+    "permute",
+    family="shape",
+    infer=_infer_permute,
+    grad=_g_permute,
+    ref=lambda ctx, args, t: ctx.np.ascontiguousarray(args[0].transpose(t.attrs["perm"])),
+)
 
 
 @op
@@ -122,11 +137,17 @@ def _infer_broadcast(ins, attrs):
 
 def _g_broadcast(t, g):
     from .elementwise import unbroadcast
+
     return [unbroadcast(g, t.inputs[0].shape)]
 
 
-register("broadcast_to", family="shape", infer=_infer_broadcast, grad=_g_broadcast,
-         ref=lambda ctx, args, t: ctx.np.ascontiguousarray(ctx.np.broadcast_to(args[0], t.shape)))
+register(
+    "broadcast_to",
+    family="shape",
+    infer=_infer_broadcast,
+    grad=_g_broadcast,
+    ref=lambda ctx, args, t: ctx.np.ascontiguousarray(ctx.np.broadcast_to(args[0], t.shape)),
+)
 
 
 @op
@@ -169,7 +190,7 @@ def unsqueeze(x, axis: int) -> Tensor:
 def _infer_slice(ins, attrs):
     (x,) = ins
     a, start, stop = attrs["axis"], attrs["start"], attrs["stop"]
-    return x.shape[:a] + (stop - start,) + x.shape[a + 1:], x.dtype
+    return x.shape[:a] + (stop - start,) + x.shape[a + 1 :], x.dtype
 
 
 def _ref_slice(ctx, args, t):
@@ -178,15 +199,21 @@ def _ref_slice(ctx, args, t):
     return ctx.np.ascontiguousarray(args[0][idx])
 
 
-register("slice", family="shape", infer=_infer_slice, ref=_ref_slice,
-         grad=lambda t, g: [pad(g, t.attrs["axis"], t.attrs["start"],
-                                t.inputs[0].shape[t.attrs["axis"]] - t.attrs["stop"])])
+register(
+    "slice",
+    family="shape",
+    infer=_infer_slice,
+    ref=_ref_slice,
+    grad=lambda t, g: [
+        pad(g, t.attrs["axis"], t.attrs["start"], t.inputs[0].shape[t.attrs["axis"]] - t.attrs["stop"])
+    ],
+)
 
 
 def _infer_pad(ins, attrs):
     (x,) = ins
     a = attrs["axis"]
-    return x.shape[:a] + (attrs["before"] + x.shape[a] + attrs["after"],) + x.shape[a + 1:], x.dtype
+    return x.shape[:a] + (attrs["before"] + x.shape[a] + attrs["after"],) + x.shape[a + 1 :], x.dtype
 
 
 def _ref_pad(ctx, args, t):
@@ -195,9 +222,13 @@ def _ref_pad(ctx, args, t):
     return ctx.np.pad(args[0], widths)
 
 
-register("pad", family="shape", infer=_infer_pad, ref=_ref_pad,
-         grad=lambda t, g: [narrow(g, t.attrs["axis"], t.attrs["before"],
-                                   t.inputs[0].shape[t.attrs["axis"]])])
+register(
+    "pad",
+    family="shape",
+    infer=_infer_pad,
+    ref=_ref_pad,
+    grad=lambda t, g: [narrow(g, t.attrs["axis"], t.attrs["before"], t.inputs[0].shape[t.attrs["axis"]])],
+)
 
 
 @op
@@ -237,10 +268,10 @@ def _infer_concat(ins, attrs):
         if t.dtype != first.dtype:
             raise OpError(f"dtypes differ: {first.dtype} and {t.dtype}")
         if t.ndim != first.ndim or any(
-                d != e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != a):
-            raise OpError("shapes differ off the concat axis: "
-                          + ", ".join(str(x.shape) for x in ins))
-    return first.shape[:a] + (sum(t.shape[a] for t in ins),) + first.shape[a + 1:], first.dtype
+            d != e for i, (d, e) in enumerate(zip(t.shape, first.shape)) if i != a
+        ):
+            raise OpError("shapes differ off the concat axis: " + ", ".join(str(x.shape) for x in ins))
+    return first.shape[:a] + (sum(t.shape[a] for t in ins),) + first.shape[a + 1 :], first.dtype
 
 
 def _g_concat(t, g):
@@ -251,8 +282,13 @@ def _g_concat(t, g):
     return out
 
 
-register("concat", family="shape", infer=_infer_concat, grad=_g_concat,
-         ref=lambda ctx, args, t: ctx.np.concatenate(args, axis=t.attrs["axis"]))
+register(
+    "concat",
+    family="shape",
+    infer=_infer_concat,
+    grad=_g_concat,
+    ref=lambda ctx, args, t: ctx.np.concatenate(args, axis=t.attrs["axis"]),
+)
 
 
 @op
@@ -315,7 +351,7 @@ def getitem(x, idx) -> Tensor:
         raise OpError(f"too many indices ({n_real}) for shape {x.shape}")
     if Ellipsis in idx:
         e = idx.index(Ellipsis)
-        idx = idx[:e] + (slice(None),) * (x.ndim - n_real) + idx[e + 1:]
+        idx = idx[:e] + (slice(None),) * (x.ndim - n_real) + idx[e + 1 :]
     else:
         idx = idx + (slice(None),) * (x.ndim - n_real)
     out_shape, axis = [], 0

@@ -70,12 +70,13 @@ def name_filter(spec: Any) -> Callable[[str], bool]:
         return lambda name: any(fnmatch.fnmatchcase(name, p) for p in pats)
     if callable(spec):
         return lambda name: bool(spec(name))
-    raise ValueError(f"normalize_grads must be True, a glob pattern, a list of patterns or a "
-                     f"callable name -> bool, got {spec!r}")
+    raise ValueError(
+        f"normalize_grads must be True, a glob pattern, a list of patterns or a "
+        f"callable name -> bool, got {spec!r}"
+    )
 
 
-def normalize(grads: dict[str, Tensor], which: Callable[[str], bool],
-              eps: float = 1e-8) -> dict[str, Tensor]:
+def normalize(grads: dict[str, Tensor], which: Callable[[str], bool], eps: float = 1e-8) -> dict[str, Tensor]:
     """g / (||g|| + eps) for each selected parameter's gradient."""
     out = {}
     for n, g in grads.items():

@@ -29,9 +29,9 @@ from .schedules import from_spec as schedule_from_spec
 @dataclass
 class ParamInfo:
     name: str
-    value: Tensor   # the param node (its value before this step)
-    grad: Tensor    # the processed gradient (clipped / normalised)
-    decay: bool     # weight decay applies to this parameter
+    value: Tensor  # the param node (its value before this step)
+    grad: Tensor  # the processed gradient (clipped / normalised)
+    decay: bool  # weight decay applies to this parameter
 
 
 def _nonneg(x: Any, what: str) -> float:
@@ -84,8 +84,7 @@ class SGD(Optimizer):
 
     name = "sgd"
 
-    def __init__(self, lr, momentum: float = 0.0, nesterov: bool = False,
-                 weight_decay: float = 0.0) -> None:
+    def __init__(self, lr, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0) -> None:
         super().__init__(lr)
         self.momentum = _nonneg(momentum, "SGD: momentum")
         self.nesterov = bool(nesterov)
@@ -119,8 +118,10 @@ class Adam(Optimizer):
         super().__init__(lr)
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"{type(self).__name__}: betas must be a pair, got {betas!r}")
-        self.betas = (_beta(betas[0], f"{type(self).__name__}: betas[0]"),
-                      _beta(betas[1], f"{type(self).__name__}: betas[1]"))
+        self.betas = (
+            _beta(betas[0], f"{type(self).__name__}: betas[0]"),
+            _beta(betas[1], f"{type(self).__name__}: betas[1]"),
+        )
         self.eps = _nonneg(eps, f"{type(self).__name__}: eps")
         self.weight_decay = _nonneg(weight_decay, f"{type(self).__name__}: weight_decay")
 
@@ -147,8 +148,7 @@ class Adam(Optimizer):
 
     def host_scalars(self, t, lr):
         b1, b2 = self.betas
-        return {"lr": float(lr), "step_size": float(lr) / (1.0 - b1 ** t),
-                "bc2_sqrt": math.sqrt(1.0 - b2 ** t)}
+        return {"lr": float(lr), "step_size": float(lr) / (1.0 - b1**t), "bc2_sqrt": math.sqrt(1.0 - b2**t)}
 
 
 class AdamW(Adam):
@@ -181,8 +181,10 @@ def from_spec(spec: Any) -> tuple[Optimizer, float | None]:
     sched = d.pop("schedule", None)
     excl = d.pop("decay_exclude", None)
     if excl not in (None, "biases and norms", "default"):
-        raise ValueError(f"decay_exclude {excl!r}: only the default mask ('biases and norms') is "
-                         "supported as data; set Parameter.decay to override")
+        raise ValueError(
+            f"decay_exclude {excl!r}: only the default mask ('biases and norms') is "
+            "supported as data; set Parameter.decay to override"
+        )
     lr = sched if sched is not None else d.pop("lr", None)
     d.pop("lr", None)
     if lr is None:

@@ -151,5 +151,4 @@ def from_spec(spec: Any) -> Schedule:
             return KINDS[kind](**args)
         except TypeError as e:
             raise ValueError(f"schedule {kind!r}: {e}") from None
-    raise ValueError(f"a learning rate must be a number >= 0, a Schedule or a schedule dict, "
-                     f"got {spec!r}")
+    raise ValueError(f"a learning rate must be a number >= 0, a Schedule or a schedule dict, got {spec!r}")

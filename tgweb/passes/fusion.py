@@ -41,8 +41,9 @@ class Group:
         return self.head.shape
 
 
-def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
-         inplace=None, inlined=None) -> list[Group]:
+def fuse(
+    nodes, consumers, roots, root_of, max_bindings: int = 8, late=None, inplace=None, inlined=None
+) -> list[Group]:
     """nodes: live computed nodes (no leaves, no aliases) in topological order.
     consumers: id -> [(consumer node, direct)] where direct is False when read via an alias.
     roots: ids that must be stored (outputs, captures, updates).
@@ -113,15 +114,13 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
             group_of[n.id] = g
 
     rank = {n.id: k for k, n in enumerate(nodes)}  # topological position (copies have big ids)
-    groups = _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace,
-                           rank)
+    groups = _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace, rank)
 
     for g in groups:
         if g.kind != "ew":
             continue
         for m in g.members:
-            if m.id in roots or any(not d or group_of.get(c.id) is not g
-                                    for c, d in consumers.get(m.id, [])):
+            if m.id in roots or any(not d or group_of.get(c.id) is not g for c, d in consumers.get(m.id, [])):
                 g.stored.add(m.id)
 
     by_id = {id(g): g for g in groups}
@@ -133,10 +132,16 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
         # (also through a reshape: the flat index is the same)
         x = root_of(r.inputs[0])
         p = group_of.get(x.id)
-        if (r.kind in REDUCE_KINDS and p is not None and p.kind == "ew" and not p.absorbed
-                and p.stored == {x.id} and x.id not in roots
-                and [c for c, _ in consumers.get(x.id, [])] == [r]
-                and len(p.ext) + 1 <= max_bindings):
+        if (
+            r.kind in REDUCE_KINDS
+            and p is not None
+            and p.kind == "ew"
+            and not p.absorbed
+            and p.stored == {x.id}
+            and x.id not in roots
+            and [c for c, _ in consumers.get(x.id, [])] == [r]
+            and len(p.ext) + 1 <= max_bindings
+        ):
             g.prologue = p
             p.absorbed = True
         # epilogue: one group of the result's shape is the only consumer of the result
@@ -145,16 +150,20 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
         if not cons or r.id in roots:
             continue
         e = group_of.get(cons[0][0].id)
-        if (e is None or e.kind != "ew" or e.absorbed or _size(e.shape) != _size(r.shape)
-                or any(group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
-                or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs
-                       if root_of(inp) is r)
-                or any(h.epilogue is e for h in by_id.values())
-                # the host runs at the epilogue's place: a matmul not when the epilogue waits
-                # for a result from much later (a tied weight's two gradients), which would
-                # hold the matmul's operands (activations) until then
-                or r.kind == "matmul" and any(rank.get(x, -1) > rank[r.id] + LONG_WAIT
-                                              for x in e.ext)):
+        if (
+            e is None
+            or e.kind != "ew"
+            or e.absorbed
+            or _size(e.shape) != _size(r.shape)
+            or any(group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
+            or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs if root_of(inp) is r)
+            or any(h.epilogue is e for h in by_id.values())
+            # the host runs at the epilogue's place: a matmul not when the epilogue waits
+            # for a result from much later (a tied weight's two gradients), which would
+            # hold the matmul's operands (activations) until then
+            or r.kind == "matmul"
+            and any(rank.get(x, -1) > rank[r.id] + LONG_WAIT for x in e.ext)
+        ):
             continue
         ext = (e.ext - {r.id}) | g.ext
         if g.prologue is not None:
@@ -177,10 +186,15 @@ def fuse(nodes, consumers, roots, root_of, max_bindings: int = 8, late=None,
     late = set(late or ())
 
     def is_late(g):
-        return (g.kind == "ew" and bool(g.stored) and not g.absorbed
-                and all(i in late and all(d and group_of.get(c.id) is g
-                                          for c, d in consumers.get(i, []))
-                        for i in g.stored))
+        return (
+            g.kind == "ew"
+            and bool(g.stored)
+            and not g.absorbed
+            and all(
+                i in late and all(d and group_of.get(c.id) is g for c, d in consumers.get(i, []))
+                for i in g.stored
+            )
+        )
 
     # a topological order of the kernels, as close to the heads' order as it can be
     owner: dict[int, Group] = {}
@@ -292,8 +306,11 @@ def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inp
             # come before it (that would hold a forward value until its backward reader,
             # or delay the reader)
             early, later = sorted((a, b), key=lambda g: rank[g.head.id])
-            if any(rank[h.head.id] < rank[later.head.id]
-                   for h in _readers(early, group_of, consumers) if h is not later):
+            if any(
+                rank[h.head.id] < rank[later.head.id]
+                for h in _readers(early, group_of, consumers)
+                if h is not later
+            ):
                 continue
         # every read between the two must be a direct same-index read
         ok = True
@@ -309,8 +326,12 @@ def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inp
         members = sorted(a.members + b.members, key=lambda t: rank[t.id])
         ids = {m.id for m in members}
         ext = {x for x in (a.ext | b.ext) if x not in ids}
-        st = {m.id for m in members if m.id in roots or any(
-            group_of.get(c.id) not in (a, b) or not d for c, d in consumers.get(m.id, []))}
+        st = {
+            m.id
+            for m in members
+            if m.id in roots
+            or any(group_of.get(c.id) not in (a, b) or not d for c, d in consumers.get(m.id, []))
+        }
         if _bindings(ext, st, inplace) > max_bindings:
             continue
         mids = [x for x in _readers(a, group_of, consumers) if x is not b]

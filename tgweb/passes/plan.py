@@ -174,8 +174,16 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
         bins = min(a, b, key=lambda bs: (sum(sz for sz, _ in bs), len(bs)))
         for sz, rs in bins:
             bid = len(buffers)
-            buffers.append(Buffer(bid, sz, "intermediate", "pool: " + ", ".join(
-                _label(members[r]) for r in rs[:3]) + (f" (+{len(rs) - 3})" if len(rs) > 3 else "")))
+            buffers.append(
+                Buffer(
+                    bid,
+                    sz,
+                    "intermediate",
+                    "pool: "
+                    + ", ".join(_label(members[r]) for r in rs[:3])
+                    + (f" (+{len(rs) - 3})" if len(rs) > 3 else ""),
+                )
+            )
             for r in rs:
                 buf_of_class[r], off_of_class[r] = bid, 0
     else:
@@ -236,6 +244,7 @@ def _label(ms: list[Value]) -> str:
 def _check_inplace(values, steps, by_id, root_of) -> None:
     """An in-place value overwrites its class's old value: nothing may read the old
     value (the root and its views) after the step that writes the new one."""
+
     def is_new(v: Value) -> bool:
         while v.same_as is not None:
             if v.inplace:
@@ -263,8 +272,10 @@ def _check_inplace(values, steps, by_id, root_of) -> None:
         for i in range(w + 1, len(steps)):
             for vid in steps[i].reads:
                 if root_of[vid] == r and not is_new(by_id[vid]):
-                    raise PlanError(f"step {i} ({steps[i].label}) reads value {vid} after step {w} "
-                                    f"overwrote it in place with value {v.id}")
+                    raise PlanError(
+                        f"step {i} ({steps[i].label}) reads value {vid} after step {w} "
+                        f"overwrote it in place with value {v.id}"
+                    )
 
 
 def _self_check(order, kind, size, life, buf_of, off_of, buffers, first_write, first_read) -> None:
@@ -280,16 +291,17 @@ def _self_check(order, kind, size, life, buf_of, off_of, buffers, first_write, f
         if len(rs) < 2:
             continue
         for i, a in enumerate(rs):
-            for c in rs[i + 1:]:
+            for c in rs[i + 1 :]:
                 if off_of[a] >= off_of[c] + size[c] or off_of[c] >= off_of[a] + size[a]:
                     continue  # disjoint bytes
                 if kind[a] not in POOLED or kind[c] not in POOLED:
-                    raise PlanError(f"values {a} ({kind[a]}) and {c} ({kind[c]}) share bytes of "
-                                    f"buffer {b}")
+                    raise PlanError(f"values {a} ({kind[a]}) and {c} ({kind[c]}) share bytes of buffer {b}")
                 (s1, e1), (s2, e2) = life[a], life[c]
                 if not (e1 < s2 or e2 < s1):
-                    raise PlanError(f"values {a} (steps {s1}..{e1}) and {c} (steps {s2}..{e2}) are "
-                                    f"live at once in buffer {b}")
+                    raise PlanError(
+                        f"values {a} (steps {s1}..{e1}) and {c} (steps {s2}..{e2}) are "
+                        f"live at once in buffer {b}"
+                    )
 
 
 def _report(order, kind, size, life, buffers, steps, pooled) -> dict:
@@ -407,6 +419,8 @@ def program_from_graph(graph, pool: bool = True) -> Program:
     grad_ids = [t.id for t in graph.grads.values() if t.id in planned]
     prog.meta["memory"] = dict(p.report)
     if grad_ids:
-        prog.meta["grad_arena"] = {"buffer": p.buffer_of[grad_ids[0]],
-                                   "bytes": p.buffers[p.buffer_of[grad_ids[0]]].size}
+        prog.meta["grad_arena"] = {
+            "buffer": p.buffer_of[grad_ids[0]],
+            "bytes": p.buffers[p.buffer_of[grad_ids[0]]].size,
+        }
     return prog

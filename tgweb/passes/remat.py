@@ -27,8 +27,9 @@ def clonable(t: Tensor) -> bool:
     return fusable(t.kind) and t.kind != "full"
 
 
-def rematerialize(nodes: list[Tensor], pos: dict[int, int], stored: set[int],
-                  keep: set[int], root_of, new_id) -> list[Tensor] | None:
+def rematerialize(
+    nodes: list[Tensor], pos: dict[int, int], stored: set[int], keep: set[int], root_of, new_id
+) -> list[Tensor] | None:
     """nodes (computed nodes in topological order) with the late readers of recomputable
     values rewired to copies, the copies inserted in front of them; None if no value is
     worth it. pos: node id -> position of its kernel in the schedule; stored: ids of
@@ -89,8 +90,9 @@ def rematerialize(nodes: list[Tensor], pos: dict[int, int], stored: set[int],
             if r.kind in FREE or (r.id in stored and r.id not in recomputed):
                 return x
             if x.id not in copies:
-                c = Tensor(x.graph, x.kind, tuple(copy(i) for i in x.inputs), x.attrs,
-                           x.shape, x.dtype, x.site)
+                c = Tensor(
+                    x.graph, x.kind, tuple(copy(i) for i in x.inputs), x.attrs, x.shape, x.dtype, x.site
+                )
                 c.id = new_id()
                 copies[x.id] = c
                 if x is r:
@@ -99,9 +101,15 @@ def rematerialize(nodes: list[Tensor], pos: dict[int, int], stored: set[int],
 
         for n in late:
             n = current[n.id]
-            shadow = Tensor(n.graph, n.kind, tuple(copy(x) if root_of(x) is v else x
-                                                   for x in n.inputs),
-                            n.attrs, n.shape, n.dtype, n.site)
+            shadow = Tensor(
+                n.graph,
+                n.kind,
+                tuple(copy(x) if root_of(x) is v else x for x in n.inputs),
+                n.attrs,
+                n.shape,
+                n.dtype,
+                n.site,
+            )
             shadow.id = n.id
             current[n.id] = shadow
         head = min((n.id for n in late), key=index.__getitem__)

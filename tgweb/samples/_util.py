@@ -25,6 +25,7 @@ def flatten(x) -> list:
 def make_rng(step: int, rng):
     """A random.Random for one step: rng itself, or seeded from (int rng, step)."""
     import random
+
     if isinstance(rng, random.Random):
         return rng
     if not isinstance(rng, int) or isinstance(rng, bool):

@@ -26,8 +26,8 @@ from ._util import flatten, make_rng
 
 PLUS, EQUALS = 10, 11
 VOCAB = 12
-SEQ = 9          # full sequence length
-CTX = SEQ - 1    # model input length
+SEQ = 9  # full sequence length
+CTX = SEQ - 1  # model input length
 ANSWER = (5, 6, 7)  # target positions that hold the answer digits
 DIM, HEADS, LAYERS, HIDDEN = 64, 4, 3, 256
 BATCH = 128
@@ -35,10 +35,16 @@ EVAL_BATCH = 250  # 2,000 held-out pairs = 8 evaluation batches
 STEPS = 1500
 INPUTS = {"tokens": ((BATCH, CTX), "i32"), "targets": ((BATCH, CTX), "i32")}
 EVAL_INPUTS = {"tokens": ((EVAL_BATCH, CTX), "i32")}
-OPTIMIZER = {"name": "adamw", "lr": 5e-3, "betas": (0.9, 0.999), "eps": 1e-8,
-             "schedule": {"kind": "linear", "start": 5e-3, "end": 5e-4, "steps": STEPS},
-             "weight_decay": 0.01, "decay_exclude": "biases and norms",
-             "clip": 1.0}
+OPTIMIZER = {
+    "name": "adamw",
+    "lr": 5e-3,
+    "betas": (0.9, 0.999),
+    "eps": 1e-8,
+    "schedule": {"kind": "linear", "start": 5e-3, "end": 5e-4, "steps": STEPS},
+    "weight_decay": 0.01,
+    "decay_exclude": "biases and norms",
+    "clip": 1.0,
+}
 SUCCESS = {"metric": "exact_match", "at_least": 0.95, "within_steps": STEPS}
 
 
@@ -111,8 +117,15 @@ class Block(nn.Module):
 class Model(nn.Module):
     """Token and position embeddings, pre-norm blocks, final LayerNorm, tied head."""
 
-    def __init__(self, vocab: int = VOCAB, dim: int = DIM, heads: int = HEADS,
-                 layers: int = LAYERS, hidden: int = HIDDEN, positions: int = SEQ) -> None:
+    def __init__(
+        self,
+        vocab: int = VOCAB,
+        dim: int = DIM,
+        heads: int = HEADS,
+        layers: int = LAYERS,
+        hidden: int = HIDDEN,
+        positions: int = SEQ,
+    ) -> None:
         self.tok = nn.Embedding(vocab, dim, weight_init=_w())
         self.pos = self.param((positions, dim), _w())
         self.blocks = [Block(dim, heads, hidden) for _ in range(layers)]
@@ -137,8 +150,8 @@ def forward(model: Model, tokens):
 
 def loss_fn(model: Model, tokens, targets):
     """Mean cross-entropy over the three answer positions."""
-    logits = model(tokens)[:, ANSWER[0]:ANSWER[-1] + 1]
-    return ops.cross_entropy(logits, targets[:, ANSWER[0]:ANSWER[-1] + 1])
+    logits = model(tokens)[:, ANSWER[0] : ANSWER[-1] + 1]
+    return ops.cross_entropy(logits, targets[:, ANSWER[0] : ANSWER[-1] + 1])
 
 
 def batch(step: int, rng=0) -> dict[str, array.array]:
@@ -160,7 +173,7 @@ def greedy_answers(logits_fn, pairs, batch_size: int = EVAL_BATCH) -> list[list[
     The last chunk is padded with copies of its first pair."""
     out = []
     for lo in range(0, len(pairs), batch_size):
-        chunk = list(pairs[lo:lo + batch_size])
+        chunk = list(pairs[lo : lo + batch_size])
         n = len(chunk)
         chunk += [chunk[0]] * (batch_size - n)
         rows = [sequence(a, c)[:6] + [0, 0] for a, c in chunk]
@@ -168,11 +181,12 @@ def greedy_answers(logits_fn, pairs, batch_size: int = EVAL_BATCH) -> list[list[
             flat = array.array("i", [tok for row in rows for tok in row])
             logits = flatten(logits_fn({"tokens": flat}))
             if len(logits) != batch_size * CTX * VOCAB:
-                raise ValueError(f"logits_fn returned {len(logits)} values, expected "
-                                 f"{batch_size * CTX * VOCAB}")
+                raise ValueError(
+                    f"logits_fn returned {len(logits)} values, expected {batch_size * CTX * VOCAB}"
+                )
             for i, row in enumerate(rows):
                 base = (i * CTX + pos) * VOCAB
-                lg = logits[base:base + VOCAB]
+                lg = logits[base : base + VOCAB]
                 nxt = max(range(VOCAB), key=lg.__getitem__)
                 if pos < 7:
                     row[pos + 1] = nxt

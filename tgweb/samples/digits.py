@@ -26,19 +26,26 @@ N_IMAGES = 1797
 SIDE = 8
 PIXELS = SIDE * SIDE
 CLASSES = 10
-N_TEST = N_IMAGES // 5                # 359
-N_TRAIN = N_IMAGES - N_TEST           # 1,438
+N_TEST = N_IMAGES // 5  # 359
+N_TRAIN = N_IMAGES - N_TEST  # 1,438
 TEST_INDICES = sorted(sorted(range(N_IMAGES), key=lambda i: zlib.crc32(i.to_bytes(4, "little")))[:N_TEST])
 _TEST = frozenset(TEST_INDICES)
 TRAIN_INDICES = [i for i in range(N_IMAGES) if i not in _TEST]
 BATCH = 64
-EVAL_BATCH = N_TEST                   # the whole test set in one run (359)
+EVAL_BATCH = N_TEST  # the whole test set in one run (359)
 STEPS = 1500
 INPUTS = {"x": (BATCH, 1, SIDE, SIDE), "y": ((BATCH,), "i32")}
 EVAL_INPUTS = {"x": (EVAL_BATCH, 1, SIDE, SIDE)}
-OPTIMIZER = {"name": "adamw", "lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
-             "schedule": None, "weight_decay": 0.01, "decay_exclude": "biases and norms",
-             "clip": None}
+OPTIMIZER = {
+    "name": "adamw",
+    "lr": 1e-3,
+    "betas": (0.9, 0.999),
+    "eps": 1e-8,
+    "schedule": None,
+    "weight_decay": 0.01,
+    "decay_exclude": "biases and norms",
+    "clip": None,
+}
 SUCCESS = {"metric": "accuracy", "at_least": 0.95, "within_steps": STEPS}
 
 
@@ -47,13 +54,13 @@ def _raw() -> tuple[bytes, bytes]:
     data = (resources.files(__package__) / "data" / "digits.bin").read_bytes()
     if len(data) != N_IMAGES * (PIXELS + 1):
         raise RuntimeError(f"data/digits.bin has {len(data)} bytes, expected {N_IMAGES * (PIXELS + 1)}")
-    return data[:N_IMAGES * PIXELS], data[N_IMAGES * PIXELS:]
+    return data[: N_IMAGES * PIXELS], data[N_IMAGES * PIXELS :]
 
 
 def image(i: int) -> list[float]:
     """Image i (0..1796) as 64 floats in [0, 1], row-major."""
     px = _raw()[0]
-    return [v / 16.0 for v in px[i * PIXELS:(i + 1) * PIXELS]]
+    return [v / 16.0 for v in px[i * PIXELS : (i + 1) * PIXELS]]
 
 
 def label(i: int) -> int:
@@ -71,7 +78,7 @@ def images(indices) -> array.array:
     scale = [v / 16.0 for v in range(17)]
     out = array.array("f")
     for i in indices:
-        out.extend(scale[v] for v in px[i * PIXELS:(i + 1) * PIXELS])
+        out.extend(scale[v] for v in px[i * PIXELS : (i + 1) * PIXELS])
     return out
 
 
@@ -84,9 +91,9 @@ class Model(nn.Module):
 
     def forward(self, x):
         """Logits [n, 10] for images x [n, 1, 8, 8]."""
-        x = ops.max_pool2d(ops.relu(self.conv1(x)), 2)    # [n, 16, 4, 4]
-        x = ops.max_pool2d(ops.relu(self.conv2(x)), 2)    # [n, 32, 2, 2]
-        x = ops.reshape(x, (x.shape[0], 32 * 2 * 2))      # channel-major, as torch.flatten
+        x = ops.max_pool2d(ops.relu(self.conv1(x)), 2)  # [n, 16, 4, 4]
+        x = ops.max_pool2d(ops.relu(self.conv2(x)), 2)  # [n, 32, 2, 2]
+        x = ops.reshape(x, (x.shape[0], 32 * 2 * 2))  # channel-major, as torch.flatten
         return self.fc2(ops.relu(self.fc1(x)))
 
 
@@ -119,14 +126,14 @@ def predictions(logits_fn, indices=TEST_INDICES) -> list[int]:
     indices = list(indices)
     out: list[int] = []
     for lo in range(0, len(indices), EVAL_BATCH):
-        chunk = indices[lo:lo + EVAL_BATCH]
+        chunk = indices[lo : lo + EVAL_BATCH]
         n = len(chunk)
         chunk += [chunk[0]] * (EVAL_BATCH - n)
         logits = flatten(logits_fn({"x": images(chunk)}))
         if len(logits) != EVAL_BATCH * CLASSES:
             raise ValueError(f"logits_fn returned {len(logits)} values, expected {EVAL_BATCH * CLASSES}")
         for i in range(n):
-            row = logits[i * CLASSES:(i + 1) * CLASSES]
+            row = logits[i * CLASSES : (i + 1) * CLASSES]
             out.append(max(range(CLASSES), key=row.__getitem__))
     return out
 

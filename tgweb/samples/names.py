@@ -34,15 +34,14 @@ from ._util import flatten, make_rng
 BOUNDARY = 0
 VOCAB = 27
 CTX = 16
-MAX_LEN = CTX - 1   # the longest name that fits (the longest in the data has 11 letters)
+MAX_LEN = CTX - 1  # the longest name that fits (the longest in the data has 11 letters)
 BATCH = 32
 EVAL_BATCH = 128
 STEPS = 1500
 INPUTS = {"tokens": ((BATCH, CTX), "i32"), "targets": ((BATCH, CTX), "i32"), "mask": (BATCH, CTX)}
 EVAL_INPUTS = {"tokens": ((EVAL_BATCH, CTX), "i32")}
 OPTIMIZER = dict(addition.OPTIMIZER)
-SUCCESS = {"metric": "val_loss", "below_baseline": "bigram_loss", "margin": 0.2,
-           "within_steps": STEPS}
+SUCCESS = {"metric": "val_loss", "below_baseline": "bigram_loss", "margin": 0.2, "within_steps": STEPS}
 
 
 def is_validation(name: str) -> bool:
@@ -64,8 +63,7 @@ def all_names() -> tuple[str, ...]:
 def split() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(training names, validation names)."""
     names = all_names()
-    return (tuple(n for n in names if not is_validation(n)),
-            tuple(n for n in names if is_validation(n)))
+    return (tuple(n for n in names if not is_validation(n)), tuple(n for n in names if is_validation(n)))
 
 
 def train_names() -> tuple[str, ...]:
@@ -90,7 +88,7 @@ def _rows(names) -> tuple[array.array, array.array, array.array]:
     tokens, targets, mask = array.array("i"), array.array("i"), array.array("f")
     for n in names:
         seq = encode(n)
-        k = len(seq) - 1   # predicted positions: every letter and the end
+        k = len(seq) - 1  # predicted positions: every letter and the end
         tokens.extend(seq[:-1] + [BOUNDARY] * (CTX - k))
         targets.extend(seq[1:] + [BOUNDARY] * (CTX - k))
         mask.extend([1.0] * k + [0.0] * (CTX - k))
@@ -167,7 +165,7 @@ def _log_softmax(row) -> list[float]:
 def _chunks(names, size):
     names = list(names)
     for lo in range(0, len(names), size):
-        chunk = names[lo:lo + size]
+        chunk = names[lo : lo + size]
         yield chunk, chunk + [chunk[0]] * (size - len(chunk))
 
 
@@ -189,7 +187,7 @@ def val_loss(logits_fn, names=None) -> float:
         for i, name in enumerate(chunk):
             for pos in range(len(name) + 1):
                 base = (i * CTX + pos) * VOCAB
-                nll -= _log_softmax(logits[base:base + VOCAB])[targets[i * CTX + pos]]
+                nll -= _log_softmax(logits[base : base + VOCAB])[targets[i * CTX + pos]]
                 count += 1
     return nll / count
 
@@ -224,7 +222,7 @@ def sample_names(logits_fn, n: int, rng=0, temperature: float = 1.0) -> list[str
                 if done[i]:
                     continue
                 base = (i * CTX + pos) * VOCAB
-                lp = _log_softmax([v / temperature for v in logits[base:base + VOCAB]])
+                lp = _log_softmax([v / temperature for v in logits[base : base + VOCAB]])
                 if pos == MAX_LEN:
                     tok = BOUNDARY
                 else:
@@ -233,5 +231,5 @@ def sample_names(logits_fn, n: int, rng=0, temperature: float = 1.0) -> list[str
                     done[i] = True
                 else:
                     row.append(tok)
-        out.extend(decode(row) for row in rows[:n - len(out)])
+        out.extend(decode(row) for row in rows[: n - len(out)])
     return out

@@ -18,15 +18,23 @@ GRID_SIZE = 200
 EVAL_INPUTS = {"x": (GRID_SIZE, 1)}
 # the fixed evaluation grid: 200 evenly spaced points from -pi to pi, inclusive
 GRID = [-math.pi + 2 * math.pi * i / (GRID_SIZE - 1) for i in range(GRID_SIZE)]
-OPTIMIZER = {"name": "adam", "lr": 5e-3, "betas": (0.9, 0.999), "eps": 1e-8,
-             "schedule": None, "weight_decay": 0.0, "clip": None}
+OPTIMIZER = {
+    "name": "adam",
+    "lr": 5e-3,
+    "betas": (0.9, 0.999),
+    "eps": 1e-8,
+    "schedule": None,
+    "weight_decay": 0.0,
+    "clip": None,
+}
 SUCCESS = {"metric": "mse", "below": 1e-3, "within_steps": STEPS}
 
 
 class Model(nn.Module):
     def __init__(self, hidden: int = 64) -> None:
-        self.net = nn.Sequential(nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, hidden),
-                                 nn.ReLU(), nn.Linear(hidden, 1))
+        self.net = nn.Sequential(
+            nn.Linear(1, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+        )
 
     def forward(self, x):
         return self.net(x)
