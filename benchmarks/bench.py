@@ -131,7 +131,8 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
             got = _raw_step(trainer, datas[i % len(datas)], [("outputs", "loss")] if i == 9 else [])
         blk.append(100 * (time.perf_counter() - t))
         losses.append(float(got[("outputs", "loss")][0]))
-    out = {"ms_per_step_read_every": statistics.median(per), "ms_per_step_read_every10": statistics.median(blk),
+    out = {"ms_per_step_read_every": statistics.median(per),
+           "ms_per_step_read_every10": statistics.median(blk),
            "step_ms_all": per, "block_ms": blk, "losses": losses}
     out.update(_program_stats(trainer))
     return out
@@ -145,8 +146,10 @@ def bench_overhead(trainer, batches, n=10):
     datas = [_check_inputs(trainer.graph, b, "bench") for b in batches]
     L = [("outputs", "loss")]
     L3 = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
+    def check(i):
+        return timed(lambda: _check_inputs(trainer.graph, batches[i % len(batches)], "x"))
     return {
-        "check_inputs_ms": med(lambda i: timed(lambda: _check_inputs(trainer.graph, batches[i % len(batches)], "x"))),
+        "check_inputs_ms": med(check),
         "raw_step_no_read_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], []))),
         "raw_step_read_loss_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], L))),
         "raw_step_read_3_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], L3))),
@@ -339,11 +342,13 @@ def profile(browser, url, model, cfg) -> None:
     ks = r["kernels"]
     tot = sum(k.get("ts_ms") or 0 for k in ks)
     print(
-        f"[{model}] CPython compile {compile_s:.2f} s; gpu.mjs: {r['shim_ms_per_step_read_every']:.2f} ms/step "
+        f"[{model}] CPython compile {compile_s:.2f} s; "
+        f"gpu.mjs: {r['shim_ms_per_step_read_every']:.2f} ms/step "
         f"(loss read every step), {r['shim_ms_per_step_read_every10']:.2f} ms/step (every 10th); "
         f"GPU {r.get('ts_step_ms') or 0:.2f} ms as one pass, kernels sum {tot:.2f} ms; "
         f"{r['dispatches_per_step']:.0f} dispatches, {r['unique_pipelines']} pipelines, "
-        f"instantiate {r['instantiate_ms']:.0f} ms, peak {r['peak_gpu_bytes'] / 1e6:.2f} MB; loss {r['last_loss']:.5f}"
+        f"instantiate {r['instantiate_ms']:.0f} ms, peak {r['peak_gpu_bytes'] / 1e6:.2f} MB; "
+        f"loss {r['last_loss']:.5f}"
     )
     fam: dict[str, list] = {}
     for k in ks:
@@ -503,7 +508,8 @@ def write_report(results: dict, cmd: str) -> str:
         tb, nat = R.get("tgweb"), R.get("native")
         L.append(f"\n## {model}\n")
         L.append(
-            "| | tgweb (Chromium) | tgweb shim only (gpu.mjs, no Python) | tgweb native (wgpu-py, lavapipe) | "
+            "| | tgweb (Chromium) | tgweb shim only (gpu.mjs, no Python) "
+            "| tgweb native (wgpu-py, lavapipe) | "
             + " | ".join(PEER_NAMES[p] for p in results["peers"])
             + " |"
         )
@@ -636,7 +642,8 @@ def write_report(results: dict, cmd: str) -> str:
         L.append("|---|---|---|---|---|---|")
         for k in sorted(ks, key=lambda k: -(k.get(key) or 0))[:15]:
             L.append(
-                f"| {k['i']} | {k['kernel']} | {', '.join(k['ops'][:6])}{' …' if len(k['ops']) > 6 else ''} | "
+                f"| {k['i']} | {k['kernel']} | "
+                f"{', '.join(k['ops'][:6])}{' …' if len(k['ops']) > 6 else ''} | "
                 f"{k['dispatch']} | {k.get(key) or 0:.2f} | {k.get('host_ms') or 0:.2f} |"
             )
     return "\n".join(L) + "\n"
