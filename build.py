@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""The project's one tool: set-up, bundle, serve, test, bench.
+"""The project's one tool: set-up, lint, bundle, serve, test, bench.
 
     python3 build.py setup          install everything (venv, pip, Debian, npm)
-    python3 build.py test [ARGS]    setup, then the whole test suite (pytest ARGS)
+    python3 build.py lint           setup, then ruff check + ruff format --check (no changes made)
+    python3 build.py test [ARGS]    setup, lint, then the whole test suite (pytest ARGS); a lint
+                                    failure fails it, and so does a kernel test that finds no
+                                    WebGPU adapter (TGWEB_REQUIRE_GPU=1; tests/conftest.py)
     python3 build.py bundle         setup, then assemble the site into site/
     python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
@@ -31,7 +34,7 @@ PIP_PACKAGES = [
     "playwright==1.55.0",
     "safetensors",
     "tqdm",
-    "ruff",
+    "ruff==0.17.6",  # pinned: a new ruff may add rules or reformat, and CI runs it
     "torch==2.13.0",
 ]
 DEBIAN_PACKAGES = ["chromium", "mesa-vulkan-drivers", "libvulkan1"]
@@ -75,10 +78,34 @@ def setup() -> None:
             lock.touch()
 
 
+# the repo's Python; README.md's code blocks and web/page/ (the samples shown on the page)
+# are not linted
+LINT_PATHS = ["tgweb", "tests", "benchmarks", "tools", "build.py"]
+LINT_EXCLUDE = ".venv,node_modules,site,build"
+
+
+def lint() -> int:
+    """ruff check and ruff format --check over LINT_PATHS: 0 when both pass."""
+    paths = [p for p in LINT_PATHS if (ROOT / p).exists()]
+    rc = 0
+    for cmd in (["check"], ["format", "--check"]):
+        full = [PY, "-m", "ruff", *cmd, "--force-exclude", "--extend-exclude", LINT_EXCLUDE, *paths]
+        print("+", " ".join(str(c) for c in full), flush=True)
+        rc |= subprocess.run([str(c) for c in full], cwd=ROOT).returncode
+    if rc:
+        print("lint failed: `.venv/bin/ruff check --fix` and `ruff format` fix most of it", flush=True)
+    return rc
+
+
 def test(args: list[str]) -> int:
     setup()
+    if lint():
+        return 1
     bundle_site()
-    return subprocess.run([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT).returncode
+    # kernel tests fail instead of skipping when wgpu-py finds no adapter (tests/conftest.py)
+    env = dict(os.environ)
+    env.setdefault("TGWEB_REQUIRE_GPU", "1")
+    return subprocess.run([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT, env=env).returncode
 
 
 # --------------------------------------------------------------------------
@@ -281,6 +308,9 @@ def main(argv: list[str]) -> int:
     cmd, rest = argv[0], argv[1:]
     if cmd == "setup":
         setup()
+    elif cmd == "lint":
+        setup()
+        return lint()
     elif cmd == "test":
         return test(rest)
     elif cmd == "bundle":
