@@ -7,10 +7,9 @@ import importlib
 import numpy as np
 import pytest
 
-from tgweb.backends import native
 from tgweb.samples import get
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="no WebGPU adapter")
+pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
 tgc = importlib.import_module("tgweb.compile")
 
 
