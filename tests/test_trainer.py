@@ -2,6 +2,7 @@
 states, schedules, masks, normalisation, inference and the memory report."""
 
 import array
+import sys
 
 import numpy as np
 import pytest
@@ -323,8 +324,13 @@ def test_memory_report_and_program():
     assert set(prog.outputs) == {"loss", "ok", "grad_norm"}
 
 
-def test_default_backend_is_known():
+def test_default_backend_is_native_exactly_when_an_adapter_is_found(monkeypatch):
     assert tg.compile.__module__ == "tgweb.compile"
+    from tgweb.backends import native
     from tgweb.compile import default_backend
 
-    assert default_backend() in ("reference", "native")
+    assert sys.platform != "emscripten"
+    assert default_backend() == ("native" if native.available() else "reference")
+    # "browser" under Pyodide, and only there
+    monkeypatch.setattr(sys, "platform", "emscripten")
+    assert default_backend() == "browser"
