@@ -21,7 +21,7 @@ from tgweb.ops import nn as nn_ops
 from tgweb.ops import random as rnd
 from tgweb.optim import clip
 
-pytestmark = pytest.mark.skipif(not native.available(), reason="no WebGPU adapter")
+pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
 
 NP = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
 TC = {"f32": "f", "i32": "i", "bool": "I"}
