@@ -236,6 +236,7 @@ CASES: dict[str, list] = {
     "sin": unary(tg.sin),
     "cos": unary(tg.cos),
     "pow": unary(lambda x: x**2.5, positive) + unary(lambda x: tg.pow(x, -1.5), positive),
+    "hardtanh": unary(lambda x: tg.hardtanh(x, -0.325, 0.425), spaced),
     "clamp": unary(lambda x: tg.clamp(x, -0.325, 0.425), spaced)
     + unary(lambda x: tg.clamp(x, min=0.0251), spaced),
     "cast": [(lambda x: make("cast", (x,), dtype="f32") * x, {"x": normal(3, 7)}, ["x"])],

@@ -7,15 +7,15 @@ from hypothesis import strategies as st
 
 import tgweb as tg
 from tgweb import nn
+from tgweb.lower import IdSource, assign_buffers, computed_nodes, place_updates, schedule
 from tgweb.passes.plan import (
     PlanError,
     Step,
     Value,
     _pool_by_start,
-    graph_values,
     plan,
-    program_from_graph,
 )
+from tgweb.program import limits_of
 
 NEVER_POOLED = {"param", "grad", "state", "input", "output", "capture", "scalars"}
 PRIORITY = ("param", "state", "input", "scalars", "grad", "output", "capture", "intermediate")
@@ -192,28 +192,49 @@ def test_training_graph_plan():
         clip_grad_norm=1.0,
     )
     g = tr.graph
-    values, steps = graph_values(g)
-    p = plan(values, steps)
-    kinds = {b.id: b.kind for b in p.buffers}
+    nodes = computed_nodes(g)
+    sched = schedule(g, nodes, 8, IdSource(g))
+    ups = place_updates(g, sched)
+    assert len(ups.inplace) == len(g.updates) and not ups.copies  # every update in place
+    store = assign_buffers(g, sched, ups, limits_of(), IdSource(g).new())
+    kinds = {b.id: b.kind for b in store.buffers}
     for n, t in g.params.items():
-        assert kinds[p.buffer_of[t.id]] == "param"
-        assert p.buffer_of[g.updates[n].id] == p.buffer_of[t.id]  # updates in place
+        assert kinds[store.where(t)[0]] == "param"
+        assert store.where(g.updates[n]) == store.where(t)  # updates in place
     for n, t in g.states.items():
-        assert kinds[p.buffer_of[t.id]] == "state"
-        assert p.buffer_of[g.updates[n].id] == p.buffer_of[t.id]
-    arena = {p.buffer_of[t.id] for t in g.grads.values()}
+        assert kinds[store.where(t)[0]] == "state"
+        assert store.where(g.updates[n]) == store.where(t)
+    arena = {store.where(t)[0] for t in g.grads.values()}
     assert len(arena) == 1 and kinds[arena.pop()] == "grad"
-    offs = sorted((p.offset_of[t.id], int(np.prod(t.shape)) * 4) for t in g.grads.values())
+    offs = sorted((store.where(t)[1], int(np.prod(t.shape))) for t in g.grads.values())
     assert all(a + n <= b for (a, n), (b, _) in zip(offs, offs[1:]))
-    assert kinds[p.buffer_of[g.captures["hidden"].id]] == "capture"
+    assert kinds[store.where(g.captures["hidden"])[0]] == "capture"
     for n in ("loss", "ok", "grad_norm"):
-        assert kinds[p.buffer_of[g.outputs[n].id]] == "output"
-    # reshape is a view: no step of its own
+        assert kinds[store.where(g.outputs[n])[0]] == "output"
+    # reshape is a view: it lives where its input lives, and no kernel computes it
     reshapes = [t for t in g.tensors if t.kind == "reshape"]
-    assert reshapes and all(p.buffer_of[t.id] == p.buffer_of[t.inputs[0].id] for t in reshapes)
-    assert not any(s.writes == [t.id] for t in reshapes for s in steps)
-    prog = program_from_graph(g, pool=False)
-    assert prog.meta["memory"]["total_bytes"] >= tr.memory_report()["total_bytes"]
+    assert reshapes and all(store.where(t) == store.where(t.inputs[0]) for t in reshapes)
+    assert not any(t.kind == "reshape" for t in sched.nodes)
+    rep = store.report
+    assert rep["unpooled_total_bytes"] >= rep["total_bytes"]
+    assert tr.memory_report()["total_bytes"] == rep["total_bytes"]
+
+
+def test_reference_and_gpu_backends_report_the_same_plan(monkeypatch):
+    """One path from graph to plan: with the same device limits (the reference backend
+    has no device and plans for WebGPU's defaults), the reference and native backends
+    report the same buffers, kernels and memory report."""
+    from tgweb.backends import native
+    from tgweb.samples import sin
+
+    monkeypatch.setattr(native, "device_limits", lambda: {})
+    progs = []
+    for backend in ("reference", "native"):
+        tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend=backend)
+        progs.append((tr.program, tr.memory_report()))
+    (ref, ref_mem), (gpu, gpu_mem) = progs
+    assert ref_mem == gpu_mem and ref.buffers == gpu.buffers
+    assert [k.wgsl for k in ref.kernels] == [k.wgsl for k in gpu.kernels]
 
 
 def test_training_graph_and_plan_without_numpy():
@@ -234,14 +255,14 @@ def test_training_graph_and_plan_without_numpy():
 
         sys.meta_path.insert(0, NoNumpy())
         import tgweb as tg
-        from tgweb.codegen.program import Program
+        from tgweb.program import Program
         from tgweb.compile import build_training_graph
-        from tgweb.passes.plan import program_from_graph
+        from tgweb.lower import lower
         from tgweb.samples import addition as A
 
         opt, clip = tg.optim.from_spec(A.OPTIMIZER)
         g = build_training_graph(A.Model(), A.loss_fn, A.INPUTS, opt, clip)
-        prog = program_from_graph(g)
+        prog = lower(g)
         assert Program.from_json(prog.to_json()) == prog
         assert "numpy" not in sys.modules
         print(prog.meta["memory"]["total_bytes"])

@@ -6,7 +6,7 @@ import pytest
 
 import tgweb as tg
 from tgweb import nn
-from tgweb.codegen.program import VERSION, Binding, Kernel, Program
+from tgweb.program import VERSION, Binding, Kernel, Program
 
 
 class MLP(nn.Module):
@@ -46,7 +46,8 @@ def test_program_json_round_trip():
     assert again.to_json() == text
     assert isinstance(again.params["l1.weight"].shape, tuple)
     assert isinstance(again.kernels[0].dispatch, tuple)
-    assert again.meta["memory"]["total_bytes"] == sum(b.size for b in again.buffers)
+    planned, allocated = again.meta["memory"]["total_bytes"], sum(b.size for b in again.buffers)
+    assert planned <= allocated < planned + 16 * len(again.buffers)  # buffers in whole 16-byte units
     assert {s.name: s.type for s in again.scalars} == {"lr": "f32", "step_size": "f32", "bc2_sqrt": "f32"}
     assert again.bytes_by_kind() == prog.bytes_by_kind()
 

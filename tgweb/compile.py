@@ -38,9 +38,10 @@ import sys
 from typing import Any, Callable
 
 from . import ops
+from .backends import make_engine
 from .grad import append_grad
-from .host import InputError, from_user, to_user
-from .ir import REGISTRY, Graph, Tensor, TraceError, prod, tracing, user_site
+from .host import InputError, from_user
+from .ir import REGISTRY, Graph, Tensor, TraceError, prod, root, tracing, user_site
 from .nn.module import Module, param_rng
 from .optim import clip as _clip
 from .optim.optimizers import Optimizer, ParamInfo
@@ -50,7 +51,6 @@ from .optim.schedules import from_spec as _schedule_from_spec
 from .trace import scalar_loss, trace
 
 BACKENDS = ("reference", "native", "browser")
-_LEAVES = ("input", "param", "state", "scalar")
 _NO_DECAY_INITS = ("zeros", "ones", "constant")
 
 
@@ -204,10 +204,8 @@ def _owned(grads: dict[str, Tensor]) -> dict[str, Tensor]:
     seen: set[int] = set()
     out = {}
     for n, g in grads.items():
-        r = g
-        while REGISTRY[r.kind].alias:
-            r = r.inputs[0]
-        if r.kind in _LEAVES or r.id in seen:
+        r = root(g)
+        if REGISTRY[r.kind].role == "leaf" or r.id in seen:
             g = g * 1.0
             r = g
         seen.add(r.id)
@@ -246,24 +244,16 @@ class Trainer:
         self._origin = 0  # applied-step count at which the schedule started
         self._t = 0  # applied steps
         self._calls = 0  # step() calls, applied or not (drives the seed scalar)
-        self._program = None
-        self._memory = None
-        self._engine = _make_engine(graph, backend, precision)
+        self._engine = make_engine(graph, backend, precision)
         self.reset()
 
     # ---------------------------------------------------------------- state
 
     @property
     def program(self):
-        """The Program the GPU backends run; on the reference backend, the planned
-        Program without kernels (buffers, slots, scalars, meta["memory"])."""
-        if self._engine.program is not None:
-            return self._engine.program
-        if self._program is None:
-            from .passes.plan import program_from_graph
-
-            self._program = program_from_graph(self.graph)
-        return self._program
+        """The Program the GPU backends run (on the reference backend: the same plan and
+        kernels, which it does not run, for the memory report)."""
+        return self._engine.program
 
     @property
     def steps(self) -> int:
@@ -383,7 +373,7 @@ class Inference:
                 f"the forward function must return a tensor or a dict of tensors, got {type(out).__name__}"
             )
         self.graph = graph
-        self._engine = _make_engine(graph, trainer.backend, trainer.precision, share=trainer._engine)
+        self._engine = make_engine(graph, trainer.backend, trainer.precision, share=trainer._engine)
 
     @property
     def program(self):
@@ -417,119 +407,3 @@ def _check_inputs(graph: Graph, batch: dict, what: str) -> dict[str, array.array
             )
         )
     return {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
-
-
-# --------------------------------------------------------------------------
-# Engines: where the values live and how a graph runs
-
-
-def _make_engine(graph: Graph, backend: str, precision: str, share=None):
-    if backend == "reference":
-        return _ReferenceEngine(graph, precision, share)
-    return _RuntimeEngine(graph, backend, share)
-
-
-class _ReferenceEngine:
-    """Params and states as NumPy arrays on the host; each run evaluates the graph
-    (tgweb.backends.reference) and writes graph.updates back."""
-
-    program = None
-
-    def __init__(self, graph: Graph, precision: str, share=None) -> None:
-        import numpy as np
-
-        from .backends.reference import Context
-
-        self.np, self.graph = np, graph
-        self.ctx = Context(precision)
-        self.f = self.ctx.f
-        self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}
-        if share is not None:
-            self.values["params"] = share.values["params"]  # the same dict: updates are seen
-        self._leaf = {"params": graph.params, "states": graph.states}
-        self._out = [
-            (k, n, t)
-            for k, d in (("outputs", graph.outputs), ("captures", graph.captures))
-            for n, t in d.items()
-        ]
-        self._upd = list(graph.updates.items())
-
-    def _array(self, data: array.array, raw: Any, shape, dtype: str):
-        np = self.np
-        # float64 runs keep a float64 NumPy value as given (exact trajectories)
-        if dtype == "f32" and self.f == np.float64 and isinstance(raw, np.ndarray) and raw.dtype.kind == "f":
-            return np.array(raw, np.float64).reshape(shape)
-        npd = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}[dtype]
-        a = np.frombuffer(data.tobytes(), npd).reshape(shape)
-        return a.astype(bool) if dtype == "bool" else a.astype(self.ctx.npdtype(dtype))
-
-    def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
-        t = self._leaf[kind][name]
-        self.values[kind][name] = self._array(data, raw, t.shape, "f32")
-
-    def read(self, kind: str, name: str):
-        return self.values[kind][name].copy()
-
-    def run(
-        self, data: dict[str, array.array], raw: dict[str, Any], scalars: dict, read: list[tuple[str, str]]
-    ) -> dict:
-        from .backends.reference import evaluate
-
-        g = self.graph
-        feeds = {t.id: self._array(data[n], raw.get(n), t.shape, t.dtype) for n, t in g.inputs.items()}
-        for n, t in g.params.items():
-            feeds[t.id] = self.values["params"][n]
-        for n, t in g.states.items():
-            feeds[t.id] = self.values["states"][n]
-        self.ctx.scalars = dict(scalars)
-        want = {(k, n) for k, n in read}
-        outs = [(k, n, t) for k, n, t in self._out if (k, n) in want]
-        with self.np.errstate(all="ignore"):  # a non-finite step is detected in the graph
-            vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
-        got = {(k, n): v for (k, n, _), v in zip(outs, vals)}
-        for (n, _), v in zip(self._upd, vals[len(outs) :]):
-            kind = "params" if n in g.params else "states"
-            self.values[kind][n] = v
-        return got
-
-
-class _RuntimeEngine:
-    """A GPU backend: the graph lowered to a Program (tgweb.lower), run by that backend's
-    Runtime (tgweb.backends.base); host data as array.array."""
-
-    def __init__(self, graph: Graph, backend: str, share=None) -> None:
-        from .lower import lower
-
-        mod = importlib.import_module(f"tgweb.backends.{backend}")
-        self.graph = graph
-        limits = getattr(mod, "device_limits", None)  # tensors over the device's limits fail here
-        self.program = lower(
-            graph, limits=limits() if limits else None, name="step" if graph.updates else "forward"
-        )
-        shared = None
-        if share is not None:
-            shared = {n: share.rt.param_handle(n) for n in self.program.params}
-        self.rt = mod.Runtime(self.program, shared=shared)
-        self._slots = {
-            "params": self.program.params,
-            "states": self.program.states,
-            "outputs": self.program.outputs,
-            "captures": self.program.captures,
-        }
-
-    def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
-        if name in self._slots[kind]:  # a param the program does not use has no buffer
-            self.rt.write(kind, name, data)
-
-    def read(self, kind: str, name: str):
-        s = self._slots[kind][name]
-        return to_user(self.rt.read(kind, name), tuple(s.shape), s.dtype)
-
-    def run(self, data, raw, scalars, read):
-        names = {s.name for s in self.program.scalars}
-        got = self.rt.run(data, {k: v for k, v in scalars.items() if k in names}, read)
-        out = {}
-        for (k, n), v in got.items():
-            s = self._slots[k][n]
-            out[(k, n)] = to_user(v, tuple(s.shape), s.dtype)
-        return out

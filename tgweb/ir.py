@@ -55,14 +55,39 @@ def prod(shape: tuple[int, ...]) -> int:
 
 NO_GRAD = "no-grad"  # marks an op kind whose inputs receive no gradient
 
+# How lowering treats a kind (its fusion role):
+#   leaf         fed by the host (inputs, params, optimizer state, per-step scalars)
+#   view         its output is its first input's memory (reshape, stop_gradient)
+#   const        a literal written into every kernel that reads it (full)
+#   elementwise  fuses; reads its inputs at its own index, broadcasting aside
+#   index        fuses; reads inputs stored elsewhere at other indices (shape moves,
+#                gathers, windows)
+#   reduction    a kernel of its own that may compute its input as a fused prologue
+#                and run a fused epilogue on its result
+#   kernel       a kernel of its own (opaque), or one that hosts a fused epilogue
+#                when registered with epilogue=True (matmul, the global norm)
+ROLES = ("leaf", "view", "const", "elementwise", "index", "reduction", "kernel")
+
 
 @dataclass
 class OpDef:
-    """One op kind: how it infers its shape, differentiates, evaluates, and (later) its WGSL.
+    """One op kind and all of its parts.
 
     infer(inputs, attrs) -> (shape, dtype); raises OpError on bad input.
     grad(t, g) -> list of cotangents (Tensor or None), one per input; or NO_GRAD.
-    ref(np, args, t) -> array; args are the input arrays, t the node (attrs, shape, dtype).
+    ref(ctx, args, t) -> array: the NumPy reference; args are the input arrays, t the node.
+    role: one of ROLES (see above).
+    emit(ctx, node): the WGSL emitter, one signature for every kind. For the fused
+      roles (const, elementwise, index) ctx is the group being emitted
+      (tgweb.codegen.common.GroupEmitter) and emit returns the WGSL expression of
+      node's value at the group's current index; for reduction and kernel, ctx is
+      the kernel being built (tgweb.codegen.common.KernelCtx) and emit returns
+      (body lines, dispatch, workgroup size). None for leaf and view kinds, and for
+      kinds that have no kernel yet (lowering says so).
+    epilogue: a kernel kind whose emitter stores its result through ctx.result, so a
+      fused elementwise group may run on the value before it is stored.
+    strided: reads its operands and writes its result through the strided views that
+      lowering folds in (attrs "views" and "out_view"), instead of copied permutes.
     """
 
     kind: str
@@ -70,22 +95,59 @@ class OpDef:
     infer: Callable[..., tuple[tuple[int, ...], str]]
     grad: Any
     ref: Callable[..., Any]
-    alias: bool = False  # output shares its input's memory (reshape, stop_gradient)
-    elementwise: bool = False
-    wgsl: Any = None  # filled by tgweb.codegen
+    role: str
+    emit: Callable[..., Any] | None = None
+    epilogue: bool = False
+    strided: bool = False
+
+    @property
+    def fuses(self) -> bool:
+        """Whether a fused elementwise kernel can compute this kind."""
+        return self.role in ("const", "elementwise", "index")
+
+    @property
+    def same_index(self) -> bool:
+        """Whether this kind reads its inputs at its own index (broadcasting aside)."""
+        return self.role in ("const", "elementwise")
+
+    @property
+    def own_kernel(self) -> bool:
+        return self.role in ("reduction", "kernel")
 
 
 REGISTRY: dict[str, OpDef] = {}
 
 
 def register(
-    kind: str, *, family: str, infer, grad, ref, alias: bool = False, elementwise: bool = False
+    kind: str,
+    *,
+    family: str,
+    infer,
+    grad,
+    ref,
+    role: str,
+    emit=None,
+    epilogue: bool = False,
+    strided: bool = False,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
-    d = OpDef(kind, family, infer, grad, ref, alias, elementwise)
+    if role not in ROLES:
+        raise RuntimeError(f"op kind {kind!r}: role {role!r} is not one of {ROLES}")
+    d = OpDef(kind, family, infer, grad, ref, role, emit, epilogue, strided)
     REGISTRY[kind] = d
     return d
+
+
+def opdef(t: "Tensor") -> OpDef:
+    return REGISTRY[t.kind]
+
+
+def root(t: "Tensor") -> "Tensor":
+    """The tensor whose memory t is: t with views (reshape, stop_gradient) followed."""
+    while REGISTRY[t.kind].role == "view":
+        t = t.inputs[0]
+    return t
 
 
 # --------------------------------------------------------------------------
@@ -238,10 +300,17 @@ class TensorOps:
         return _ops().square(self)
 
 
-def _ops():
-    from . import ops
+_OPS: Any = None  # the tgweb.ops namespace; tgweb.ops binds itself (ir never imports it)
 
-    return ops
+
+def bind_ops(namespace: Any) -> None:
+    """Called by tgweb.ops: where Tensor operators (+, @, .sum(), ...) find their ops."""
+    global _OPS
+    _OPS = namespace
+
+
+def _ops():
+    return _OPS
 
 
 class Tensor(TensorOps):
@@ -281,6 +350,27 @@ class Tensor(TensorOps):
         return _ops().equal(self, o)
 
     __hash__ = TensorOps.__hash__
+
+
+def replace(
+    t: Tensor,
+    *,
+    id: int | None = None,
+    kind: str | None = None,
+    inputs=None,
+    attrs=None,
+    site: str | None = None,
+) -> Tensor:
+    """A node standing in for t during lowering, outside the graph's tensor list. With
+    the same id (the default) it replaces t for everything that reads t (a permute
+    folded into a matmul, a reader rewired to a recomputed value); with a new id it is
+    a copy of t (a recomputation)."""
+    n = Tensor.__new__(Tensor)
+    n.graph, n.id, n.kind = t.graph, t.id if id is None else id, kind or t.kind
+    n.inputs = tuple(t.inputs if inputs is None else inputs)
+    n.attrs = t.attrs if attrs is None else attrs
+    n.shape, n.dtype, n.site = t.shape, t.dtype, site or t.site
+    return n
 
 
 @dataclass
@@ -409,7 +499,7 @@ def _leaf(kind: str) -> None:
     def ref(ctx, args, t):  # pragma: no cover - the evaluator feeds leaves itself
         raise AssertionError(f"{kind} nodes are fed, not computed")
 
-    register(kind, family="leaf", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=ref)
+    register(kind, family="leaf", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=ref, role="leaf")
 
 
 for _kind in ("input", "param", "state", "scalar"):

@@ -1,451 +1,289 @@
-"""lower(graph) -> Program: dead-code elimination, fusion, aliasing, in-place
-updates, buffer planning, WGSL emission and device-limit checks.
+"""lower(graph) -> Program, in named stages that each can be tested alone:
 
+  computed_nodes   views folded into strided kernels, dead code dropped, every node
+                   left has a WGSL emitter
+  schedule         kernels: size-1 chains inlined, fusion, rematerialization
+  place_updates    each param/state update written in place, or copied at the end
+  assign_buffers   values and kernel steps handed to the planner; storage of a tensor
+  emit             the WGSL of every kernel
+  pack             the Program, its slots and meta
+
+Every backend plans through here (the reference backend reports this plan too).
 Pure Python (no NumPy): it runs in the browser too.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
-from .codegen import register_all
-from .codegen.common import KernelCtx, strides
-from .codegen.elementwise import emit_copy, emit_group, fusable, same_index
-from .codegen.program import Kernel, Program, Scalar, Slot
-from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod
-from .passes.fusion import Group, fuse
+from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
+from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
+from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
 from .passes.remat import rematerialize
-
-LEAVES = ("input", "param", "state", "scalar")
-
-# WebGPU's default limits (the spec's guaranteed minimums), used without an adapter
-DEFAULT_LIMITS = {
-    "maxStorageBufferBindingSize": 134217728,
-    "maxBufferSize": 268435456,
-    "maxStorageBuffersPerShaderStage": 8,
-    "maxComputeWorkgroupStorageSize": 16384,
-    "maxComputeInvocationsPerWorkgroup": 256,
-    "maxComputeWorkgroupsPerDimension": 65535,
-}
+from .passes.views import fold_views
+from .program import Kernel, Program, Scalar, Slot, limits_of
 
 
-def _norm_limits(limits) -> dict[str, int]:
-    out = dict(DEFAULT_LIMITS)
-    if not limits:
-        return out
-    canon = {k.lower(): k for k in DEFAULT_LIMITS}
-    for k, v in dict(limits).items():
-        key = canon.get(k.replace("-", "").replace("_", "").lower())
-        if key is not None and v is not None:
-            out[key] = int(v)
-    return out
+class IdSource:
+    """Ids for the values and nodes lowering creates, after the graph's own tensors."""
 
+    def __init__(self, graph: Graph) -> None:
+        self._next = len(graph.tensors)
 
-def _permute_view(x: Tensor):
-    """(stored tensor, (shape, strides)) when x is a chain of permutes of it, else None."""
-    if x.kind != "permute":
-        return None
-    chain = []
-    while x.kind == "permute":
-        chain.append(x.attrs["perm"])
-        x = x.inputs[0]
-    shape, st = list(x.shape), strides(tuple(x.shape))
-    for perm in reversed(chain):
-        shape, st = [shape[p] for p in perm], [st[p] for p in perm]
-    return x, (tuple(shape), tuple(st))
-
-
-def _root(t: Tensor) -> Tensor:
-    while REGISTRY[t.kind].alias:
-        t = t.inputs[0]
-    return t
-
-
-def describe(t: Tensor) -> str:
-    if t.kind in LEAVES:
-        return f"{t.kind} {t.attrs['name']!r} {t.dtype}{list(t.shape)}"
-    return f"tensor %{t.id} (the result of {t.kind}, {t.dtype}{list(t.shape)})"
+    def new(self) -> int:
+        self._next += 1
+        return self._next - 1
 
 
 def lower(graph: Graph, limits=None, name: str = "step") -> Program:
     """Compile a graph (with its outputs, captures and updates) to a Program."""
-    register_all()
-    lim = _norm_limits(limits)
-    max_bind = lim["maxStorageBuffersPerShaderStage"]
-
-    # ---------------------------------------------------------------- dead code
-    root_nodes = list(graph.outputs.values()) + list(graph.captures.values()) + list(graph.updates.values())
-    # permutes in front of a matmul operand (a transpose, attention's head split) are
-    # read through strides, and a permute of a matmul's result is written through
-    # strides: the node is shadowed by one carrying those views; the permutes go dead
-    eff: dict[int, Tensor] = {}
-    for t in graph.tensors:
-        if t.kind != "matmul":
-            continue
-        ins, attrs = list(t.inputs), dict(t.attrs)
-        for j, key in ((0, "a_view"), (1, "b_view")):
-            v = _permute_view(ins[j])
-            if v is not None:
-                ins[j], attrs[key] = v
-        if "a_view" in attrs or "b_view" in attrs:
-            sh = Tensor(graph, "matmul", tuple(ins), attrs, t.shape, t.dtype, t.site)
-            sh.id = t.id
-            eff[t.id] = sh
-    uses: dict[int, int] = {}
-    for t in graph.tensors:
-        for x in eff.get(t.id, t).inputs:
-            uses[x.id] = uses.get(x.id, 0) + 1
-    for t in root_nodes:
-        uses[t.id] = uses.get(t.id, 0) + 1
-    for t in graph.tensors:
-        if t.kind != "permute":
-            continue
-        m = eff.get(t.inputs[0].id, t.inputs[0])
-        if m.kind != "matmul" or uses.get(m.id) != 1:
-            continue
-        perm = t.attrs["perm"]
-        pst = strides(t.shape)
-        moved = [0] * len(perm)  # stride, in t's storage, of each axis of t's input
-        for i, p in enumerate(perm):
-            moved[p] = pst[i]
-        cshape = tuple(m.attrs.get("c_shape") or m.shape)
-        if "c_strides" in m.attrs:  # m already writes through strides into its own layout
-            ist = strides(tuple(m.shape))
-            where = {ist[q]: q for q in range(len(m.shape)) if m.shape[q] > 1}
-            cst = [moved[where[sj]] if cshape[j] > 1 else 0 for j, sj in enumerate(m.attrs["c_strides"])]
-        else:
-            cst = moved
-        attrs = dict(m.attrs, c_strides=tuple(cst), c_shape=cshape)
-        sh = Tensor(graph, "matmul", m.inputs, attrs, t.shape, t.dtype, m.site)
-        sh.id = t.id
-        eff[t.id] = sh
-    live = {t.id for t in root_nodes}
-    for t in reversed(graph.tensors):
-        if t.id in live:
-            live.update(i.id for i in eff.get(t.id, t).inputs)
-    for t in graph.tensors:
-        if (
-            t.id in live
-            and REGISTRY[t.kind].wgsl is None
-            and t.kind not in LEAVES
-            and not REGISTRY[t.kind].alias
-        ):
-            raise TraceError(f"op kind {t.kind!r} has no WGSL kernel yet", t.site)
-    roots = {_root(t).id for t in root_nodes}
-    nodes = [
-        eff.get(t.id, t)
-        for t in graph.tensors
-        if t.id in live and t.kind not in LEAVES and not REGISTRY[t.kind].alias
-    ]
-    leaf_ids = {**{n: t.id for n, t in graph.params.items()}, **{n: t.id for n, t in graph.states.items()}}
-    hint = {_root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
-    late = {_root(u).id for u in graph.updates.values()}
-    sched = _schedule(nodes, roots, max_bind, late, hint)
-    # values read again much later (forward values the backward pass needs) that are cheap
-    # to recompute from what stays stored anyway are recomputed there instead of kept
-    keep = roots | {_root(t).id for t in graph.grads.values()}
-    fresh = iter(range(len(graph.tensors) + 1, 1 << 62))  # len(graph.tensors): scalars
-    again = rematerialize(nodes, sched.pos_of, sched.stored, keep, _root, fresh.__next__)
-    if again is not None:
-        nodes = again
-        sched = _schedule(nodes, roots, max_bind, late, hint)
-    inlined, groups, reads, pos_of, stored = sched
-
-    # ---------------------------------------------------------------- in-place updates
-    leaf_of_name = {**{n: t for n, t in graph.params.items()}, **{n: t for n, t in graph.states.items()}}
-    inplace: dict[int, int] = {}  # update node id -> leaf id it is written into
-    copies: list[tuple[Tensor, Tensor]] = []  # (leaf, new value) copied at the end
-    for name_, u in graph.updates.items():
-        leaf = leaf_of_name.get(name_)
-        if leaf is None:
-            raise TraceError(f"update for {name_!r}, which is neither a param nor a state")
-        if u.shape != leaf.shape or u.dtype != leaf.dtype:
-            raise TraceError(
-                f"update for {name_!r} has {u.dtype}{list(u.shape)}, not {leaf.dtype}{list(leaf.shape)}",
-                u.site,
-            )
-        if u is leaf:
-            continue
-        if _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph):
-            inplace[u.id] = leaf.id
-        else:
-            copies.append((leaf, u))
-
-    # ---------------------------------------------------------------- values to store
-    out_ids = {_root(t).id for t in graph.outputs.values()}
-    cap_ids = {_root(t).id for t in graph.captures.values()}
-    grad_ids = {_root(t).id for t in graph.grads.values()}
-    by_id = {**{t.id: eff.get(t.id, t) for t in graph.tensors}, **{t.id: t for t in nodes}}
-
-    def check(t: Tensor, nbytes: int) -> None:
-        for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
-            if nbytes > lim[key]:
-                raise TraceError(
-                    f"{describe(t)} needs {nbytes} bytes, over the device limit "
-                    f"{key} = {lim[key]} bytes; make it smaller (batch, width) "
-                    "or use a device with larger limits",
-                    t.site,
-                )
-
-    # an intermediate whose last reader reads it only at the index it writes a result of the
-    # same size lends that result its memory (the result overwrites it element by element)
-    over = _overwrites(groups, reads, stored, roots | out_ids | cap_ids | grad_ids | set(inplace), by_id)
-
-    values: list[Value] = []
-    for kind, leaves in (("input", graph.inputs), ("param", graph.params), ("state", graph.states)):
-        for n, t in leaves.items():
-            nb = prod(t.shape) * ITEMSIZE[t.dtype]
-            check(t, nb)
-            values.append(Value(t.id, nb, kind, f"{kind}:{n}"))
-    scalar_vid = len(graph.tensors)
-    scalar_names = list(graph.scalars)
-    scalar_index = {graph.scalars[n].id: k for k, n in enumerate(scalar_names)}
-    values.append(Value(scalar_vid, 4 * max(1, len(scalar_names)), "scalars", "scalars"))
-    for vid in sorted(stored):
-        t = by_id[vid]
-        nb = prod(t.shape) * ITEMSIZE[t.dtype]
-        check(t, nb)
-        if vid in inplace or vid in over:
-            values.append(
-                Value(
-                    vid,
-                    nb,
-                    "intermediate",
-                    f"%{vid} {t.kind}",
-                    same_as=inplace.get(vid, over.get(vid)),
-                    inplace=True,
-                )
-            )
-            continue
-        kind = (
-            "output"
-            if vid in out_ids
-            else "capture"
-            if vid in cap_ids
-            else "grad"
-            if vid in grad_ids
-            else "intermediate"
-        )
-        values.append(Value(vid, nb, kind, f"%{vid} {t.kind}"))
-
-    def vid_of(t: Tensor) -> int:
-        r = _root(t)
-        if r.kind == "scalar":
-            return scalar_vid
-        return r.id
-
-    steps = []
-    for k, g in enumerate(groups):
-        ws = set()
-        parts = [g] + ([g.prologue, g.epilogue] if g.kind == "op" else [])
-        for p in parts:
-            if p is not None:
-                ws |= {m.id for m in p.members if m.id in stored}
-        if g.kind == "op" and g.head.id in stored:
-            ws.add(g.head.id)
-        rs = {vid_of(by_id[i]) for i in reads[k]}
-        steps.append(Step(sorted(rs), sorted(ws)))
-    for leaf, u in copies:
-        steps.append(Step([vid_of(u)] if _root(u).kind != "full" else [], [leaf.id]))
-
-    res = plan(values, steps)
-    buffers, buffer_of = res[0], res[1]
-    offset_of = getattr(res, "offset_of", None) or {}
-    for b in buffers:
-        # whole 16-byte units, so any buffer may be bound as array<vec4<u32>>
-        b.size = max(16, (b.size + 15) // 16 * 16)
-        for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
-            if b.size > lim[key]:
-                raise TraceError(
-                    f"buffer {b.id} ({b.kind}, {b.label}) needs {b.size} bytes, "
-                    f"over the device limit {key} = {lim[key]} bytes"
-                )
-
-    def storage(t: Tensor) -> tuple[int, int]:
-        r = _root(t)
-        if r.kind == "scalar":
-            return buffer_of[scalar_vid], offset_of.get(scalar_vid, 0) // 4 + scalar_index[r.id]
-        vid = r.id
-        if vid not in buffer_of:
-            raise AssertionError(f"{describe(r)} has no storage")
-        off = offset_of.get(vid, 0)
-        if vid in inplace and vid not in offset_of:
-            off = offset_of.get(inplace[vid], 0)
-        return buffer_of[vid], off // 4
-
-    # ---------------------------------------------------------------- kernels
-    kernels: list[Kernel] = []
-    for k, g in enumerate(groups):
-        kc = KernelCtx(storage)
-        kc.inlined = inlined
-        kernels.append(_emit(kc, g, stored, k))
-    for leaf, u in copies:
-        kc = KernelCtx(storage)
-        kc.ops, kc.site = ["copy"], u.site
-        body, disp = emit_copy(kc, leaf, u)
-        kernels.append(kc.kernel(f"k{len(kernels)}_copy", body, 256, disp))
-
-    # ---------------------------------------------------------------- slots
-    def slot(t: Tensor) -> Slot:
-        b, e = storage(t)
-        return Slot(b, tuple(t.shape), t.dtype, e * 4)
-
-    prog = Program(buffers=buffers, kernels=kernels)
-    prog.inputs = {n: slot(t) for n, t in graph.inputs.items()}
-    prog.params = {n: slot(t) for n, t in graph.params.items()}
-    prog.states = {n: slot(t) for n, t in graph.states.items()}
-    prog.outputs = {n: slot(t) for n, t in graph.outputs.items()}
-    prog.captures = {n: slot(t) for n, t in graph.captures.items()}
-    prog.scalars = [Scalar(n, "f32" if graph.scalars[n].dtype == "f32" else "u32") for n in scalar_names]
-    prog.scalars_buffer = buffer_of[scalar_vid]
-    needed_bind = max((len(k.bindings) for k in kernels), default=1)
-    biggest = max((b.size for b in buffers), default=4)
-    prog.meta = {
-        "name": name,
-        "dispatches": len(kernels),
-        "pipelines": prog.pipelines(),
-        "limits": {
-            "maxStorageBufferBindingSize": biggest,
-            "maxBufferSize": biggest,
-            "maxStorageBuffersPerShaderStage": needed_bind,
-            "maxComputeWorkgroupStorageSize": 16384,
-            "maxComputeInvocationsPerWorkgroup": 256,
-        },
-        "memory": {"bytes_by_kind": prog.bytes_by_kind(), "total_bytes": sum(b.size for b in buffers)},
-        "state_init": {n: t.attrs.get("init", 0.0) for n, t in graph.states.items()},
-        "inplace_updates": len(inplace),
-        "copied_updates": len(copies),
-        "overwritten_intermediates": len(over),
-    }
-    report = getattr(res, "report", None)
-    if isinstance(report, dict):
-        prog.meta["memory"].update(report)
+    lim = limits_of(limits)
+    ids = IdSource(graph)
+    scalars_id = ids.new()  # the value holding every per-step host scalar
+    nodes = computed_nodes(graph)
+    sched = schedule(graph, nodes, lim["maxStorageBuffersPerShaderStage"], ids)
+    ups = place_updates(graph, sched)
+    store = assign_buffers(graph, sched, ups, lim, scalars_id)
+    kernels = emit(sched, ups, store)
+    prog = pack(graph, store, kernels, name)
+    prog.meta.update(
+        inplace_updates=len(ups.inplace),
+        copied_updates=len(ups.copies),
+        overwritten_intermediates=len(store.overwrites),
+    )
+    prog.validate()
     return prog
 
 
+def describe(t: Tensor) -> str:
+    if REGISTRY[t.kind].role == "leaf":
+        return f"{t.kind} {t.attrs['name']!r} {t.dtype}{list(t.shape)}"
+    return f"tensor %{t.id} (the result of {t.kind}, {t.dtype}{list(t.shape)})"
+
+
+def _roots(graph: Graph) -> list[Tensor]:
+    return list(graph.outputs.values()) + list(graph.captures.values()) + list(graph.updates.values())
+
+
+# ---------------------------------------------------------------- computed nodes
+
+
+def computed_nodes(graph: Graph) -> list[Tensor]:
+    """The nodes a kernel computes, in topological order: views folded into strided
+    kernels (their replacements take the nodes' places), dead code dropped, leaves and
+    views (memory, not work) left out. Raises TraceError for a live kind with no WGSL."""
+    eff = fold_views(graph, _roots(graph))
+    live = {t.id for t in _roots(graph)}
+    for t in reversed(graph.tensors):
+        if t.id in live:
+            live.update(i.id for i in eff.get(t.id, t).inputs)
+    out = []
+    for t in graph.tensors:
+        d = REGISTRY[t.kind]
+        if t.id not in live or d.role in ("leaf", "view"):
+            continue
+        if d.emit is None:
+            raise TraceError(f"op kind {t.kind!r} has no WGSL kernel yet", t.site)
+        out.append(eff.get(t.id, t))
+    return out
+
+
+# ---------------------------------------------------------------- schedule
+
+
 class Schedule(NamedTuple):
+    nodes: list[Tensor]  # computed nodes, recomputations included
     inlined: set[int]  # size-1 nodes every reader recomputes
     groups: list[Group]  # the kernels, in order
     reads: list[set[int]]  # ids of the stored tensors each kernel reads
     pos_of: dict[int, int]  # node id -> index of the kernel that computes it
     stored: set[int]  # ids of the tensors written to memory
+    roots: set[int]  # ids that must be stored (outputs, captures, updates)
 
 
-def _schedule(nodes, roots, max_bind, late, hint) -> Schedule:
-    """Fuse nodes (computed, in topological order) into kernels and say what each reads
-    and what is stored."""
-    consumers: dict[int, list] = {}
+def schedule(graph: Graph, nodes: list[Tensor], max_bind: int, ids: IdSource) -> Schedule:
+    """Fuse the nodes into kernels; then values read again much later (forward values
+    the backward pass needs) that are cheap to recompute from what stays stored anyway
+    are recomputed there instead of kept, and the nodes are fused again."""
+    roots = {root(t).id for t in _roots(graph)}
+    leaf_ids = {n: t.id for d in (graph.params, graph.states) for n, t in d.items()}
+    hint = {root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
+    late = {root(u).id for u in graph.updates.values()}
+    sched = _fused(nodes, roots, max_bind, late, hint)
+    keep = roots | {root(t).id for t in graph.grads.values()}
+    again = rematerialize(nodes, sched.pos_of, sched.stored, keep, root, ids.new)
+    if again is not None:
+        sched = _fused(again, roots, max_bind, late, hint)
+    return sched
+
+
+def _consumers(nodes: list[Tensor]) -> dict[int, list]:
+    """stored tensor id -> [(reader, whether it reads it directly, not through a view)]."""
+    out: dict[int, list] = {}
     for t in nodes:
         for x in t.inputs:
-            r = _root(x)
-            consumers.setdefault(r.id, []).append((t, r is x))
-    # size-1 elementwise chains over constants and host scalars (an optimizer's 1 - lr * wd)
-    # are recomputed by every kernel that reads them instead of being stored
-    inlined: set[int] = set()
+            r = root(x)
+            out.setdefault(r.id, []).append((t, r is x))
+    return out
+
+
+def _inlined(nodes: list[Tensor], roots: set[int], consumers) -> set[int]:
+    """Size-1 elementwise chains over constants and host scalars (an optimizer's
+    1 - lr * wd), recomputed by every kernel that reads them instead of stored; not
+    when a reader is not a fused kernel, reads through a view, or it is a root."""
+    out: set[int] = set()
     for t in nodes:
         if (
-            REGISTRY[t.kind].elementwise
-            and t.kind != "arange"
+            REGISTRY[t.kind].role == "elementwise"
+            and t.inputs
             and prod(t.shape) == 1
-            and all(_root(x).kind in ("full", "scalar") or _root(x).id in inlined for x in t.inputs)
+            and all(
+                REGISTRY[root(x).kind].role == "const" or root(x).kind == "scalar" or root(x).id in out
+                for x in t.inputs
+            )
         ):
-            inlined.add(t.id)
+            out.add(t.id)
     for t in reversed(nodes):
-        if t.id in inlined and (
-            t.id in roots or any(not d or not fusable(c.kind) for c, d in consumers.get(t.id, []))
+        if t.id in out and (
+            t.id in roots or any(not d or not REGISTRY[c.kind].fuses for c, d in consumers.get(t.id, []))
         ):
-            inlined.discard(t.id)
-    # a materialized one must take its inputs from memory or from other inlined nodes
-    groups = fuse(nodes, consumers, roots, _root, max_bind, inlined=inlined, late=late, inplace=hint)
+            out.discard(t.id)
+    return out
 
-    def kernel_reads(g: Group) -> set[int]:
-        if g.kind == "ew":
-            parts = [g]
-        else:
-            parts = [g] + [p for p in (g.prologue, g.epilogue) if p is not None]
-        inside = {m.id for p in parts for m in p.members}
-        out = set()
 
-        def add(x):
-            r = _root(x)
-            if r.id in inlined:
-                for y in r.inputs:
-                    add(y)
-            elif r.id not in inside and r.kind != "full":
-                out.add(r.id)
-
-        for p in parts:
-            for m in p.members:
-                for x in m.inputs:
-                    add(x)
-        return out
-
-    reads = [kernel_reads(g) for g in groups]
-    pos_of: dict[int, int] = {}
-    for k, g in enumerate(groups):
-        parts = [g] + ([g.prologue, g.epilogue] if g.kind == "op" else [])
-        for p in parts:
-            if p is not None:
-                for m in p.members:
-                    pos_of[m.id] = k
+def _fused(nodes, roots, max_bind, late, hint) -> Schedule:
+    consumers = _consumers(nodes)
+    inlined = _inlined(nodes, roots, consumers)
+    groups = fuse(nodes, consumers, roots, root, max_bind, inlined=inlined, late=late, inplace=hint)
+    reads = [_kernel_reads(g, inlined) for g in groups]
+    pos_of = {m.id: k for k, g in enumerate(groups) for p in g.parts() for m in p.members}
     stored: set[int] = set()
     for g in groups:
         if g.kind == "ew":
             stored |= g.stored
+            continue
+        if g.epilogue is not None:
+            stored |= g.epilogue.stored
+        if g.epilogue is None or g.head.id in roots:
+            stored.add(g.head.id)
+    return Schedule(nodes, inlined, groups, reads, pos_of, stored, roots)
+
+
+def _kernel_reads(g: Group, inlined: set[int]) -> set[int]:
+    """Ids of the stored tensors one kernel reads (inlined values: what they read)."""
+    parts = g.parts()
+    inside = {m.id for p in parts for m in p.members}
+    out: set[int] = set()
+
+    def add(x):
+        r = root(x)
+        if r.id in inlined:
+            for y in r.inputs:
+                add(y)
+        elif r.id not in inside and REGISTRY[r.kind].role != "const":
+            out.add(r.id)
+
+    for p in parts:
+        for m in p.members:
+            for x in m.inputs:
+                add(x)
+    return out
+
+
+# ---------------------------------------------------------------- updates
+
+
+@dataclass
+class Updates:
+    inplace: dict[int, int] = field(default_factory=dict)  # update node id -> leaf id it overwrites
+    copies: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # (leaf, new value) copied at the end
+
+
+def place_updates(graph: Graph, sched: Schedule) -> Updates:
+    """Each param/state update is written straight into its leaf's buffer when that is
+    safe, else copied there by a kernel at the end of the step."""
+    leaves = {**graph.params, **graph.states}
+    out = Updates()
+    outs = {root(t).id for t in list(graph.outputs.values()) + list(graph.captures.values())}
+    for name, u in graph.updates.items():
+        leaf = leaves.get(name)
+        if leaf is None:
+            raise TraceError(f"update for {name!r}, which is neither a param nor a state")
+        if u.shape != leaf.shape or u.dtype != leaf.dtype:
+            raise TraceError(
+                f"update for {name!r} has {u.dtype}{list(u.shape)}, not {leaf.dtype}{list(leaf.shape)}",
+                u.site,
+            )
+        if u is leaf:
+            continue
+        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched):
+            out.inplace[u.id] = leaf.id
         else:
-            if g.epilogue is not None:
-                stored |= g.epilogue.stored
-            if g.epilogue is None or g.head.id in roots:
-                stored.add(g.head.id)
-    return Schedule(inlined, groups, reads, pos_of, stored)
+            out.copies.append((leaf, u))
+    return out
 
 
-def _overwrites(groups, reads, stored, keep, by_id) -> dict[int, int]:
+def _inplace_ok(u: Tensor, leaf: Tensor, sched: Schedule) -> bool:
+    """u may be written straight into leaf's buffer: u is stored by a fused group that
+    reads leaf only at the same element, and no later kernel reads leaf's old value."""
+    if REGISTRY[u.kind].role in ("leaf", "view", "const"):
+        return False
+    k = sched.pos_of.get(u.id)
+    if k is None:
+        return False
+    g = sched.groups[k]
+    if g.kind != "ew" or u.id not in g.stored:
+        return False
+    for m in g.members:  # every reader of leaf in the group reads it directly, same index
+        for x in m.inputs:
+            if root(x) is leaf and (x is not leaf or not same_index(m.kind) or m.shape != leaf.shape):
+                return False
+    return all(j <= k or leaf.id not in rs for j, rs in enumerate(sched.reads))
+
+
+def _overwrites(sched: Schedule, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
     """result id -> id of the intermediate it may be written over: the kernel computing
-    the result (elementwise, or a matmul's elementwise epilogue) is the last to read the
-    intermediate, reads it only directly at the result's own index, and both have the same
-    size. Neither may already take part in such a pair (one value overwritten once)."""
+    the result (elementwise, or the elementwise epilogue of a strided kernel writing its
+    own layout) is the last to read the intermediate, reads it only directly at the
+    result's own index, and both have the same size. One value is overwritten once."""
     last: dict[int, int] = {}
-    for k, rs in enumerate(reads):
+    for k, rs in enumerate(sched.reads):
         for vid in rs:
             last[vid] = k
     out: dict[int, int] = {}
     taken: set[int] = set()
-    for k, g in enumerate(groups):
+    for k, g in enumerate(sched.groups):
         part = g if g.kind == "ew" else g.epilogue
-        if part is None or (g.kind == "op" and (g.head.kind != "matmul" or "c_strides" in g.head.attrs)):
+        if part is None or (
+            g.kind == "op" and (not REGISTRY[g.head.kind].strided or "out_view" in g.head.attrs)
+        ):
             continue
-        size = prod(part.shape)
-        # stored tensors read some other way in this kernel: the matmul's operands
-        others = {_root(x).id for x in g.head.inputs} if g.kind == "op" else set()
+        # stored tensors read some other way in this kernel: the host's operands
+        others = {root(x).id for x in g.head.inputs} if g.kind == "op" else set()
         direct: dict[int, bool] = {}
         for m in part.members:
             for x in m.inputs:
-                r = _root(x)
-                ok = (
-                    r is x
-                    and same_index(m.kind)
-                    and tuple(m.shape) == tuple(part.shape)
-                    and tuple(x.shape) == tuple(part.shape)
-                )
+                r = root(x)
+                ok = r is x and same_index(m.kind) and tuple(m.shape) == tuple(x.shape) == tuple(part.shape)
                 direct[r.id] = direct.get(r.id, True) and ok
         free = [
             x
-            for x in sorted(reads[k])
+            for x in sorted(sched.reads[k])
             if direct.get(x)
             and x not in others
             and last[x] == k
-            and x in stored
+            and x in sched.stored
             and x not in keep
             and x not in taken
-            and prod(by_id[x].shape) == size
+            and prod(by_id[x].shape) == prod(part.shape)
         ]
         for m in part.members:
             if not free:
                 break
             if (
-                m.id in stored
+                m.id in sched.stored
                 and m.id not in keep
                 and m.id not in taken
                 and tuple(m.shape) == tuple(part.shape)
@@ -458,83 +296,136 @@ def _overwrites(groups, reads, stored, keep, by_id) -> dict[int, int]:
     return out
 
 
-def _inplace_ok(u, leaf, groups, reads, pos_of, inplace, graph) -> bool:
-    """u may be written straight into leaf's buffer: u is stored by a fused group that
-    reads leaf only at the same element, and no later kernel reads leaf's old value."""
-    if REGISTRY[u.kind].alias or u.kind in LEAVES or u.id in inplace or u.kind == "full":
-        return False
-    if u.id in {_root(t).id for t in graph.outputs.values()} | {_root(t).id for t in graph.captures.values()}:
-        return False
-    k = pos_of.get(u.id)
-    if k is None:
-        return False
-    g = groups[k]
-    if g.kind != "ew" or u.id not in g.stored:
-        return False
-    # inside the group: every reader of leaf reads it directly at the same index
-    for m in g.members:
-        for x in m.inputs:
-            if _root(x) is leaf and (x is not leaf or not same_index(m.kind) or m.shape != leaf.shape):
-                return False
-    # other kernels reading the leaf must all run before this one
-    for j, rs in enumerate(reads):
-        if j != k and leaf.id in rs and j > k:
-            return False
-    return True
+# ---------------------------------------------------------------- buffers
 
 
-def _emit(kc: KernelCtx, g: Group, stored: set[int], k: int) -> Kernel:
-    from .codegen.elementwise import GroupEmitter
+@dataclass
+class Storage:
+    """The plan's answer: buffers, and where each stored tensor lives."""
 
-    kinds = []
+    buffers: list
+    where: Callable[[Tensor], tuple[int, int]]  # tensor -> (buffer id, element offset)
+    report: dict
+    overwrites: dict[int, int]
+    grad_arena: int | None
+    scalars_buffer: int
+
+
+def assign_buffers(graph: Graph, sched: Schedule, ups: Updates, lim: dict, scalars_id: int) -> Storage:
+    """Values (leaves, the scalars arena, every stored tensor) and steps (what each
+    kernel reads and writes) handed to the planner; device limits checked."""
+    by_id = {t.id: t for t in graph.tensors} | {t.id: t for t in sched.nodes}
+    grad_ids = {root(t).id for t in graph.grads.values()}
+    out_ids = {root(t).id for t in graph.outputs.values()}
+    cap_ids = {root(t).id for t in graph.captures.values()}
+    over = _overwrites(sched, sched.roots | out_ids | cap_ids | grad_ids | set(ups.inplace), by_id)
+
+    def nbytes(t: Tensor) -> int:
+        nb = prod(t.shape) * ITEMSIZE[t.dtype]
+        _check_size(nb, lim, describe(t), t.site)
+        return nb
+
+    values = [
+        Value(t.id, nbytes(t), kind[:-1], f"{kind[:-1]}:{n}")
+        for kind in ("inputs", "params", "states")
+        for n, t in getattr(graph, kind).items()
+    ]
+    values.append(Value(scalars_id, 4 * max(1, len(graph.scalars)), "scalars", "scalars"))
+    for vid in sorted(sched.stored):
+        t = by_id[vid]
+        if vid in ups.inplace or vid in over:
+            same = ups.inplace.get(vid, over.get(vid))
+            values.append(
+                Value(vid, nbytes(t), "intermediate", f"%{vid} {t.kind}", same_as=same, inplace=True)
+            )
+            continue
+        kind = (
+            "output"
+            if vid in out_ids
+            else "capture"
+            if vid in cap_ids
+            else "grad"
+            if vid in grad_ids
+            else "intermediate"
+        )
+        values.append(Value(vid, nbytes(t), kind, f"%{vid} {t.kind}"))
+
+    def vid_of(t: Tensor) -> int:
+        r = root(t)
+        return scalars_id if r.kind == "scalar" else r.id
+
+    steps = []
+    for k, g in enumerate(sched.groups):
+        ws = {m.id for p in g.parts() for m in p.members if m.id in sched.stored}
+        if g.kind == "op" and g.head.id in sched.stored:
+            ws.add(g.head.id)
+        steps.append(Step(sorted({vid_of(by_id[i]) for i in sched.reads[k]}), sorted(ws)))
+    for leaf, u in ups.copies:
+        steps.append(Step([vid_of(u)] if REGISTRY[root(u).kind].role != "const" else [], [leaf.id]))
+
+    p = plan(values, steps)
+    for b in p.buffers:
+        b.size = max(16, (b.size + 15) // 16 * 16)  # whole 16-byte units: any buffer binds as vec4s
+        _check_size(b.size, lim, f"buffer {b.id} ({b.kind}, {b.label})", "")
+    word = {graph.scalars[n].id: k for k, n in enumerate(graph.scalars)}
+
+    def where(t: Tensor) -> tuple[int, int]:
+        r = root(t)
+        if r.kind == "scalar":
+            return p.buffer_of[scalars_id], p.offset_of[scalars_id] // 4 + word[r.id]
+        if r.id not in p.buffer_of:
+            raise AssertionError(f"{describe(r)} has no storage")
+        return p.buffer_of[r.id], p.offset_of[r.id] // 4
+
+    arena = next((p.buffer_of[i] for i in grad_ids if i in p.buffer_of), None)
+    return Storage(p.buffers, where, p.report, over, arena, p.buffer_of[scalars_id])
+
+
+def _check_size(nbytes: int, lim: dict, what: str, site: str) -> None:
+    for key in ("maxStorageBufferBindingSize", "maxBufferSize"):
+        if nbytes > lim[key]:
+            raise TraceError(
+                f"{what} needs {nbytes} bytes, over the device limit {key} = {lim[key]} bytes; "
+                "make it smaller (batch, width) or use a device with larger limits",
+                site,
+            )
+
+
+# ---------------------------------------------------------------- kernels
+
+
+def emit(sched: Schedule, ups: Updates, store: Storage) -> list[Kernel]:
+    """The WGSL of every kernel: the scheduled groups, then the copied updates."""
+    kernels = [_emit_group(g, k, sched, store) for k, g in enumerate(sched.groups)]
+    for leaf, u in ups.copies:
+        kc = KernelCtx(store.where)
+        kc.ops, kc.site = ["copy"], u.site
+        body, disp = emit_copy(kc, leaf, u)
+        kernels.append(kc.kernel(f"k{len(kernels)}_copy", body, 256, disp))
+    return kernels
+
+
+def _emit_group(g: Group, k: int, sched: Schedule, store: Storage) -> Kernel:
     if g.kind == "ew":
-        kinds = [m.kind for m in g.members]
-        kc.ops, kc.site = _uniq(kinds), g.head.site
-        body, disp = emit_group(kc, g.shape, g.members, g.stored)
-        return kc.kernel(f"k{k}_" + "_".join(_uniq(kinds))[:40], body, 256, disp)
+        kc = KernelCtx(store.where, sched.inlined)
+        kinds = _uniq(m.kind for m in g.members)
+        kc.ops, kc.site = kinds, g.head.site
+        body, disp = emit_group(kc, Part(g.shape, g.members, g.stored))
+        return kc.kernel(f"k{k}_" + "_".join(kinds)[:40], body, 256, disp)
     node = g.head
-    parts = (
-        [m.kind for m in (g.prologue.members if g.prologue else [])]
-        + [node.kind]
-        + [m.kind for m in (g.epilogue.members if g.epilogue else [])]
-    )
-    kc.ops, kc.site = _uniq(parts), node.site
-    emitter = REGISTRY[node.kind].wgsl[1]
-    if node.kind in ("sum", "max", "min", "argmax", "argmin", "global_sumsq"):
-        x = node.inputs[0]
-        if g.prologue is not None:
-            pro = g.prologue
-
-            def input_at(idx):
-                ge = GroupEmitter(kc, pro.shape, pro.members)
-                lines = [f"let pi = {idx};"] + ge.emit("pi")
-                return lines, ge.local[_root(x).id]
-        else:
-
-            def input_at(idx):
-                return [], kc.load(x, idx)
-
-        epi = None
-        if g.epilogue is not None:
-            st = set(g.epilogue.stored)
-            if node.id in stored:
-                st.add(node.id)
-            epi = (g.epilogue.shape, g.epilogue.members, st)
-        body, disp, wg = emitter(kc, node, input_at, epi)
-    elif node.kind == "matmul":
-        epi = None
-        if g.epilogue is not None:
-            st = set(g.epilogue.stored)
-            if node.id in stored:
-                st.add(node.id)
-            epi = (g.epilogue.shape, g.epilogue.members, st)
-        body, disp, wg = emitter(kc, node, epi)
-    else:
-        body, disp, wg = emitter(kc, node)
-    return kc.kernel(f"k{k}_" + "_".join(_uniq(parts))[:40], body, wg, disp)
+    pro = Part(g.prologue.shape, g.prologue.members, set()) if g.prologue else None
+    epi = None
+    if g.epilogue is not None:
+        st = set(g.epilogue.stored) | ({node.id} if node.id in sched.stored else set())
+        epi = Part(g.epilogue.shape, g.epilogue.members, st)
+    kc = KernelCtx(store.where, sched.inlined, pro, epi)
+    kinds = _uniq(m.kind for p in (g.prologue, g, g.epilogue) if p is not None for m in p.members)
+    kc.ops, kc.site = kinds, node.site
+    body, disp, wg = REGISTRY[node.kind].emit(kc, node)
+    return kc.kernel(f"k{k}_" + "_".join(kinds)[:40], body, wg, disp)
 
 
-def _uniq(xs):
+def _uniq(xs) -> list:
     out = []
     for x in xs:
         if x not in out:
@@ -542,4 +433,39 @@ def _uniq(xs):
     return out
 
 
-__all__ = ["lower", "DEFAULT_LIMITS", "fusable"]
+# ---------------------------------------------------------------- the Program
+
+
+def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Program:
+    """The Program: buffers, kernels, a slot for every named tensor, scalars, meta."""
+
+    def slot(t: Tensor) -> Slot:
+        b, e = store.where(t)
+        return Slot(b, tuple(t.shape), t.dtype, e * 4)
+
+    prog = Program(buffers=store.buffers, kernels=kernels)
+    for kind in ("inputs", "params", "states", "outputs", "captures"):
+        setattr(prog, kind, {n: slot(t) for n, t in getattr(graph, kind).items()})
+    prog.scalars = [Scalar(n, "f32" if t.dtype == "f32" else "u32") for n, t in graph.scalars.items()]
+    prog.scalars_buffer = store.scalars_buffer
+    biggest = max((b.size for b in store.buffers), default=4)
+    prog.meta = {
+        "name": name,
+        "dispatches": len(kernels),
+        "pipelines": prog.pipelines(),
+        "limits": {
+            "maxStorageBufferBindingSize": biggest,
+            "maxBufferSize": biggest,
+            "maxStorageBuffersPerShaderStage": max((len(k.bindings) for k in kernels), default=1),
+            "maxComputeWorkgroupStorageSize": 16384,
+            "maxComputeInvocationsPerWorkgroup": 256,
+        },
+        "memory": dict(store.report),  # the planner's bytes (buffers are then rounded to 16)
+        "state_init": {n: t.attrs.get("init", 0.0) for n, t in graph.states.items()},
+    }
+    if store.grad_arena is not None:
+        prog.meta["grad_arena"] = {"buffer": store.grad_arena, "bytes": store.buffers[store.grad_arena].size}
+    return prog
+
+
+__all__ = ["lower", "computed_nodes", "schedule", "place_updates", "assign_buffers", "emit", "pack"]

@@ -1,1 +1,65 @@
-"""Backends: reference (NumPy interpreter), native (wgpu-py), browser (gpu.mjs)."""
+"""Backends: reference (NumPy interpreter), native (wgpu-py), browser (gpu.mjs).
+
+An engine holds a compiled graph's parameters and state and runs it: write(kind,
+name, data), read(kind, name), run(data, raw, scalars, read) and .program.
+"""
+
+from __future__ import annotations
+
+import array
+import importlib
+from typing import Any
+
+from ..host import to_user
+from ..ir import Graph
+
+
+def make_engine(graph: Graph, backend: str, precision: str, share=None):
+    """The engine of one graph on one backend; share: another engine whose parameters
+    this one uses (an inference program attached to a trainer)."""
+    name = "step" if graph.updates else "forward"
+    if backend == "reference":
+        from .reference import Engine  # NumPy: imported only when asked for
+
+        return Engine(graph, precision, name, share)
+    return RuntimeEngine(graph, backend, name, share)
+
+
+class RuntimeEngine:
+    """A GPU backend: the graph lowered to a Program (tgweb.lower), run by that backend's
+    Runtime (tgweb.backends.base); host data as array.array."""
+
+    def __init__(self, graph: Graph, backend: str, name: str, share=None) -> None:
+        from ..lower import lower
+
+        mod = importlib.import_module(f"tgweb.backends.{backend}")
+        self.graph = graph
+        limits = getattr(mod, "device_limits", None)  # tensors over the device's limits fail here
+        self.program = lower(graph, limits=limits() if limits else None, name=name)
+        shared = None
+        if share is not None:
+            shared = {n: share.rt.param_handle(n) for n in self.program.params}
+        self.rt = mod.Runtime(self.program, shared=shared)
+        self._slots = {
+            "params": self.program.params,
+            "states": self.program.states,
+            "outputs": self.program.outputs,
+            "captures": self.program.captures,
+        }
+
+    def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
+        if name in self._slots[kind]:  # a param the program does not use has no buffer
+            self.rt.write(kind, name, data)
+
+    def read(self, kind: str, name: str):
+        s = self._slots[kind][name]
+        return to_user(self.rt.read(kind, name), tuple(s.shape), s.dtype)
+
+    def run(self, data, raw, scalars, read):
+        names = {s.name for s in self.program.scalars}
+        got = self.rt.run(data, {k: v for k, v in scalars.items() if k in names}, read)
+        out = {}
+        for (k, n), v in got.items():
+            s = self._slots[k][n]
+            out[(k, n)] = to_user(v, tuple(s.shape), s.dtype)
+        return out

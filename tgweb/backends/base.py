@@ -11,7 +11,7 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from ..codegen.program import Program
+from ..program import Program
 
 
 class Runtime:

@@ -14,9 +14,9 @@ import array
 import struct
 from typing import Any
 
-from ..codegen.program import Program
 from ..host import TYPECODE
 from ..ir import prod
+from ..program import Program
 from . import base
 
 

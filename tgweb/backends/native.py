@@ -14,7 +14,7 @@ import re
 import struct
 from typing import Any
 
-from ..codegen.program import Program
+from ..program import Program
 from . import base
 
 _DEVICE: Any = None

@@ -1,4 +1,5 @@
-"""The reference backend: a NumPy interpreter of the Graph, op by op.
+"""The reference backend: a NumPy interpreter of the Graph, op by op, and the Engine
+that trains with it (params and states as host arrays).
 
 It is the oracle for every kernel test. Float tensors are evaluated in float32
 or, for finite-difference checks, float64.
@@ -6,7 +7,8 @@ or, for finite-difference checks, float64.
 
 from __future__ import annotations
 
-from typing import Iterable
+import array
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -75,3 +77,69 @@ def _needed(graph: Graph, outputs: list[Tensor]) -> set[int]:
         if t.id in need:
             need.update(i.id for i in t.inputs)
     return need
+
+
+class Engine:
+    """Params and states as NumPy arrays on the host; each run evaluates the graph and
+    writes graph.updates back. Its Program (planned as on the GPU backends, for the
+    memory report) is lowered the first time it is asked for."""
+
+    def __init__(self, graph: Graph, precision: str, name: str, share=None) -> None:
+        self.np, self.graph, self.name = np, graph, name
+        self._program = None
+        self.ctx = Context(precision)
+        self.f = self.ctx.f
+        self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}
+        if share is not None:
+            self.values["params"] = share.values["params"]  # the same dict: updates are seen
+        self._leaf = {"params": graph.params, "states": graph.states}
+        self._out = [
+            (k, n, t)
+            for k, d in (("outputs", graph.outputs), ("captures", graph.captures))
+            for n, t in d.items()
+        ]
+        self._upd = list(graph.updates.items())
+
+    @property
+    def program(self):
+        if self._program is None:
+            from ..lower import lower
+
+            self._program = lower(self.graph, name=self.name)
+        return self._program
+
+    def _array(self, data: array.array, raw: Any, shape, dtype: str):
+        np = self.np
+        # float64 runs keep a float64 NumPy value as given (exact trajectories)
+        if dtype == "f32" and self.f == np.float64 and isinstance(raw, np.ndarray) and raw.dtype.kind == "f":
+            return np.array(raw, np.float64).reshape(shape)
+        npd = {"f32": np.float32, "i32": np.int32, "bool": np.uint32}[dtype]
+        a = np.frombuffer(data.tobytes(), npd).reshape(shape)
+        return a.astype(bool) if dtype == "bool" else a.astype(self.ctx.npdtype(dtype))
+
+    def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
+        t = self._leaf[kind][name]
+        self.values[kind][name] = self._array(data, raw, t.shape, "f32")
+
+    def read(self, kind: str, name: str):
+        return self.values[kind][name].copy()
+
+    def run(
+        self, data: dict[str, array.array], raw: dict[str, Any], scalars: dict, read: list[tuple[str, str]]
+    ) -> dict:
+        g = self.graph
+        feeds = {t.id: self._array(data[n], raw.get(n), t.shape, t.dtype) for n, t in g.inputs.items()}
+        for n, t in g.params.items():
+            feeds[t.id] = self.values["params"][n]
+        for n, t in g.states.items():
+            feeds[t.id] = self.values["states"][n]
+        self.ctx.scalars = dict(scalars)
+        want = {(k, n) for k, n in read}
+        outs = [(k, n, t) for k, n, t in self._out if (k, n) in want]
+        with self.np.errstate(all="ignore"):  # a non-finite step is detected in the graph
+            vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
+        got = {(k, n): v for (k, n, _), v in zip(outs, vals)}
+        for (n, _), v in zip(self._upd, vals[len(outs) :]):
+            kind = "params" if n in g.params else "states"
+            self.values[kind][n] = v
+        return got

@@ -1,12 +1,5 @@
-"""Shared pieces of the WGSL emitters: literals, typed loads and stores, bindings,
-index arithmetic and the 2-D dispatch of a linear index space.
-
-Every storage binding is declared `array<u32>`; values are bitcast on load and
-store (free on every GPU), so tensors of different dtypes may share one buffer and
-one binding. bool is stored as one u32 (0 or 1) per element. Identifiers in the
-generated text are tgweb's own (b0, v3, c1, ...), numbered per kernel, so two
-kernels that do the same work on the same shapes and offsets have identical text.
-Nothing here imports NumPy.
+"""WGSL text helpers every emitter shares: literals, u32 index arithmetic, loops,
+and the 2-D dispatch of a linear index space. Plain functions of strings and ints.
 """
 
 from __future__ import annotations
@@ -15,10 +8,7 @@ import math
 import re
 import struct
 
-from .program import Binding, Kernel
-
-MAX_GROUPS = 65535  # workgroups per dispatch dimension (WebGPU's default limit)
-WGSL_TYPE = {"f32": "f32", "i32": "i32", "bool": "bool"}
+from ..program import MAX_GROUPS
 
 
 def f32_lit(v: float) -> str:
@@ -56,10 +46,6 @@ def lit(value, dtype: str) -> str:
     if dtype == "i32":
         return i32_lit(value)
     return "true" if value else "false"
-
-
-def zero(dtype: str) -> str:
-    return lit(0, dtype)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -153,165 +139,6 @@ def mul_idx(term: str, k: int) -> str:
     if k == 1:
         return term
     return f"({term} * {k}u)"
-
-
-class KernelCtx:
-    """Collects the bindings, helper functions and workgroup declarations of one kernel.
-
-    storage(node) gives (buffer id, element offset) of a stored tensor (aliases
-    resolved); `full` constants are never loaded, they become literals."""
-
-    def __init__(self, storage) -> None:
-        self.storage = storage
-        self.bindings: list[list] = []  # [buffer, access]
-        self._bidx: dict[int, int] = {}
-        self.helpers: dict[str, str] = {}
-        self.decls: list[str] = []
-        self.ops: list[str] = []
-        self.site = ""
-        self._n = 0
-        self.vec4: set[int] = set()  # buffers bound as array<vec4<u32>> (read-only here)
-        self.offsets: list[int] = []  # element offsets the kernel reads from its uniform
-        self._oidx: dict[tuple[int, int], int] = {}
-        self.inlined: set[int] = set()  # size-1 nodes recomputed where they are read
-
-    def fresh(self, prefix: str = "v") -> str:
-        self._n += 1
-        return f"{prefix}{self._n}"
-
-    def bind(self, buffer: int, write: bool) -> str:
-        if buffer not in self._bidx:
-            self._bidx[buffer] = len(self.bindings)
-            self.bindings.append([buffer, "read_write" if write else "read"])
-        elif write:
-            self.bindings[self._bidx[buffer]][1] = "read_write"
-        return f"b{self._bidx[buffer]}"
-
-    def offset(self, buf: int, off: int) -> str:
-        """The expression of an element offset: read from the kernel's uniform, so that
-        kernels differing only in where their tensors live (one per layer) share a
-        pipeline."""
-        if (buf, off) not in self._oidx:
-            self._oidx[(buf, off)] = len(self.offsets)
-            self.offsets.append(off)
-        i = self._oidx[(buf, off)]
-        return f"tg_off[{i // 4}].{'xyzw'[i % 4]}"
-
-    def addr(self, node, idx: str, write: bool = False) -> str:
-        buf, off = self.storage(node)
-        i = add_idx(self.offset(buf, off), idx)
-        if buf in self.vec4:
-            if write:
-                raise AssertionError("a vec4 binding is read-only")
-            return f"{self.bind(buf, False)}[({i}) >> 2u][({i}) & 3u]"
-        return f"{self.bind(buf, write)}[{i}]"
-
-    def vec4_ok(self, node) -> bool:
-        return self.storage(node)[1] % 4 == 0
-
-    def load4(self, node, idx4: str) -> str:
-        """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4."""
-        buf, off = self.storage(node)
-        self.vec4.add(buf)
-        i = add_idx(f"({self.offset(buf, off)} >> 2u)", idx4)
-        return f"bitcast<vec4<f32>>({self.bind(buf, False)}[{i}])"
-
-    def load(self, node, idx: str) -> str:
-        """Value of a stored tensor at flat element index idx (a u32 expression)."""
-        if node.kind == "full" or (node.inputs and _alias_root(node).kind == "full"):
-            r = _alias_root(node)
-            return lit(r.attrs["value"], r.dtype)
-        a = self.addr(node, idx)
-        return from_u32(a, node.dtype)
-
-    def store(self, node, idx: str, value: str) -> str:
-        return f"{self.addr(node, idx, True)} = {to_u32(value, node.dtype)};"
-
-    def helper(self, name: str, text: str) -> str:
-        self.helpers.setdefault(name, text)
-        return name
-
-    def kernel(
-        self, name: str, body: list[str], wg: tuple[int, int, int] | int, dispatch: tuple[int, int, int]
-    ) -> Kernel:
-        if isinstance(wg, int):
-            wg = (wg, 1, 1)
-        lines = []
-        for i, (_, access) in enumerate(self.bindings):
-            acc = "read_write" if access == "read_write" else "read"
-            ty = "vec4<u32>" if self.bindings[i][0] in self.vec4 else "u32"
-            lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<{ty}>;")
-        if self.offsets:
-            lines.append(
-                f"@group(0) @binding({len(self.bindings)}) var<uniform> tg_off: "
-                f"array<vec4<u32>, {ceil_div(len(self.offsets), 4)}>;"
-            )
-        lines.extend(self.decls)
-        for h in sorted(self.helpers):
-            lines.append(self.helpers[h])
-        lines.append(f"@compute @workgroup_size({wg[0]}, {wg[1]}, {wg[2]})")
-        lines.append(
-            "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
-            "@builtin(local_invocation_index) li: u32, "
-            "@builtin(local_invocation_id) lid: vec3<u32>) {"
-        )
-        lines.extend("  " + ln for ln in body)
-        lines.append("}")
-        text = _nonfinite_through_private("\n".join(lines) + "\n")
-        return Kernel(
-            name,
-            text,
-            [Binding(b, a) for b, a in self.bindings],
-            tuple(dispatch),
-            list(self.ops),
-            self.site,
-            list(self.offsets),
-        )
-
-
-_BITCAST_F32 = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|[0-9]+)u\)")
-
-
-def _nonfinite_through_private(text: str) -> str:
-    """Chrome's WGSL compiler (Tint) rejects a constant expression that evaluates to inf
-    or NaN; a private variable is not a constant expression, so each non-finite f32
-    constant is read from one (same bits, same value)."""
-    names: dict[int, str] = {}
-
-    def sub(m):
-        bits = int(m.group(1), 0)
-        if bits & 0x7F800000 != 0x7F800000:
-            return m.group(0)
-        names.setdefault(bits, f"tg_nonfinite{len(names)}")
-        return f"bitcast<f32>({names[bits]})"
-
-    text = _BITCAST_F32.sub(sub, text)
-    if not names:
-        return text
-    decls = "".join(f"var<private> {n}: u32 = {b:#x}u;\n" for b, n in names.items())
-    return decls + text
-
-
-def _alias_root(node):
-    from ..ir import REGISTRY
-
-    while REGISTRY[node.kind].alias:
-        node = node.inputs[0]
-    return node
-
-
-def from_u32(raw: str, dtype: str) -> str:
-    if dtype == "f32":
-        return f"bitcast<f32>({raw})"
-    if dtype == "i32":
-        return f"bitcast<i32>({raw})"
-    return f"({raw} != 0u)"
-
-
-def to_u32(value: str, dtype: str) -> str:
-    if dtype == "bool":
-        return f"select(0u, 1u, {value})"
-    return f"bitcast<u32>({value})"
 
 
 def linear_index(nx: int, wg: int) -> str:

@@ -12,8 +12,8 @@ a workgroup of 16 x 16 invocations computes a BM x BN tile of C, each invocation
 TM x TN outputs (rows ty + 16 i, columns tx + 16 j, so stores are coalesced).
 Every operand is read through strides: a stored transpose (ta/tb), and any chain
 of permutes in front of an operand (attention's head split, lower() folds them
-into the node's `a_view`/`b_view`), so no transpose is ever copied; the result
-may be written through strides too (`c_strides`: a permute after the product).
+into the node's attrs["views"]), so no transpose is ever copied; the result
+may be written through strides too (attrs["out_view"]: a permute after the product).
 The tile loader walks whichever axis is contiguous in memory. Leading batch dims
 are flattened into rows when B has no batch and the layout allows, so small
 per-sample row counts still fill tiles; otherwise batches map to dispatch z with
@@ -23,27 +23,9 @@ are loaded as vec4."""
 
 from __future__ import annotations
 
-from .common import (
-    KernelCtx,
-    add_idx,
-    ceil_div,
-    digits,
-    group_size,
-    invocations,
-    mul_idx,
-    strides,
-    udiv,
-    umod,
-)
-from .elementwise import store_result
-
-
-def _prod(s):
-    n = 1
-    for d in s:
-        n *= d
-    return n
-
+from ..ir import prod
+from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
+from .kernel import KernelCtx
 
 # products with fewer outputs than this run _emit_direct; only big ones fill enough
 # workgroup-memory tiles to pay for their barriers (which CPU WebGPU implementations,
@@ -82,12 +64,12 @@ def layout(node):
     """Everything the kernels need: sizes, batch, strides of A, B and C."""
     a, b = node.inputs
     at = node.attrs
-    ba, sba, M, K, am, ak = _operand(a, at.get("a_view"), at["ta"])
-    bb, sbb, K2, N, bk, bn = _operand(b, at.get("b_view"), at["tb"])
+    views = at.get("views", {})
+    ba, sba, M, K, am, ak = _operand(a, views.get(0), at["ta"])
+    bb, sbb, K2, N, bk, bn = _operand(b, views.get(1), at["tb"])
     assert K == K2, (K, K2)
-    cshape = tuple(at.get("c_shape") or node.shape)
+    cshape, cst = at.get("out_view") or (tuple(node.shape), strides(node.shape))
     batch = list(cshape[:-2])
-    cst = at.get("c_strides") or strides(cshape)
     cm, cn, cb = cst[-2], cst[-1], list(cst[:-2])
     ab = _out_batch_strides(ba, sba, batch)
     bbs = _out_batch_strides(bb, sbb, batch)
@@ -112,7 +94,7 @@ def layout(node):
         ab=ab,
         bb=bbs,
         cb=cb,
-        nbatch=_prod(batch),
+        nbatch=prod(batch),
     )
 
 
@@ -125,11 +107,11 @@ def _bases(L, body):
         body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
 
 
-def emit_matmul(kc: KernelCtx, node, epilogue=None):
+def emit_matmul(kc: KernelCtx, node):
     L = layout(node)
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     if M <= 16 or N <= 16 or K <= 4 or M * N * nbatch < TILED_MIN:
-        return _emit_direct(kc, node, L, epilogue)
+        return _emit_direct(kc, node, L)
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
@@ -195,7 +177,7 @@ def emit_matmul(kc: KernelCtx, node, epilogue=None):
                     body.append(
                         f"      let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};"
                     )
-                    body += ["      " + ln for ln in store_result(kc, node, "ci", f"acc[{i}][{c}]", epilogue)]
+                    body += ["      " + ln for ln in kc.result(node, "ci", f"acc[{i}][{c}]")]
                     body.append("    } }")
             body.append("  }")
             body.append("}")
@@ -212,7 +194,7 @@ def _batch_index(bstr, batch):
 DIRECT_T, DIRECT_U = 8, 1
 
 
-def _emit_direct(kc: KernelCtx, node, L, epilogue):
+def _emit_direct(kc: KernelCtx, node, L):
     """Register blocking with no workgroup memory and no barriers: each invocation
     computes a TM x TN block of C (T x T, less where C is narrower) straight from A
     and B, U steps of k at a time, with vec4 loads along whichever axis of an operand
@@ -264,9 +246,8 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
             return out
         for kk in range(U_):
             for i in range(R):
-                out.append(
-                    f"let {pre}{i}_{kk} = {kc.load(x, add_idx(f'{lead}{i}', mul_idx(f'({ksym} + {kk}u)', ks)))};"
-                )
+                idx = add_idx(f"{lead}{i}", mul_idx(f"({ksym} + {kk}u)", ks))
+                out.append(f"let {pre}{i}_{kk} = {kc.load(x, idx)};")
         return out
 
     def chunk(U_, ksym):
@@ -297,7 +278,7 @@ def _emit_direct(kc: KernelCtx, node, L, epilogue):
     body.append(f"  for (var c = 0u; c < {TN}u; c = c + 1u) {{")
     body.append("    let n = n0 + c;" + (f" if (n < {N}u) {{" if N % TN else ""))
     body.append(f"    let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
-    body += ["    " + ln for ln in store_result(kc, node, "ci", f"res[r * {TN}u + c]", epilogue)]
+    body += ["    " + ln for ln in kc.result(node, "ci", f"res[r * {TN}u + c]")]
     body.append("  }" + (" }" if N % TN else ""))
     body.append("}" + (" }" if M % TM else ""))
     return body, disp, wg

@@ -1,5 +1,6 @@
-"""Reductions (sum, max, min, argmax, argmin over any axes) and row kernels
-(softmax, log_softmax, causal_softmax).
+"""Reductions (sum, max, min, argmax, argmin over any axes), row kernels (softmax,
+log_softmax, causal_softmax) and the embedding gradient (a scatter-add written as
+one reduction per output).
 
 Rows up to SERIAL_MAX long are reduced by one invocation each, in a plain loop;
 longer rows get one workgroup each, a strided loop per invocation and a
@@ -11,8 +12,8 @@ stored.
 
 from __future__ import annotations
 
+from ..ir import prod
 from .common import (
-    KernelCtx,
     add_idx,
     digits,
     f32_lit,
@@ -22,8 +23,10 @@ from .common import (
     linear_group,
     mul_idx,
     strides,
+    udiv,
+    umod,
 )
-from .elementwise import store_result
+from .kernel import KernelCtx
 
 # Rows up to this long are reduced by one invocation each, with no workgroup memory
 # or barriers: on CPU implementations of WebGPU (SwiftShader, lavapipe) a barrier costs
@@ -93,22 +96,29 @@ def _rows(kc: KernelCtx, rows: int, length: int, serial: bool, t: str):
     return body, disp, wg, "li", f"{wg}u"
 
 
-def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
-    """Kernel body and dispatch for a sum/max/min/argmax/argmin node.
+def tree(wg: int, step: str) -> list[str]:
+    """A workgroup's shared-memory tree: halving strides s, each invocation li < s folds
+    element li + s into element li (`step` is that statement, with {s} for s), a
+    barrier after each level. Element 0 ends up holding the whole workgroup's value."""
+    out = []
+    s = wg // 2
+    while s >= 1:
+        out.append(f"if (li < {s}u) {{ {step.format(s=s)} }}")
+        out.append("workgroupBarrier();")
+        s //= 2
+    return out
 
-    input_at(idx) -> (lines, expr): the input's value at flat index idx.
-    epilogue: (shape, members, stored) of a fused group reading node's value."""
+
+def emit_reduce(kc: KernelCtx, node):
+    """Kernel body, dispatch and workgroup size of a sum/max/min/argmax/argmin node; its
+    input comes through kc.input_at (a fused prologue, if any) and its result goes
+    through kc.result (a fused epilogue, if any)."""
     x = node.inputs[0]
     kind = node.kind
     arg = kind in ("argmax", "argmin")
     axes = (node.attrs["axis"],) if arg else tuple(node.attrs["axes"])
     kept, red = row_split(x.shape, axes)
-    rows = 1
-    for n, _ in kept:
-        rows *= n
-    length = 1
-    for n, _ in red:
-        length *= n
+    rows, length = prod(n for n, _ in kept), prod(n for n, _ in red)
     t = "f32" if x.dtype == "f32" else "i32"
     better = ">" if kind == "argmax" else "<"
     init = _INIT[("max" if kind == "argmax" else "min" if kind == "argmin" else kind, t)]
@@ -121,7 +131,7 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
     if arg:
         body.append("var best = 0xffffffffu;")
     body.append(f"for (var r = {first}; r < {length}u; r = r + {stride}) {{")
-    lines, e = input_at(add_idx("base", _index(red, "r")))
+    lines, e = kc.input_at(node, add_idx("base", _index(red, "r")))
     body += ["  " + ln for ln in lines]
     if arg:
         body.append(f"  let xv = {e};")
@@ -130,25 +140,22 @@ def emit_reduce(kc: KernelCtx, node, input_at, epilogue=None):
         body.append(f"  acc = {_comb(kind, 'acc', e)};")
     body.append("}")
     if serial:
-        return body + store_result(kc, node, "o", "i32(best)" if arg else "acc", epilogue), disp, wg
+        return body + kc.result(node, "o", "i32(best)" if arg else "acc"), disp, wg
     body.append("sh[li] = acc;")
     if arg:
         body.append("shi[li] = best;")
     body.append("workgroupBarrier();")
-    s = wg // 2
-    while s >= 1:
-        if arg:
-            body.append(
-                f"if (li < {s}u) {{ let ov = sh[li + {s}u]; let oi = shi[li + {s}u]; "
-                f"if (oi != 0xffffffffu && (shi[li] == 0xffffffffu || ov {better} sh[li] "
-                f"|| (ov == sh[li] && oi < shi[li]))) {{ sh[li] = ov; shi[li] = oi; }} }}"
-            )
-        else:
-            body.append(f"if (li < {s}u) {{ sh[li] = {_comb(kind, 'sh[li]', f'sh[li + {s}u]')}; }}")
-        body.append("workgroupBarrier();")
-        s //= 2
+    if arg:  # the best value, and on ties the lowest index, wins
+        body += tree(
+            wg,
+            "let ov = sh[li + {s}u]; let oi = shi[li + {s}u]; "
+            f"if (oi != 0xffffffffu && (shi[li] == 0xffffffffu || ov {better} sh[li] "
+            "|| (ov == sh[li] && oi < shi[li]))) {{ sh[li] = ov; shi[li] = oi; }}",
+        )
+    else:
+        body += tree(wg, "sh[li] = " + _comb(kind, "sh[li]", "sh[li + {s}u]") + ";")
     body.append("if (li == 0u) {")
-    body += ["  " + ln for ln in store_result(kc, node, "o", "i32(shi[0])" if arg else "sh[0]", epilogue)]
+    body += ["  " + ln for ln in kc.result(node, "o", "i32(shi[0])" if arg else "sh[0]")]
     body.append("}")
     return body, disp, wg
 
@@ -161,9 +168,7 @@ def emit_softmax(kc: KernelCtx, node):
     shape = x.shape
     axis = len(shape) - 1 if node.kind == "causal_softmax" else node.attrs["axis"]
     kept, red = row_split(shape, (axis,))
-    rows = 1
-    for n, _ in kept:
-        rows *= n
+    rows = prod(n for n, _ in kept)
     length = shape[axis]
     step = strides(shape)[axis]
     causal = node.kind == "causal_softmax"
@@ -184,11 +189,7 @@ def emit_softmax(kc: KernelCtx, node):
         if serial:
             return [f"let {var}_t = {var};"]
         out = [f"sh[li] = {var};", "workgroupBarrier();"]
-        s = wg // 2
-        while s >= 1:
-            out.append(f"if (li < {s}u) {{ sh[li] = {comb('sh[li]', f'sh[li + {s}u]')}; }}")
-            out.append("workgroupBarrier();")
-            s //= 2
+        out += tree(wg, "sh[li] = " + comb("sh[li]", "sh[li + {s}u]") + ";")
         return out + [f"let {var}_t = sh[0];", "workgroupBarrier();"]
 
     body += [
@@ -214,4 +215,30 @@ def emit_softmax(kc: KernelCtx, node):
         body.append(f"  let y = {val};")
     body.append("  " + kc.store(node, add_idx("base", mul_idx("r", step)), "y"))
     body.append("}")
+    return body, disp, wg
+
+
+def emit_embedding_grad(kc: KernelCtx, node):
+    """out[n, d] = sum of g[r, d] over the rows r with idx[r] == n, in a fixed order (no
+    atomics). Up to SERIAL_MAX * 16 rows, one invocation per output element loops over
+    them (neighbouring invocations share n, so they test the same idx); beyond, one
+    workgroup per output element splits the rows and adds the parts in a tree."""
+    gr, idx = node.inputs
+    rows = prod(idx.shape)
+    num, dim = node.shape
+    serial = rows <= 16 * SERIAL_MAX
+    body, disp, wg, first, stride = _rows(kc, num * dim, rows, serial, "f32")
+    body += [
+        f"let n = i32({udiv('o', dim)});",
+        f"let d = {umod('o', dim)};",
+        "var acc = 0.0;",
+        f"for (var r = {first}; r < {rows}u; r = r + {stride}) {{",
+        f"  if ({kc.load(idx, 'r')} == n) {{ acc = acc + {kc.load(gr, add_idx(mul_idx('r', dim), 'd'))}; }}",
+        "}",
+    ]
+    if serial:
+        body.append(kc.store(node, "o", "acc"))
+        return body, disp, wg
+    body += ["sh[li] = acc;", "workgroupBarrier();"] + tree(wg, "sh[li] = sh[li] + sh[li + {s}u];")
+    body.append(f"if (li == 0u) {{ {kc.store(node, 'o', 'sh[0]')} }}")
     return body, disp, wg

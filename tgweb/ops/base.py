@@ -6,9 +6,12 @@ import functools
 
 from ..ir import OpError, Tensor, TensorOps, TraceError, make, user_site
 
+PUBLIC: dict = {}  # name -> public op function; tgweb.ops exports exactly these
+
 
 def op(fn):
-    """Public op functions: an OpError raised by their own checks names the call site."""
+    """Marks a public op function (tgweb.ops and tgweb export it by its name); an OpError
+    raised by its own checks names the user's call site."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -17,6 +20,9 @@ def op(fn):
         except OpError as e:
             raise TraceError(f"{fn.__name__}: {e}", user_site()) from None
 
+    if fn.__name__ in PUBLIC:
+        raise RuntimeError(f"two public ops are called {fn.__name__!r}")
+    PUBLIC[fn.__name__] = wrapper
     return wrapper
 
 

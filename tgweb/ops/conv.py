@@ -26,6 +26,7 @@ upsample_nearest2d composes reshape and broadcast_to (its gradient is a sum).
 
 from __future__ import annotations
 
+from ..codegen.common import f32_lit
 from ..ir import OpError, Tensor, make, register
 from .base import as_tensor, op
 
@@ -118,6 +119,182 @@ def _ref_conv_grad_weight(ctx, args, t):
     return out.reshape(o, cg, kh, kw)
 
 
+# ---------------------------------------------------------------- WGSL
+# Every conv and pool kind is an index op: one invocation per output element loops
+# over its window, so a bias add and an activation fuse into the same kernel. Two
+# window walks serve them all: the taps an output position reads (forward), and the
+# output positions whose windows cover an input element (the transposed walk).
+
+_NINF = "bitcast<f32>(0xff800000u)"
+
+
+def _loop(var, n):
+    return f"for (var {var} = 0u; {var} < {n}u; {var} = {var} + 1u) {{"
+
+
+def _taps(L, var, n, out, pos, s, tap, p, size, indent):
+    """Open a loop of `var` over n, with `out` = pos * s + tap - p (a padded window
+    position), skipping those outside [0, size) (zero or -inf padding). One '}' closes it."""
+    L.append(indent + _loop(var, n))
+    L.append(f"{indent}  let {out} = i32({pos} * {s}u + {tap}) - {p}i;")
+    L.append(f"{indent}  if ({out} < 0i || {out} >= {size}i) {{ continue; }}")
+
+
+def _covers(L, pos, s, p, tap, n, count, out, indent):
+    """Open a loop over `n` taps along one axis whose window at output `out` covers
+    input position `pos`: t = pos + p - tap must be a multiple of s with t / s in
+    [0, count); `out` = t / s. Closes with one '}'."""
+    t = f"t{out}"
+    L.append(indent + _loop(tap, n))
+    L.append(f"{indent}  let {t} = i32({pos}) + {p}i - i32({tap});")
+    L.append(f"{indent}  if ({t} < 0i || {t} % {s}i != 0i || {t} / {s}i >= {count}i) {{ continue; }}")
+    L.append(f"{indent}  let {out} = u32({t} / {s}i);")
+
+
+def _conv_wgsl(g, m) -> str:
+    x, w = m.inputs
+    N, C, H, W = x.shape
+    O, CG, KH, KW = w.shape
+    (s0, s1), (p0, p1), OG = m.attrs["stride"], m.attrs["padding"], O // m.attrs["groups"]
+    n, o, y, xx = (g.coord(d) for d in range(4))
+    acc, c, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q"), g.kc.fresh("q")
+    L = g.lines
+    L += [f"var {acc} = 0.0;", _loop(c, CG), f"  let ch = ({o} / {OG}u) * {CG}u + {c};"]
+    _taps(L, i, KH, "iy", y, s0, i, p0, H, "  ")
+    _taps(L, j, KW, "ix", xx, s1, j, p1, W, "    ")
+    xi = f"((({n} * {C}u + ch) * {H}u + u32(iy)) * {W}u + u32(ix))"
+    wi = f"((({o} * {CG}u + {c}) * {KH}u + {i}) * {KW}u + {j})"
+    L.append(f"      {acc} = fma({g.load_at(x, xi)}, {g.load_at(w, wi)}, {acc});")
+    L += ["    }", "  }", "}"]
+    return acc
+
+
+def _conv_grad_input_wgsl(g, m) -> str:
+    gr, w = m.inputs
+    N, C, H, W = m.shape
+    O, CG, KH, KW = w.shape
+    _, _, HO, WO = gr.shape
+    (s0, s1), (p0, p1), OG = m.attrs["stride"], m.attrs["padding"], O // m.attrs["groups"]
+    n, c, h, x = (g.coord(d) for d in range(4))
+    acc, oo, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q"), g.kc.fresh("q")
+    L = g.lines
+    L += [f"var {acc} = 0.0;", _loop(oo, OG), f"  let o = ({c} / {CG}u) * {OG}u + {oo};"]
+    _covers(L, h, s0, p0, i, KH, HO, "oy", "  ")
+    _covers(L, x, s1, p1, j, KW, WO, "ox", "    ")
+    gi = f"((({n} * {O}u + o) * {HO}u + oy) * {WO}u + ox)"
+    wi = f"(((o * {CG}u + ({c} % {CG}u)) * {KH}u + {i}) * {KW}u + {j})"
+    L.append(f"      {acc} = fma({g.load_at(gr, gi)}, {g.load_at(w, wi)}, {acc});")
+    L += ["    }", "  }", "}"]
+    return acc
+
+
+def _conv_grad_weight_wgsl(g, m) -> str:
+    x, gr = m.inputs
+    N, C, H, W = x.shape
+    O, CG, KH, KW = m.shape
+    _, _, HO, WO = gr.shape
+    (s0, s1), (p0, p1), OG = m.attrs["stride"], m.attrs["padding"], O // m.attrs["groups"]
+    o, c, i, j = (g.coord(d) for d in range(4))
+    acc, n, oy, ox = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q"), g.kc.fresh("q")
+    L = g.lines
+    L += [f"var {acc} = 0.0;", f"let ch{acc} = ({o} / {OG}u) * {CG}u + {c};", _loop(n, N)]
+    # output positions (oy, ox) whose window puts tap (i, j) inside the input
+    _taps(L, oy, HO, "iy", oy, s0, i, p0, H, "  ")
+    _taps(L, ox, WO, "ix", ox, s1, j, p1, W, "    ")
+    xi = f"((({n} * {C}u + ch{acc}) * {H}u + u32(iy)) * {W}u + u32(ix))"
+    gi = f"((({n} * {O}u + {o}) * {HO}u + {oy}) * {WO}u + {ox})"
+    L.append(f"      {acc} = fma({g.load_at(x, xi)}, {g.load_at(gr, gi)}, {acc});")
+    L += ["    }", "  }", "}"]
+    return acc
+
+
+def _plane(g, x):
+    """The flat offset of output element (n, c)'s H x W plane of x."""
+    n, c = g.coord(0), g.coord(1)
+    return g.let(f"({n} * {x.shape[1]}u + {c}) * {x.shape[2] * x.shape[3]}u")
+
+
+def _winner(g, x, plane: str, oy: str, ox: str, m, indent: str = ""):
+    """Lines finding the first maximum of window (oy, ox) of x's plane; returns the
+    names (best value, winner's flat index in the unpadded plane or -1)."""
+    (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
+    H, W = x.shape[2], x.shape[3]
+    pre = g.kc.fresh("p")
+    best, win = f"{pre}b", f"{pre}w"
+    L = [f"var {best} = {_NINF};", f"var {win} = -1i;"]
+    _taps(L, f"{pre}i", KH, f"{pre}y", oy, s0, f"{pre}i", p0, H, "")
+    _taps(L, f"{pre}j", KW, f"{pre}x", ox, s1, f"{pre}j", p1, W, "  ")
+    L.append(f"    let {pre}f = u32({pre}y) * {W}u + u32({pre}x);")
+    L.append(f"    let {pre}v = {g.load_at(x, f'{plane} + {pre}f')};")
+    L.append(f"    if ({pre}v > {best}) {{ {best} = {pre}v; {win} = i32({pre}f); }}")
+    L += ["  }", "}"]
+    g.lines += [indent + ln for ln in L]
+    return best, win
+
+
+def _max_pool_wgsl(g, m) -> str:
+    x = m.inputs[0]
+    best, _ = _winner(g, x, _plane(g, x), g.coord(2), g.coord(3), m)
+    return best
+
+
+def _max_pool_select_wgsl(g, m) -> str:
+    x, h = m.inputs
+    plane = _plane(g, x)
+    _, win = _winner(g, x, plane, g.coord(2), g.coord(3), m)
+    v = g.kc.fresh()
+    g.lines.append(f"var {v} = 0.0;")
+    g.lines.append(f"if ({win} >= 0i) {{ {v} = {g.load_at(h, f'{plane} + u32({win})')}; }}")
+    return v
+
+
+def _max_pool_grad_wgsl(g, m) -> str:
+    x, gr = m.inputs
+    (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
+    W, HO, WO = x.shape[3], gr.shape[2], gr.shape[3]
+    plane = _plane(g, x)
+    me = g.let(f"i32({g.coord(2)} * {W}u + {g.coord(3)})")
+    acc, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q")
+    L = g.lines
+    L.append(f"var {acc} = 0.0;")
+    _covers(L, g.coord(2), s0, p0, i, KH, HO, "oy", "")
+    _covers(L, g.coord(3), s1, p1, j, KW, WO, "ox", "  ")
+    _, win = _winner(g, x, plane, "oy", "ox", m, "    ")
+    gplane = f"({g.coord(0)} * {x.shape[1]}u + {g.coord(1)}) * {HO * WO}u"
+    L.append(f"    if ({win} == {me}) {{ {acc} = {acc} + {g.load_at(gr, f'{gplane} + oy * {WO}u + ox')}; }}")
+    L += ["  }", "}"]
+    return acc
+
+
+def _avg_pool_wgsl(g, m) -> str:
+    x = m.inputs[0]
+    (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
+    plane = _plane(g, x)
+    acc, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q")
+    L = g.lines
+    L.append(f"var {acc} = 0.0;")
+    _taps(L, i, KH, "yy", g.coord(2), s0, i, p0, x.shape[2], "")
+    _taps(L, j, KW, "xx", g.coord(3), s1, j, p1, x.shape[3], "  ")
+    L.append(f"    {acc} = {acc} + {g.load_at(x, f'{plane} + u32(yy) * {x.shape[3]}u + u32(xx)')};")
+    L += ["  }", "}"]
+    return g.let(f"{acc} * {f32_lit(1.0 / (KH * KW))}")
+
+
+def _avg_pool_grad_wgsl(g, m) -> str:
+    gr = m.inputs[0]
+    (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
+    HO, WO = gr.shape[2], gr.shape[3]
+    acc, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q")
+    gplane = _plane(g, gr)
+    L = g.lines
+    L.append(f"var {acc} = 0.0;")
+    _covers(L, g.coord(2), s0, p0, i, KH, HO, "oy", "")
+    _covers(L, g.coord(3), s1, p1, j, KW, WO, "ox", "  ")
+    L.append(f"    {acc} = {acc} + {g.load_at(gr, f'{gplane} + oy * {WO}u + ox')};")
+    L += ["  }", "}"]
+    return g.let(f"{acc} * {f32_lit(1.0 / (KH * KW))}")
+
+
 # ---------------------------------------------------------------- conv2d kinds
 
 
@@ -180,10 +357,14 @@ def _g_conv_grad_weight(t, h):
     return [make("conv2d_grad_input", (g, h), in_hw=x.shape[2:], **a), make("conv2d", (x, h), **a)]
 
 
-register("conv2d", family="conv", infer=_infer_conv, grad=_g_conv, ref=_ref_conv)
+register(
+    "conv2d", family="conv", role="index", emit=_conv_wgsl, infer=_infer_conv, grad=_g_conv, ref=_ref_conv
+)
 register(
     "conv2d_grad_input",
     family="conv",
+    role="index",
+    emit=_conv_grad_input_wgsl,
     infer=_infer_conv_grad_input,
     grad=_g_conv_grad_input,
     ref=_ref_conv_grad_input,
@@ -191,6 +372,8 @@ register(
 register(
     "conv2d_grad_weight",
     family="conv",
+    role="index",
+    emit=_conv_grad_weight_wgsl,
     infer=_infer_conv_grad_weight,
     grad=_g_conv_grad_weight,
     ref=_ref_conv_grad_weight,
@@ -341,6 +524,8 @@ def _pattrs(t):
 register(
     "max_pool2d",
     family="conv",
+    role="index",
+    emit=_max_pool_wgsl,
     infer=_infer_pool,
     ref=_ref_max_pool,
     grad=lambda t, g: [make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))],
@@ -348,6 +533,8 @@ register(
 register(
     "max_pool2d_grad",
     family="conv",
+    role="index",
+    emit=_max_pool_grad_wgsl,
     infer=_infer_same_as_first,
     ref=_ref_max_pool_grad,
     grad=lambda t, h: [None, make("max_pool2d_select", (t.inputs[0], h), **_pattrs(t))],
@@ -355,6 +542,8 @@ register(
 register(
     "max_pool2d_select",
     family="conv",
+    role="index",
+    emit=_max_pool_select_wgsl,
     infer=_infer_pool_select,
     ref=_ref_max_pool_select,
     grad=lambda t, g: [None, make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))],
@@ -362,6 +551,8 @@ register(
 register(
     "avg_pool2d",
     family="conv",
+    role="index",
+    emit=_avg_pool_wgsl,
     infer=_infer_pool,
     ref=_ref_avg_pool,
     grad=lambda t, g: [make("avg_pool2d_grad", (g,), in_hw=t.inputs[0].shape[2:], **_pattrs(t))],
@@ -369,6 +560,8 @@ register(
 register(
     "avg_pool2d_grad",
     family="conv",
+    role="index",
+    emit=_avg_pool_grad_wgsl,
     infer=_infer_avg_grad,
     ref=_ref_avg_pool_grad,
     grad=lambda t, h: [make("avg_pool2d", (h,), **_pattrs(t))],

@@ -1,16 +1,119 @@
 """Elementwise ops: binary arithmetic with NumPy broadcasting, comparisons, where,
 unary math and activations, casts, and constants.
 
-Each kind's reference implementation is a NumPy expression; its WGSL is an
-expression too (tgweb.codegen.elementwise), so chains of them fuse.
+Each kind's reference implementation is a NumPy expression and its WGSL is an
+expression of its operands' values, so chains of them fuse into one kernel. A new
+unary or binary kind is one row of _UNARY or _BINARY plus its public function.
 """
 
 from __future__ import annotations
 
 import math
 
+from ..codegen.common import f32_lit, i32_lit, lit
 from ..ir import DTYPES, NO_GRAD, OpError, Tensor, make, register
 from .base import as_tensor, broadcast_shapes, op
+
+# ---------------------------------------------------------------- WGSL expressions
+
+
+def _wgsl(fn):
+    """An emitter (group, node) -> expression from fn(operand values..., node, kernel):
+    the operands are the inputs' values at the group's current index."""
+    return lambda g, n: fn(*g.args(n), n, g.kc)
+
+
+def _infix(op):
+    return _wgsl(lambda a, b, n, kc: f"({a} {op} {b})")
+
+
+def _call(fn):
+    return lambda g, n: f"{fn}({', '.join(g.args(n))})"
+
+
+_ERF = """fn tg_erf(x: f32) -> f32 {
+  let a = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * a);
+  let y = 1.0 - t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+    + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+    + t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(-y, y, x >= 0.0);
+}"""
+
+_LOG1P = """fn tg_log1p(x: f32) -> f32 {
+  let u = 1.0 + x;
+  return select(log(u) * (x / (u - 1.0)), x, u == 1.0);
+}"""
+
+_TANH = """fn tg_tanh(x: f32) -> f32 {
+  return tanh(clamp(x, -15.0, 15.0));
+}"""
+
+
+def _sign_wgsl(x, n, kc):
+    if n.dtype == "f32":
+        return f"sign({x})"
+    return f"(select(0i, 1i, {x} > 0i) - select(0i, 1i, {x} < 0i))"
+
+
+def _gelu_wgsl(x, n, kc):
+    if n.attrs["approximate"] == "tanh":
+        c = f32_lit(math.sqrt(2.0 / math.pi))
+        return (
+            f"(0.5 * {x} * (1.0 + {kc.helper('tg_tanh', _TANH)}({c} * ({x} + 0.044715 * {x} * {x} * {x}))))"
+        )
+    return f"(0.5 * {x} * (1.0 + {kc.helper('tg_erf', _ERF)}({x} * {f32_lit(1 / math.sqrt(2))})))"
+
+
+def _pow_wgsl(x, n, kc):
+    e = n.attrs["exponent"]
+    if e == int(e) and -4 <= e <= 4:  # (this module's abs and pow are ops, not builtins)
+        k = int(e) if e >= 0 else -int(e)
+        p = "1.0" if k == 0 else "(" + " * ".join([x] * k) + ")"
+        return p if e >= 0 else f"(1.0 / {p})"
+    if e == 0.5:
+        return f"sqrt({x})"
+    if e == -0.5:
+        return f"inverseSqrt({x})"
+    if e == int(e):  # integral exponent: defined for negative bases too
+        odd = int(e) % 2 == 1
+        p = f"pow(abs({x}), {f32_lit(e)})"
+        return f"select({p}, -{p}, {x} < 0.0)" if odd else p
+    return f"pow({x}, {f32_lit(e)})"
+
+
+def _clamp_wgsl(x, n, kc):
+    lo, hi = n.attrs["lo"], n.attrs["hi"]
+    if n.dtype == "f32":
+        if lo != -math.inf:
+            x = f"max({x}, {f32_lit(lo)})"
+        if hi != math.inf:
+            x = f"min({x}, {f32_lit(hi)})"
+        return x
+    if lo != -math.inf:
+        x = f"max({x}, {i32_lit(math.ceil(lo))})"
+    if hi != math.inf:
+        x = f"min({x}, {i32_lit(math.floor(hi))})"
+    return x
+
+
+def _cast_wgsl(x, n, kc):
+    src, dst = n.inputs[0].dtype, n.dtype
+    if src == dst:
+        return x
+    if dst == "bool":
+        return f"({x} != {lit(0, src)})"
+    if src == "bool":
+        return f"select({lit(0, dst)}, {lit(1, dst)}, {x})"
+    return f"{dst}({x})"
+
+
+def _arange_wgsl(g, n):
+    i, a = g.coord(0), n.attrs
+    if n.dtype == "i32":
+        return f"({i32_lit(a['start'])} + {i32_lit(a['step'])} * i32({i}))"
+    return f"({f32_lit(a['start'])} + {f32_lit(a['step'])} * f32({i}))"
+
 
 _RANK = {"bool": 0, "i32": 1, "f32": 2}
 
@@ -60,6 +163,7 @@ def _infer_compare(ins, attrs):
     return shape, "bool"
 
 
+@op
 def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum g down to shape: undo NumPy broadcasting in a gradient."""
     from . import reduce
@@ -102,20 +206,21 @@ def _g_maximum(t, g):
     return [unbroadcast(where(pick_a, g, 0.0), a.shape), unbroadcast(where(pick_a, 0.0, g), b.shape)]
 
 
+# kind -> (reference, grad rule or NO_GRAD, WGSL expression of the two operands)
 _BINARY = {
-    "add": (lambda np, a, b: a + b, _g_add),
-    "sub": (lambda np, a, b: a - b, _g_sub),
-    "mul": (lambda np, a, b: a * b, _g_mul),
-    "div": (lambda np, a, b: a / b, _g_div),
-    "maximum": (lambda np, a, b: np.maximum(a, b), _g_maximum),
-    "minimum": (lambda np, a, b: np.minimum(a, b), _g_maximum),
-    "less": (lambda np, a, b: a < b, NO_GRAD),
-    "greater": (lambda np, a, b: a > b, NO_GRAD),
-    "less_equal": (lambda np, a, b: a <= b, NO_GRAD),
-    "greater_equal": (lambda np, a, b: a >= b, NO_GRAD),
-    "equal": (lambda np, a, b: a == b, NO_GRAD),
-    "logical_and": (lambda np, a, b: a & b, NO_GRAD),
-    "logical_or": (lambda np, a, b: a | b, NO_GRAD),
+    "add": (lambda np, a, b: a + b, _g_add, _infix("+")),
+    "sub": (lambda np, a, b: a - b, _g_sub, _infix("-")),
+    "mul": (lambda np, a, b: a * b, _g_mul, _infix("*")),
+    "div": (lambda np, a, b: a / b, _g_div, _infix("/")),
+    "maximum": (lambda np, a, b: np.maximum(a, b), _g_maximum, _call("max")),
+    "minimum": (lambda np, a, b: np.minimum(a, b), _g_maximum, _call("min")),
+    "less": (lambda np, a, b: a < b, NO_GRAD, _infix("<")),
+    "greater": (lambda np, a, b: a > b, NO_GRAD, _infix(">")),
+    "less_equal": (lambda np, a, b: a <= b, NO_GRAD, _infix("<=")),
+    "greater_equal": (lambda np, a, b: a >= b, NO_GRAD, _infix(">=")),
+    "equal": (lambda np, a, b: a == b, NO_GRAD, _infix("==")),
+    "logical_and": (lambda np, a, b: a & b, NO_GRAD, _infix("&&")),
+    "logical_or": (lambda np, a, b: a | b, NO_GRAD, _infix("||")),
 }
 
 
@@ -128,13 +233,14 @@ def _binary_ref(fn):
     return ref
 
 
-for _k, (_fn, _g) in _BINARY.items():
+for _k, (_fn, _g, _w) in _BINARY.items():
     register(
         _k,
         family="elementwise",
-        elementwise=True,
+        role="elementwise",
         ref=_binary_ref(_fn),
         grad=_g,
+        emit=_w,
         infer=_infer_compare if _g is NO_GRAD else _infer_binary,
     )
 
@@ -231,7 +337,8 @@ def _g_where(t, g):
 register(
     "where",
     family="elementwise",
-    elementwise=True,
+    role="elementwise",
+    emit=_wgsl(lambda c, a, b, n, kc: f"select({b}, {a}, {c})"),
     infer=_infer_where,
     grad=_g_where,
     ref=lambda ctx, args, t: ctx.cast(ctx.np.where(*args), t.dtype),
@@ -301,47 +408,93 @@ def _np_softplus(np, x):
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-# kind -> (float only, reference, grad(t, g, x) or NO_GRAD)
+# kind -> (float only, reference, grad(t, g, x) or NO_GRAD, WGSL expression)
 _UNARY = {
-    "neg": (False, lambda np, x, a: -x, lambda t, g, x: -g),
-    "abs": (False, lambda np, x, a: np.abs(x), lambda t, g, x: g * sign(x)),
-    "sign": (False, lambda np, x, a: np.sign(x), NO_GRAD),
-    "square": (False, lambda np, x, a: x * x, lambda t, g, x: g * (2.0 * x)),
-    "exp": (True, lambda np, x, a: np.exp(x), lambda t, g, x: g * t),
-    "log": (True, lambda np, x, a: np.log(x), lambda t, g, x: g / x),
-    "sqrt": (True, lambda np, x, a: np.sqrt(x), lambda t, g, x: g * 0.5 / t),
-    "rsqrt": (True, lambda np, x, a: 1 / np.sqrt(x), lambda t, g, x: g * (-0.5) * t * t * t),
-    "tanh": (True, lambda np, x, a: np.tanh(x), lambda t, g, x: g * (1.0 - t * t)),
-    "sigmoid": (True, lambda np, x, a: 1 / (1 + np.exp(-x)), lambda t, g, x: g * t * (1.0 - t)),
-    "relu": (True, lambda np, x, a: np.maximum(x, 0), lambda t, g, x: where(t > 0.0, g, 0.0)),
+    "neg": (False, lambda np, x, a: -x, lambda t, g, x: -g, _wgsl(lambda x, n, kc: f"(-{x})")),
+    "abs": (False, lambda np, x, a: np.abs(x), lambda t, g, x: g * sign(x), _call("abs")),
+    "sign": (False, lambda np, x, a: np.sign(x), NO_GRAD, _wgsl(_sign_wgsl)),
+    "square": (
+        False,
+        lambda np, x, a: x * x,
+        lambda t, g, x: g * (2.0 * x),
+        _wgsl(lambda x, n, kc: f"({x} * {x})"),
+    ),
+    "exp": (True, lambda np, x, a: np.exp(x), lambda t, g, x: g * t, _call("exp")),
+    "log": (True, lambda np, x, a: np.log(x), lambda t, g, x: g / x, _call("log")),
+    "sqrt": (True, lambda np, x, a: np.sqrt(x), lambda t, g, x: g * 0.5 / t, _call("sqrt")),
+    "rsqrt": (
+        True,
+        lambda np, x, a: 1 / np.sqrt(x),
+        lambda t, g, x: g * (-0.5) * t * t * t,
+        _call("inverseSqrt"),
+    ),
+    "tanh": (
+        True,
+        lambda np, x, a: np.tanh(x),
+        lambda t, g, x: g * (1.0 - t * t),
+        _wgsl(lambda x, n, kc: f"{kc.helper('tg_tanh', _TANH)}({x})"),
+    ),
+    "sigmoid": (
+        True,
+        lambda np, x, a: 1 / (1 + np.exp(-x)),
+        lambda t, g, x: g * t * (1.0 - t),
+        _wgsl(lambda x, n, kc: f"(1.0 / (1.0 + exp(-{x})))"),
+    ),
+    "relu": (
+        True,
+        lambda np, x, a: np.maximum(x, 0),
+        lambda t, g, x: where(t > 0.0, g, 0.0),
+        _wgsl(lambda x, n, kc: f"select({x}, 0.0, {x} < 0.0)"),  # keeps NaN, like np.maximum
+    ),
     "leaky_relu": (
         True,
         lambda np, x, a: np.where(x > 0, x, x * a["alpha"]),
         lambda t, g, x: where(x > 0.0, g, g * t.attrs["alpha"]),
+        _wgsl(lambda x, n, kc: f"select({x} * {f32_lit(n.attrs['alpha'])}, {x}, {x} > 0.0)"),
     ),
-    "gelu": (True, lambda np, x, a: _np_gelu(np, x, a["approximate"]), lambda t, g, x: _g_gelu(t, g)[0]),
+    "gelu": (
+        True,
+        lambda np, x, a: _np_gelu(np, x, a["approximate"]),
+        lambda t, g, x: _g_gelu(t, g)[0],
+        _wgsl(_gelu_wgsl),
+    ),
     "silu": (
         True,
         lambda np, x, a: x / (1 + np.exp(-x)),
         lambda t, g, x: g * (sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x)))),
+        _wgsl(lambda x, n, kc: f"({x} / (1.0 + exp(-{x})))"),
     ),
-    "softplus": (True, lambda np, x, a: _np_softplus(np, x), lambda t, g, x: g * sigmoid(x)),
+    "softplus": (
+        True,
+        lambda np, x, a: _np_softplus(np, x),
+        lambda t, g, x: g * sigmoid(x),
+        _wgsl(lambda x, n, kc: f"(max({x}, 0.0) + {kc.helper('tg_log1p', _LOG1P)}(exp(-abs({x}))))"),
+    ),
     "erf": (
         True,
         lambda np, x, a: _np_erf(np, x),
         lambda t, g, x: g * (2.0 / math.sqrt(math.pi)) * exp(-(x * x)),
+        _wgsl(lambda x, n, kc: f"{kc.helper('tg_erf', _ERF)}({x})"),
     ),
-    "sin": (True, lambda np, x, a: np.sin(x), lambda t, g, x: g * cos(x)),
-    "cos": (True, lambda np, x, a: np.cos(x), lambda t, g, x: -(g * sin(x))),
+    "sin": (True, lambda np, x, a: np.sin(x), lambda t, g, x: g * cos(x), _call("sin")),
+    "cos": (True, lambda np, x, a: np.cos(x), lambda t, g, x: -(g * sin(x)), _call("cos")),
     "pow": (
         True,
         lambda np, x, a: x ** a["exponent"],
         lambda t, g, x: g * (t.attrs["exponent"] * pow(x, t.attrs["exponent"] - 1.0)),
+        _wgsl(_pow_wgsl),
+    ),
+    "hardtanh": (
+        True,
+        lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
+        lambda t, g, x: where(logical_and(x > t.attrs["lo"], x < t.attrs["hi"]), g, 0.0),
+        _wgsl(_clamp_wgsl),
     ),
     "clamp": (
         False,
         lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
         lambda t, g, x: where(logical_and(x >= t.attrs["lo"], x <= t.attrs["hi"]), g, 0.0),
+        _wgsl(_clamp_wgsl),
     ),
 }
 
@@ -360,11 +513,12 @@ def _unary_grad(fn):
     return grad
 
 
-for _k, (_float, _fn, _g) in _UNARY.items():
+for _k, (_float, _fn, _g, _w) in _UNARY.items():
     register(
         _k,
         family="elementwise",
-        elementwise=True,
+        role="elementwise",
+        emit=_w,
         ref=_unary_ref(_fn),
         grad=_g if _g is NO_GRAD else _unary_grad(_g),
         infer=_infer_float_unary if _float else _infer_numeric_unary,
@@ -479,6 +633,15 @@ def pow(x, exponent):  # noqa: A001 - NumPy's name
 
 
 @op
+def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0):
+    """torch.nn.functional.hardtanh: x clamped to [min_val, max_val]; the gradient passes
+    strictly inside the range only."""
+    if not min_val < max_val:
+        raise OpError(f"min_val {min_val} must be less than max_val {max_val}")
+    return _unary("hardtanh", x, lo=float(min_val), hi=float(max_val))
+
+
+@op
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if min is None and max is None:
         raise OpError("clamp needs min, max or both")
@@ -504,7 +667,8 @@ def _g_cast(t, g):
 register(
     "cast",
     family="elementwise",
-    elementwise=True,
+    role="elementwise",
+    emit=_wgsl(_cast_wgsl),
     infer=_infer_cast,
     grad=_g_cast,
     ref=lambda ctx, args, t: ctx.cast(args[0], t.dtype),
@@ -527,7 +691,8 @@ def _infer_full(ins, attrs):
 register(
     "full",
     family="elementwise",
-    elementwise=True,
+    role="const",
+    emit=lambda g, n: lit(n.attrs["value"], n.dtype),
     infer=_infer_full,
     grad=NO_GRAD,
     ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)),
@@ -554,10 +719,12 @@ def full(shape, value, dtype: str | None = None) -> Tensor:
     return make("full", (), shape=shape, value=value, dtype=dtype)
 
 
+@op
 def zeros(shape, dtype: str = "f32") -> Tensor:
     return full(shape, 0, dtype)
 
 
+@op
 def ones(shape, dtype: str = "f32") -> Tensor:
     return full(shape, 1, dtype)
 
@@ -565,7 +732,8 @@ def ones(shape, dtype: str = "f32") -> Tensor:
 register(
     "arange",
     family="elementwise",
-    elementwise=True,
+    role="elementwise",
+    emit=_arange_wgsl,
     grad=NO_GRAD,
     infer=lambda ins, a: ((a["n"],), a["dtype"]),
     ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(t.attrs["n"])).astype(

@@ -7,6 +7,7 @@ pass reads transposed operands through strides instead of copying them.
 
 from __future__ import annotations
 
+from ..codegen.matmul import emit_matmul
 from ..ir import OpError, Tensor, make, register
 from .base import as_tensor, broadcast_shapes, op
 
@@ -73,7 +74,17 @@ def _ref_matmul(ctx, args, t):
     return ctx.np.matmul(a, b)
 
 
-register("matmul", family="linalg", infer=_infer_matmul, grad=_g_matmul, ref=_ref_matmul)
+register(
+    "matmul",
+    family="linalg",
+    role="kernel",
+    emit=emit_matmul,
+    epilogue=True,
+    strided=True,
+    infer=_infer_matmul,
+    grad=_g_matmul,
+    ref=_ref_matmul,
+)
 
 
 @op

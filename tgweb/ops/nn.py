@@ -25,7 +25,9 @@ targets [...] (shape logits.shape[:-1]), unlike PyTorch's [N, C, ...].
 
 from __future__ import annotations
 
-from ..ir import NO_GRAD, OpError, Tensor, make, register
+from ..codegen.common import add_idx, lit, mul_idx
+from ..codegen.reduce import emit_embedding_grad, emit_softmax
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register
 from .base import as_tensor, norm_axis, op, require_float
 
 
@@ -86,12 +88,30 @@ def _infer_causal(ins, attrs):
 register(
     "softmax",
     family="nn",
+    role="kernel",
+    emit=emit_softmax,
     infer=_infer_float_same,
     grad=_g_softmax,
     ref=lambda ctx, args, t: _np_softmax(ctx.np, args[0], t.attrs["axis"]),
 )
-register("log_softmax", family="nn", infer=_infer_float_same, grad=_g_log_softmax, ref=_ref_log_softmax)
-register("causal_softmax", family="nn", infer=_infer_causal, grad=_g_softmax, ref=_ref_causal_softmax)
+register(
+    "log_softmax",
+    family="nn",
+    role="kernel",
+    emit=emit_softmax,
+    infer=_infer_float_same,
+    grad=_g_log_softmax,
+    ref=_ref_log_softmax,
+)
+register(
+    "causal_softmax",
+    family="nn",
+    role="kernel",
+    emit=emit_softmax,
+    infer=_infer_causal,
+    grad=_g_softmax,
+    ref=_ref_causal_softmax,
+)
 
 
 @op
@@ -132,7 +152,22 @@ def _ref_one_hot(ctx, args, t):
     return (args[0][..., None] == np.arange(t.attrs["num_classes"])).astype(ctx.f)
 
 
-register("one_hot", family="nn", infer=_infer_one_hot, grad=NO_GRAD, ref=_ref_one_hot)
+def _one_hot_wgsl(g, m) -> str:
+    idx = m.inputs[0]
+    nd = len(m.shape)
+    k = g.load_at(idx, g.index_in(idx.shape, [g.coord(d) for d in range(nd - 1)]))
+    return g.let(f"select(0.0, 1.0, {k} == i32({g.coord(nd - 1)}))")
+
+
+register(
+    "one_hot",
+    family="nn",
+    role="index",
+    emit=_one_hot_wgsl,
+    infer=_infer_one_hot,
+    grad=NO_GRAD,
+    ref=_ref_one_hot,
+)
 
 
 @op
@@ -189,10 +224,32 @@ def _g_embedding_grad(t, g):
     return [make("embedding", (g, idx)), None]
 
 
-register("embedding", family="nn", infer=_infer_embedding, grad=_g_embedding, ref=_ref_embedding)
+def _embedding_wgsl(g, m) -> str:
+    w, idx = m.inputs
+    nd = len(m.shape)
+    num, dim = w.shape
+    k = g.let(g.load_at(idx, g.index_in(idx.shape, [g.coord(d) for d in range(nd - 1)])))
+    v = g.kc.fresh()
+    g.lines.append(f"var {v} = 0.0;")
+    widx = add_idx(mul_idx(f"u32({k})", dim), g.coord(nd - 1))
+    g.lines.append(f"if ({k} >= 0i && {k} < {num}i) {{ {v} = {g.load_at(w, widx)}; }}")
+    return v
+
+
+register(
+    "embedding",
+    family="nn",
+    role="index",
+    emit=_embedding_wgsl,
+    infer=_infer_embedding,
+    grad=_g_embedding,
+    ref=_ref_embedding,
+)
 register(
     "embedding_grad",
     family="nn",
+    role="kernel",
+    emit=emit_embedding_grad,
     infer=_infer_embedding_grad,
     grad=_g_embedding_grad,
     ref=_ref_embedding_grad,
@@ -204,9 +261,7 @@ def embedding(weight, idx) -> Tensor:
     """Rows of weight [num, dim] picked by integer indices [...] -> [..., dim]
     (torch.nn.functional.embedding's argument order is (idx, weight); tgweb takes
     the table first). The gradient is a scatter-add into the table."""
-    from ..nn.module import Module
-
-    if isinstance(weight, Module):  # an nn.Embedding passed whole
+    if not isinstance(weight, TensorOps) and hasattr(weight, "weight"):  # an nn.Embedding passed whole
         weight = weight.weight
     return make("embedding", (as_tensor(weight), as_tensor(idx)))
 
@@ -265,8 +320,56 @@ def _g_take_grad(t, g):
     return [make("take_along_axis", (g, idx), axis=t.attrs["axis"]), None]
 
 
-register("take_along_axis", family="nn", infer=_infer_take, grad=_g_take, ref=_ref_take)
-register("take_along_axis_grad", family="nn", infer=_infer_take_grad, grad=_g_take_grad, ref=_ref_take_grad)
+def _take_wgsl(g, m) -> str:
+    x, idx = m.inputs
+    a = m.attrs["axis"]
+    coords = [g.coord(d) for d in range(len(m.shape))]
+    k = g.let(g.load_at(idx, g.bcast_index(idx.shape)))
+    coords[a] = f"u32({k})"
+    v = g.kc.fresh()
+    g.lines.append(f"var {v} = {lit(0, m.dtype)};")
+    g.lines.append(
+        f"if ({k} >= 0i && {k} < {x.shape[a]}i) {{ {v} = {g.load_at(x, g.index_in(x.shape, coords))}; }}"
+    )
+    return v
+
+
+def _take_grad_wgsl(g, m) -> str:
+    # out[.., j, ..] = sum over k of gr[.., k, ..] where idx[.., k, ..] == j: a loop over
+    # the index axis, so no atomics and a fixed summation order
+    gr, idx = m.inputs
+    a = m.attrs["axis"]
+    coords = [g.coord(d) for d in range(len(m.shape))]
+    kk = g.kc.fresh("k")
+    cc = list(coords)
+    cc[a] = kk
+    gi = g.index_in(gr.shape, cc)
+    v = g.kc.fresh()
+    g.lines.append(f"var {v} = 0.0;")
+    g.lines.append(f"for (var {kk} = 0u; {kk} < {gr.shape[a]}u; {kk} = {kk} + 1u) {{")
+    g.lines.append(f"  if ({g.load_at(idx, gi)} == i32({coords[a]})) {{ {v} = {v} + {g.load_at(gr, gi)}; }}")
+    g.lines.append("}")
+    return v
+
+
+register(
+    "take_along_axis",
+    family="nn",
+    role="index",
+    emit=_take_wgsl,
+    infer=_infer_take,
+    grad=_g_take,
+    ref=_ref_take,
+)
+register(
+    "take_along_axis_grad",
+    family="nn",
+    role="index",
+    emit=_take_grad_wgsl,
+    infer=_infer_take_grad,
+    grad=_g_take_grad,
+    ref=_ref_take_grad,
+)
 
 
 @op

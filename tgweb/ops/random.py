@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 
-from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, register
+from ..codegen.common import f32_lit
+from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register
 from .base import as_tensor, norm_axis, op
 
 M32 = 0xFFFFFFFF
@@ -96,18 +97,14 @@ def _np_uniform(ctx, seed_arr, stream: int, counters):
 
 def _ref_rand(ctx, args, t):
     np = ctx.np
-    n = 1
-    for d in t.shape:
-        n *= d
+    n = prod(t.shape)
     u = _np_uniform(ctx, args[0], t.attrs["stream"], np.arange(n, dtype=np.uint64))
     return u.astype(np.float32).astype(ctx.f).reshape(t.shape)
 
 
 def _ref_randn(ctx, args, t):
     np = ctx.np
-    n = 1
-    for d in t.shape:
-        n *= d
+    n = prod(t.shape)
     i = np.arange(n, dtype=np.uint64)
     u1 = _np_uniform(ctx, args[0], t.attrs["stream"], 2 * i)
     u2 = _np_uniform(ctx, args[0], t.attrs["stream"], 2 * i + 1)
@@ -123,8 +120,55 @@ def _infer_random(ins, attrs):
     return attrs["shape"], "f32"
 
 
-register("rand", family="random", infer=_infer_random, grad=NO_GRAD, ref=_ref_rand)
-register("randn", family="random", infer=_infer_random, grad=NO_GRAD, ref=_ref_randn)
+# ---------------------------------------------------------------- WGSL: the same hash, bit for bit
+
+_HASH = """fn tg_hash(x0: u32) -> u32 {
+  var x = x0;
+  x = x ^ (x >> 16u);
+  x = x * 0x7feb352du;
+  x = x ^ (x >> 15u);
+  x = x * 0x846ca68bu;
+  x = x ^ (x >> 16u);
+  return x;
+}"""
+
+_UNIFORM = """fn tg_uniform(k: u32, c: u32) -> f32 {
+  return f32(tg_hash(tg_hash(c ^ k) + k) >> 8u) * 5.9604644775390625e-8;
+}"""
+
+
+def _key_wgsl(g, m) -> str:
+    g.kc.helper("tg_hash", _HASH)
+    g.kc.helper("tg_uniform", _UNIFORM)
+    sk = lowbias32((m.attrs["stream"] * GOLDEN + STREAM_OFFSET) & 0xFFFFFFFF)
+    seed = g.load_at(m.inputs[0], "0u")
+    return g.let(f"tg_hash(bitcast<u32>({seed}) ^ {sk}u)", "k")
+
+
+def _rand_wgsl(g, m) -> str:
+    k = _key_wgsl(g, m)
+    return g.let(f"tg_uniform({k}, {g.ivar})")
+
+
+def _randn_wgsl(g, m) -> str:
+    k = _key_wgsl(g, m)
+    u1 = g.let(f"tg_uniform({k}, 2u * {g.ivar})")
+    u2 = g.let(f"tg_uniform({k}, 2u * {g.ivar} + 1u)")
+    return g.let(f"sqrt(-2.0 * log(1.0 - {u1})) * cos({f32_lit(6.283185307179586)} * {u2})")
+
+
+register(
+    "rand", family="random", role="index", emit=_rand_wgsl, infer=_infer_random, grad=NO_GRAD, ref=_ref_rand
+)
+register(
+    "randn",
+    family="random",
+    role="index",
+    emit=_randn_wgsl,
+    infer=_infer_random,
+    grad=NO_GRAD,
+    ref=_ref_randn,
+)
 
 
 def _random(kind: str, shape, graph=None) -> Tensor:

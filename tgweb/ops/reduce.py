@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codegen.reduce import emit_reduce
 from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from .base import as_tensor, norm_axes, norm_axis, op
 
@@ -52,9 +53,33 @@ def _ref_reduce(fn):
     return ref
 
 
-register("sum", family="reduce", infer=_infer_reduce, grad=_g_sum, ref=_ref_reduce("sum"))
-register("max", family="reduce", infer=_infer_reduce, grad=_g_max, ref=_ref_reduce("max"))
-register("min", family="reduce", infer=_infer_reduce, grad=_g_max, ref=_ref_reduce("min"))
+register(
+    "sum",
+    family="reduce",
+    role="reduction",
+    emit=emit_reduce,
+    infer=_infer_reduce,
+    grad=_g_sum,
+    ref=_ref_reduce("sum"),
+)
+register(
+    "max",
+    family="reduce",
+    role="reduction",
+    emit=emit_reduce,
+    infer=_infer_reduce,
+    grad=_g_max,
+    ref=_ref_reduce("max"),
+)
+register(
+    "min",
+    family="reduce",
+    role="reduction",
+    emit=emit_reduce,
+    infer=_infer_reduce,
+    grad=_g_max,
+    ref=_ref_reduce("min"),
+)
 
 
 def _reduce(kind, x, axis, keepdims):
@@ -107,8 +132,24 @@ def _ref_arg(fn):
     return ref
 
 
-register("argmax", family="reduce", infer=_infer_arg, grad=NO_GRAD, ref=_ref_arg("argmax"))
-register("argmin", family="reduce", infer=_infer_arg, grad=NO_GRAD, ref=_ref_arg("argmin"))
+register(
+    "argmax",
+    family="reduce",
+    role="reduction",
+    emit=emit_reduce,
+    infer=_infer_arg,
+    grad=NO_GRAD,
+    ref=_ref_arg("argmax"),
+)
+register(
+    "argmin",
+    family="reduce",
+    role="reduction",
+    emit=emit_reduce,
+    infer=_infer_arg,
+    grad=NO_GRAD,
+    ref=_ref_arg("argmin"),
+)
 
 
 @op

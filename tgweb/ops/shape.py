@@ -1,10 +1,75 @@
-"""Shape ops. reshape and stop_gradient are aliases (no copy); permute,
+"""Shape ops. reshape and stop_gradient are views (no copy); permute,
 broadcast_to, slice, pad and concat move data. The rest are built from these."""
 
 from __future__ import annotations
 
+from ..codegen.common import add_idx, lit, u32_lit
 from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from .base import as_tensor, norm_axis, op
+
+# ---------------------------------------------------------------- WGSL
+# Each data-moving kind reads its input, stored elsewhere, at a remapped index of
+# the fused group it is computed in (g: tgweb.codegen.kernel.GroupEmitter).
+
+
+def _permute_wgsl(g, m) -> str:
+    x = m.inputs[0]
+    perm = m.attrs["perm"]
+    coords = ["0u"] * len(perm)
+    for d, p in enumerate(perm):
+        coords[p] = g.coord(d)
+    return g.load_at(x, g.index_in(x.shape, coords))
+
+
+def _broadcast_wgsl(g, m) -> str:
+    x = m.inputs[0]
+    return g.load_at(x, g.bcast_index(x.shape))
+
+
+def _slice_wgsl(g, m) -> str:
+    x = m.inputs[0]
+    a = m.attrs["axis"]
+    coords = [g.coord(d) for d in range(len(m.shape))]
+    coords[a] = add_idx(coords[a], u32_lit(m.attrs["start"]))
+    return g.load_at(x, g.index_in(x.shape, coords))
+
+
+def _pad_wgsl(g, m) -> str:
+    x = m.inputs[0]
+    a, before = m.attrs["axis"], m.attrs["before"]
+    n = x.shape[a]
+    coords = [g.coord(d) for d in range(len(m.shape))]
+    c = coords[a]
+    coords[a] = f"({c} - {before}u)" if before else c
+    idx = g.index_in(x.shape, coords)
+    v = g.kc.fresh()
+    cond = f"{c} >= {before}u && {c} < {before + n}u" if before else f"{c} < {n}u"
+    g.lines.append(f"var {v} = {lit(0, m.dtype)};")
+    g.lines.append(f"if ({cond}) {{ {v} = {g.load_at(x, idx)}; }}")
+    return v
+
+
+def _concat_wgsl(g, m) -> str:
+    a = m.attrs["axis"]
+    coords = [g.coord(d) for d in range(len(m.shape))]
+    c = coords[a]
+    v = g.kc.fresh()
+    g.lines.append(f"var {v} = {lit(0, m.dtype)};")
+    off = 0
+    for j, x in enumerate(m.inputs):
+        n = x.shape[a]
+        cc = list(coords)
+        cc[a] = f"({c} - {off}u)" if off else c
+        body = f"{v} = {g.load_at(x, g.index_in(x.shape, cc))};"
+        if j == 0:
+            g.lines.append(f"if ({c} < {off + n}u) {{ {body} }}")
+        elif j == len(m.inputs) - 1:
+            g.lines.append(f"else {{ {body} }}")
+        else:
+            g.lines.append(f"else if ({c} < {off + n}u) {{ {body} }}")
+        off += n
+    return v
+
 
 # ---------------------------------------------------------------- reshape
 
@@ -19,7 +84,7 @@ def _infer_reshape(ins, attrs):
 register(
     "reshape",
     family="shape",
-    alias=True,
+    role="view",
     infer=_infer_reshape,
     grad=lambda t, g: [reshape(g, t.inputs[0].shape)],
     ref=lambda ctx, args, t: args[0].reshape(t.shape),
@@ -53,7 +118,7 @@ def reshape(x, shape) -> Tensor:
 register(
     "stop_gradient",
     family="shape",
-    alias=True,
+    role="view",
     grad=NO_GRAD,
     infer=lambda ins, a: (ins[0].shape, ins[0].dtype),
     ref=lambda ctx, args, t: args[0],
@@ -84,6 +149,8 @@ def _g_permute(t, g):
 register(
     "permute",
     family="shape",
+    role="index",
+    emit=_permute_wgsl,
     infer=_infer_permute,
     grad=_g_permute,
     ref=lambda ctx, args, t: ctx.np.ascontiguousarray(args[0].transpose(t.attrs["perm"])),
@@ -144,6 +211,8 @@ def _g_broadcast(t, g):
 register(
     "broadcast_to",
     family="shape",
+    role="index",
+    emit=_broadcast_wgsl,
     infer=_infer_broadcast,
     grad=_g_broadcast,
     ref=lambda ctx, args, t: ctx.np.ascontiguousarray(ctx.np.broadcast_to(args[0], t.shape)),
@@ -202,6 +271,8 @@ def _ref_slice(ctx, args, t):
 register(
     "slice",
     family="shape",
+    role="index",
+    emit=_slice_wgsl,
     infer=_infer_slice,
     ref=_ref_slice,
     grad=lambda t, g: [
@@ -225,6 +296,8 @@ def _ref_pad(ctx, args, t):
 register(
     "pad",
     family="shape",
+    role="index",
+    emit=_pad_wgsl,
     infer=_infer_pad,
     ref=_ref_pad,
     grad=lambda t, g: [narrow(g, t.attrs["axis"], t.attrs["before"], t.inputs[0].shape[t.attrs["axis"]])],
@@ -285,6 +358,8 @@ def _g_concat(t, g):
 register(
     "concat",
     family="shape",
+    role="index",
+    emit=_concat_wgsl,
     infer=_infer_concat,
     grad=_g_concat,
     ref=lambda ctx, args, t: ctx.np.concatenate(args, axis=t.attrs["axis"]),

@@ -15,7 +15,9 @@ import fnmatch
 from typing import Any, Callable
 
 from .. import ops
-from ..ir import NO_GRAD, OpError, Tensor, make, register
+from ..codegen.common import f32_lit
+from ..codegen.reduce import tree
+from ..ir import NO_GRAD, REGISTRY, OpError, Tensor, make, prod, register, root
 
 # the largest finite f32; x <= F32_MAX is false for NaN and +inf, a WGSL-safe isfinite
 F32_MAX = 3.4028234663852886e38
@@ -39,7 +41,60 @@ def _ref_sumsq(ctx, args, t):
     return np.asarray(total, ctx.f)
 
 
-register("global_sumsq", family="reduce", infer=_infer_sumsq, grad=NO_GRAD, ref=_ref_sumsq)
+def _emit_sumsq(kc, node):
+    """Sum of squares of every element of every input, in one workgroup. Inputs packed
+    in one arena buffer (the planner's grad arena) are merged into contiguous ranges
+    (alignment padding is zero), so the loop count does not grow with the parameter count."""
+    wg = 64
+    ranges: dict[int, list[list[int]]] = {}
+    const = 0.0
+    for x in node.inputs:
+        r, n = root(x), prod(x.shape)
+        if REGISTRY[r.kind].role == "const":
+            const += float(r.attrs["value"]) ** 2 * n
+            continue
+        buf, off = kc.storage(x)
+        ranges.setdefault(buf, []).append([off, off + n])
+    body = ["var s0 = 0.0;", "var s1 = 0.0;", "var s2 = 0.0;", "var s3 = 0.0;"]
+    for buf, rs in ranges.items():
+        name = kc.bind(buf, False)
+        for a, b in _merged(rs):  # four independent sums in flight per invocation
+            body.append(f"for (var r = {a}u + li; r < {b}u; r = r + {4 * wg}u) {{")
+            for j in range(4):
+                rj = f"r + {j * wg}u" if j else "r"
+                body.append(
+                    f"  if ({rj} < {b}u) {{ let v = bitcast<f32>({name}[{rj}]); s{j} = fma(v, v, s{j}); }}"
+                )
+            body.append("}")
+    kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
+    body += ["sh[li] = (s0 + s1) + (s2 + s3);", "workgroupBarrier();"]
+    body += tree(wg, "sh[li] = sh[li] + sh[li + {s}u];")
+    res = "sh[0]" if not const else f"(sh[0] + {f32_lit(const)})"
+    body += ["if (li == 0u) {"] + ["  " + ln for ln in kc.result(node, "0u", res)] + ["}"]
+    return body, (1, 1, 1), wg
+
+
+def _merged(ranges: list[list[int]]) -> list[list[int]]:
+    """Sorted [start, end) ranges, merged where at most 3 elements of padding apart."""
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and out[-1][1] <= a <= out[-1][1] + 3:  # padding is zero
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+register(
+    "global_sumsq",
+    family="reduce",
+    role="kernel",
+    emit=_emit_sumsq,
+    epilogue=True,
+    infer=_infer_sumsq,
+    grad=NO_GRAD,
+    ref=_ref_sumsq,
+)
 
 
 def global_sumsq(grads: list[Tensor]) -> Tensor:

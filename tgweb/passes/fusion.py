@@ -8,9 +8,10 @@ group: every other member is then later in topological order than the producer,
 and no cycle can form. A group's position is its head (its last node).
 
 Then a reduction absorbs a group that only feeds it (a prologue, computed while
-loading), and a group that is the only consumer of a reduction's result and has
-its shape absorbs the reduction (an epilogue, e.g. mean's scaling).
-`full` constants are never grouped: every kernel writes them as literals.
+loading), and a group that is the only consumer of a reduction's or an epilogue
+host's result and has its size runs inside that kernel (an epilogue: mean's
+scaling, a matmul's bias and activation). Constants are never grouped: every kernel
+writes them as literals. Roles come from the op registry (tgweb.ir.OpDef.role).
 """
 
 from __future__ import annotations
@@ -18,11 +19,23 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from ..codegen.elementwise import fusable, same_index
+from ..ir import REGISTRY, prod
 
-REDUCE_KINDS = ("sum", "max", "min", "argmax", "argmin")
-EPILOGUE_HOSTS = REDUCE_KINDS + ("global_sumsq", "matmul")
-LONG_WAIT = 16  # nodes between a matmul and a later input of its epilogue: no fusion
+LONG_WAIT = 16  # nodes between a host kernel and a later input of its epilogue: no fusion
+
+
+def fusable(kind: str) -> bool:
+    """Kinds a fused elementwise group can hold (the registry's fusion role)."""
+    return REGISTRY[kind].fuses
+
+
+def same_index(kind: str) -> bool:
+    """Kinds that read their inputs at their own index (broadcasting aside)."""
+    return REGISTRY[kind].same_index
+
+
+def _is_const(n) -> bool:
+    return REGISTRY[n.kind].role == "const"
 
 
 @dataclass(eq=False)
@@ -35,180 +48,215 @@ class Group:
     prologue: "Group | None" = None  # op groups: the fused input computation
     epilogue: "Group | None" = None  # op groups: the group that consumes the result
     absorbed: bool = False  # emitted inside another group's kernel
+    order: int = 0  # position in the node order where the kernel runs
 
     @property
     def shape(self):
         return self.head.shape
 
+    def parts(self) -> list["Group"]:
+        """The group and its fused prologue and epilogue: everything one kernel computes."""
+        return [self] + [p for p in (self.prologue, self.epilogue) if p is not None]
+
+
+class _Ctx:
+    """What the fusion steps share: consumers, roots, views resolved, bindings, in-place hints."""
+
+    def __init__(self, nodes, consumers, roots, root_of, max_bindings, inplace, inlined):
+        self.consumers, self.roots, self.root_of = consumers, roots, root_of
+        self.max_bindings = max_bindings
+        self.inplace = dict(inplace or {})
+        self.inlined = set(inlined or ())
+        self.rank = {n.id: k for k, n in enumerate(nodes)}  # topological position
+        self.group_of: dict[int, Group] = {}
+
+    def ext_of(self, n, inside) -> set:
+        """Stored tensors n reads from outside `inside` (all scalars share one buffer: -1)."""
+        out = set()
+        for x in n.inputs:
+            r = self.root_of(x)
+            if _is_const(r) or r.id in inside:
+                continue
+            if r.id in self.inlined:
+                out |= self.ext_of(r, inside)
+                continue
+            out.add(-1 if r.kind == "scalar" else r.id)
+        return out
+
+    def fits(self, ext: set, stored: set) -> bool:
+        return _bindings(ext, stored, self.inplace) <= self.max_bindings
+
 
 def fuse(
     nodes, consumers, roots, root_of, max_bindings: int = 8, late=None, inplace=None, inlined=None
 ) -> list[Group]:
-    """nodes: live computed nodes (no leaves, no aliases) in topological order.
-    consumers: id -> [(consumer node, direct)] where direct is False when read via an alias.
+    """nodes: live computed nodes (no leaves, no views) in topological order.
+    consumers: id -> [(consumer node, direct)] where direct is False when read via a view.
     roots: ids that must be stored (outputs, captures, updates).
     late: ids of update values; kernels writing only those are scheduled last.
     inplace: update value id -> id of the param/state it will likely overwrite.
-    root_of(t): t with aliases resolved. Returns the groups to emit, in order."""
-    group_of: dict[int, Group] = {}
+    inlined: ids of size-1 nodes every reader recomputes (never grouped).
+    root_of(t): t with views resolved. Returns the groups to emit, in order."""
+    cx = _Ctx(nodes, consumers, roots, root_of, max_bindings, inplace, inlined)
+    groups = _group(nodes, cx)
+    groups = _merge_groups(groups, cx)
+    _mark_stored(groups, cx)
+    for g in groups:
+        if g.kind == "op" and REGISTRY[g.head.kind].role == "reduction":
+            _attach_prologue(g, cx)
+        if g.kind == "op" and (REGISTRY[g.head.kind].role == "reduction" or REGISTRY[g.head.kind].epilogue):
+            _attach_epilogue(g, groups, cx)
+    return _order(groups, set(late or ()), cx)
+
+
+def _group(nodes, cx: _Ctx) -> list[Group]:
+    """Fusable nodes join their consumers' group when all of those consumers are in
+    that one group and read them at the same index (consumers first, so every other
+    member comes later in topological order and no cycle can form); other nodes get a
+    kernel of their own. Constants and inlined nodes are never grouped; constants that
+    are outputs get a group of their own (they must exist in memory)."""
     groups: list[Group] = []
-    inplace = dict(inplace or {})
-    inlined = set(inlined or ())
-
-    def ext_of(n, inside):
-        out = set()
-        for x in n.inputs:
-            r = root_of(x)
-            if r.kind == "full" or r.id in inside:
-                continue
-            if r.id in inlined:
-                out |= ext_of(r, inside)
-                continue
-            out.add(-1 if r.kind == "scalar" else r.id)  # all scalars share one buffer
-        return out
-
     for n in reversed(nodes):
-        if n.kind == "full" or n.id in inlined:
+        if _is_const(n) or n.id in cx.inlined:
             continue
-        if fusable(n.kind):
-            cons = consumers.get(n.id, [])
-            target = None
-            cand = []
-            for c, _ in cons:
-                g = group_of.get(c.id)
-                if g is not None and g not in cand:
-                    cand.append(g)
-            for g in cand:
-                if g.kind != "ew" or g.shape != n.shape:
-                    continue
-                if not all(d and same_index(c.kind) for c, d in cons if group_of.get(c.id) is g):
-                    continue
-                others = [h for h in cand if h is not g]
-                if others and _depends(g, others, group_of, root_of):
-                    continue  # g would wait for a kernel that waits for g
-                ids = {m.id for m in g.members} | {n.id}
-                new_ext = (g.ext - {n.id}) | ext_of(n, ids)
-                st = {m.id for m in g.members if m.id in roots}
-                if n.id in roots or others:
-                    st.add(n.id)
-                if _bindings(new_ext, st, inplace) <= max_bindings:
-                    target = g
-                    g.ext = new_ext
-                    break
-            if target is None:
-                target = Group("ew", n)
-                target.ext = ext_of(n, {n.id})
-                groups.append(target)
-            target.members.insert(0, n)
-            group_of[n.id] = target
-        else:
-            g = Group("op", n, [n])
-            g.ext = ext_of(n, set())
+        g = _join(n, cx) if fusable(n.kind) else None
+        if g is None:
+            g = (
+                Group("ew", n, ext=cx.ext_of(n, {n.id}))
+                if fusable(n.kind)
+                else Group("op", n, ext=cx.ext_of(n, set()))
+            )
             groups.append(g)
-            group_of[n.id] = g
-    # constants that must exist in memory (they are outputs) get a group of their own
+        g.members.insert(0, n)
+        cx.group_of[n.id] = g
     for n in nodes:
-        if n.kind == "full" and n.id in roots:
+        if _is_const(n) and n.id in cx.roots:
             g = Group("ew", n, [n])
             groups.append(g)
-            group_of[n.id] = g
+            cx.group_of[n.id] = g
+    return groups
 
-    rank = {n.id: k for k, n in enumerate(nodes)}  # topological position (copies have big ids)
-    groups = _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace, rank)
 
+def _join(n, cx: _Ctx) -> Group | None:
+    """The consumers' group n can join (updating its external reads), or None."""
+    cons = cx.consumers.get(n.id, [])
+    cand = []
+    for c, _ in cons:
+        g = cx.group_of.get(c.id)
+        if g is not None and g not in cand:
+            cand.append(g)
+    for g in cand:
+        if g.kind != "ew" or g.shape != n.shape:
+            continue
+        if not all(d and same_index(c.kind) for c, d in cons if cx.group_of.get(c.id) is g):
+            continue
+        others = [h for h in cand if h is not g]
+        if others and _depends(g, others, cx):
+            continue  # g would wait for a kernel that waits for g
+        ids = {m.id for m in g.members} | {n.id}
+        new_ext = (g.ext - {n.id}) | cx.ext_of(n, ids)
+        st = {m.id for m in g.members if m.id in cx.roots}
+        if n.id in cx.roots or others:
+            st.add(n.id)
+        if cx.fits(new_ext, st):
+            g.ext = new_ext
+            return g
+    return None
+
+
+def _mark_stored(groups, cx: _Ctx) -> None:
+    """A member is stored when it is a root or something outside its group (or a view)
+    reads it."""
     for g in groups:
         if g.kind != "ew":
             continue
         for m in g.members:
-            if m.id in roots or any(not d or group_of.get(c.id) is not g for c, d in consumers.get(m.id, [])):
+            if m.id in cx.roots or any(
+                not d or cx.group_of.get(c.id) is not g for c, d in cx.consumers.get(m.id, [])
+            ):
                 g.stored.add(m.id)
 
-    by_id = {id(g): g for g in groups}
-    for g in groups:
-        if g.kind != "op" or g.head.kind not in EPILOGUE_HOSTS:
-            continue
-        r = g.head
-        # prologue: the input is computed by a group that feeds only this reduction
-        # (also through a reshape: the flat index is the same)
-        x = root_of(r.inputs[0])
-        p = group_of.get(x.id)
-        if (
-            r.kind in REDUCE_KINDS
-            and p is not None
-            and p.kind == "ew"
-            and not p.absorbed
-            and p.stored == {x.id}
-            and x.id not in roots
-            and [c for c, _ in consumers.get(x.id, [])] == [r]
-            and len(p.ext) + 1 <= max_bindings
-        ):
-            g.prologue = p
-            p.absorbed = True
-        # epilogue: one group of the result's shape is the only consumer of the result
-        # (also through a reshape of the result to the group's shape: same flat index)
-        cons = consumers.get(r.id, [])
-        if not cons or r.id in roots:
-            continue
-        e = group_of.get(cons[0][0].id)
-        if (
-            e is None
-            or e.kind != "ew"
-            or e.absorbed
-            or _size(e.shape) != _size(r.shape)
-            or any(group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
-            or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs if root_of(inp) is r)
-            or any(h.epilogue is e for h in by_id.values())
-            # the host runs at the epilogue's place: a matmul not when the epilogue waits
-            # for a result from much later (a tied weight's two gradients), which would
-            # hold the matmul's operands (activations) until then
-            or r.kind == "matmul"
-            and any(rank.get(x, -1) > rank[r.id] + LONG_WAIT for x in e.ext)
-        ):
-            continue
-        ext = (e.ext - {r.id}) | g.ext
-        if g.prologue is not None:
-            ext |= g.prologue.ext
-        if _bindings(ext, e.stored, inplace) > max_bindings:
-            continue
+
+def _attach_prologue(g: Group, cx: _Ctx) -> None:
+    """A reduction absorbs the group computing its input when that group feeds only it
+    (also through a reshape: the flat index is the same)."""
+    r = g.head
+    x = cx.root_of(r.inputs[0])
+    p = cx.group_of.get(x.id)
+    if (
+        p is not None
+        and p.kind == "ew"
+        and not p.absorbed
+        and p.stored == {x.id}
+        and x.id not in cx.roots
+        and [c for c, _ in cx.consumers.get(x.id, [])] == [r]
+        and len(p.ext) + 1 <= cx.max_bindings
+    ):
+        g.prologue = p
+        p.absorbed = True
+
+
+def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
+    """A group of the result's size that is the only consumer of the result (also
+    through a reshape to the group's shape) runs inside the host kernel, on the value
+    before it is stored: bias and activation after a matmul, mean's scaling."""
+    r = g.head
+    cons = cx.consumers.get(r.id, [])
+    if not cons or r.id in cx.roots:
+        return
+    e = cx.group_of.get(cons[0][0].id)
+    if (
+        e is None
+        or e.kind != "ew"
+        or e.absorbed
+        or prod(e.shape) != prod(r.shape)
+        or any(cx.group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
+        or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs if cx.root_of(inp) is r)
+        or any(h.epilogue is e for h in groups)
+        # a strided host (matmul) runs at the epilogue's place: not when the epilogue
+        # waits for a result from much later (a tied weight's two gradients), which would
+        # hold the host's operands (activations) until then
+        or REGISTRY[r.kind].strided
+        and any(cx.rank.get(x, -1) > cx.rank[r.id] + LONG_WAIT for x in e.ext)
+    ):
+        return
+    ext = (e.ext - {r.id}) | g.ext
+    if g.prologue is not None:
+        ext |= g.prologue.ext
+    if cx.fits(ext, e.stored):
         g.epilogue = e
         e.absorbed = True
-    # an absorbed epilogue is emitted at its own head's position, inside its host
+
+
+def _order(groups, late: set, cx: _Ctx) -> list[Group]:
+    """The kernels in a topological order as close to their heads' order as it can be
+    (an absorbed epilogue runs at its own head's position, inside its host). Kernels
+    that only write updates nothing reads go last, so every other reader of a
+    parameter or state runs first and the write can be in place."""
     out = []
     for g in groups:
-        if g.kind == "op" and g.epilogue is not None:
-            g.order = rank[g.epilogue.head.id]
-        else:
-            g.order = rank[g.head.id]
+        g.order = cx.rank[(g.epilogue or g).head.id]
         if not g.absorbed:
             out.append(g)
-    # kernels that only write updates (nothing reads their results) go last, so that
-    # every other reader of a parameter or state runs first and the write can be in place
-    late = set(late or ())
 
     def is_late(g):
         return (
             g.kind == "ew"
             and bool(g.stored)
-            and not g.absorbed
             and all(
-                i in late and all(d and group_of.get(c.id) is g for c, d in consumers.get(i, []))
+                i in late and all(d and cx.group_of.get(c.id) is g for c, d in cx.consumers.get(i, []))
                 for i in g.stored
             )
         )
 
-    # a topological order of the kernels, as close to the heads' order as it can be
-    owner: dict[int, Group] = {}
-    for g in out:
-        for p in [g] + [q for q in (g.prologue, g.epilogue) if q is not None]:
-            for m in p.members:
-                owner[m.id] = g
+    owner = {m.id: g for g in out for p in g.parts() for m in p.members}
     deps: dict[int, set] = {id(g): set() for g in out}
     users: dict[int, list] = {id(g): [] for g in out}
     for g in out:
-        for p in [g] + [q for q in (g.prologue, g.epilogue) if q is not None]:
+        for p in g.parts():
             for m in p.members:
                 for x in m.inputs:
-                    h = owner.get(root_of(x).id)
+                    h = owner.get(cx.root_of(x).id)
                     if h is not None and h is not g and id(h) not in deps[id(g)]:
                         deps[id(g)].add(id(h))
                         users[id(h)].append(g)
@@ -222,29 +270,26 @@ def fuse(
         for u in users[id(g)]:
             deps[id(u)].discard(id(g))
             if not deps[id(u)]:
-                k = index[id(u)]
-                heapq.heappush(heap, ((is_late(u), u.order, k), k, u))
+                heapq.heappush(heap, ((is_late(u), u.order, index[id(u)]), index[id(u)], u))
     if len(order) != len(out):  # pragma: no cover - the fusion rules exclude cycles
         raise AssertionError("fusion produced a cycle between kernels")
     return order
 
 
-def _depends(g: Group, others: list, group_of, root_of, budget: int = 4000) -> bool:
+def _depends(g: Group, others: list, cx: _Ctx, budget: int = 4000) -> bool:
     """Whether group g reads (transitively) anything computed by a group in others."""
     targets = {id(h) for h in others}
     seen = {id(g)}
     stack = [g]
     while stack:
         h = stack.pop()
-        parts = [h] + [p for p in (h.prologue, h.epilogue) if p is not None]
-        for p in parts:
+        for p in h.parts():
             for m in p.members:
                 for x in m.inputs:
                     budget -= 1
                     if budget < 0:
                         return True  # too far to tell: assume the worst
-                    r = root_of(x)
-                    q = group_of.get(r.id)
+                    q = cx.group_of.get(cx.root_of(x).id)
                     if q is None or id(q) in seen:
                         continue
                     if id(q) in targets:
@@ -254,21 +299,14 @@ def _depends(g: Group, others: list, group_of, root_of, budget: int = 4000) -> b
     return False
 
 
-def _readers(g: Group, group_of, consumers) -> list:
+def _readers(g: Group, cx: _Ctx) -> list:
     out = []
     for m in g.members:
-        for c, _ in consumers.get(m.id, []):
-            h = group_of.get(c.id)
+        for c, _ in cx.consumers.get(m.id, []):
+            h = cx.group_of.get(c.id)
             if h is not None and h is not g and h not in out:
                 out.append(h)
     return out
-
-
-def _size(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _bindings(ext: set, stored: set, inplace: dict) -> int:
@@ -277,73 +315,78 @@ def _bindings(ext: set, stored: set, inplace: dict) -> int:
     return len(ext) + max(1, sum(1 for i in stored if inplace.get(i) not in ext))
 
 
-def _merge_groups(groups, group_of, consumers, roots, root_of, max_bindings, inplace, rank):
+def _merge_groups(groups, cx: _Ctx) -> list[Group]:
     """Merge elementwise groups of one shape that feed each other at the same index or
     read the same tensors (an optimizer's moment and parameter updates), when no third
     kernel sits between them and the bindings fit."""
     ew = [g for g in groups if g.kind == "ew"]
     alive = {id(g) for g in ew}
+    for a, b, shared in _merge_candidates(ew, cx):
+        a, b = cx.group_of[a.head.id], cx.group_of[b.head.id]  # follow earlier merges
+        if a is b or id(a) not in alive or id(b) not in alive:
+            continue
+        gone = _merge(a, b, shared, cx)
+        if gone is not None:
+            alive.discard(id(gone))
+    return [g for g in groups if g.kind != "ew" or id(g) in alive]
+
+
+def _merge_candidates(ew: list[Group], cx: _Ctx) -> list[tuple[Group, Group, bool]]:
+    """(group, group, whether they only share inputs): producer-consumer pairs first,
+    then groups of one shape reading the same stored tensor."""
+    pairs = []
+    for g in ew:
+        for m in g.members:
+            for c, _d in cx.consumers.get(m.id, []):
+                h = cx.group_of.get(c.id)
+                if h is not None and h is not g and h.kind == "ew" and h.shape == g.shape:
+                    pairs.append((g, h, False))
     by_input: dict = {}
     for g in ew:
         for x in g.ext:
             by_input.setdefault((x, g.shape), []).append(g)
-    pairs = []  # (group, group, whether they only share inputs)
-    for g in ew:
-        for m in g.members:
-            for c, _d in consumers.get(m.id, []):
-                h = group_of.get(c.id)
-                if h is not None and h is not g and h.kind == "ew" and h.shape == g.shape:
-                    pairs.append((g, h, False))
     for gs in by_input.values():
-        for a, b in zip(gs, gs[1:]):
-            pairs.append((a, b, True))
-    for a, b, shared in pairs:
-        a, b = group_of[a.head.id], group_of[b.head.id]  # follow earlier merges
-        if a is b or id(a) not in alive or id(b) not in alive:
-            continue
-        if shared:
-            # the merged kernel runs at the later head: no reader of the earlier group may
-            # come before it (that would hold a forward value until its backward reader,
-            # or delay the reader)
-            early, later = sorted((a, b), key=lambda g: rank[g.head.id])
-            if any(
-                rank[h.head.id] < rank[later.head.id]
-                for h in _readers(early, group_of, consumers)
-                if h is not later
-            ):
-                continue
-        # every read between the two must be a direct same-index read
-        ok = True
-        for x, y in ((a, b), (b, a)):
-            ids = {m.id for m in x.members}
-            for m in y.members:
-                for inp in m.inputs:
-                    r = root_of(inp)
-                    if r.id in ids and (r is not inp or not same_index(m.kind)):
-                        ok = False
-        if not ok:
-            continue
-        members = sorted(a.members + b.members, key=lambda t: rank[t.id])
-        ids = {m.id for m in members}
-        ext = {x for x in (a.ext | b.ext) if x not in ids}
-        st = {
-            m.id
-            for m in members
-            if m.id in roots
-            or any(group_of.get(c.id) not in (a, b) or not d for c, d in consumers.get(m.id, []))
-        }
-        if _bindings(ext, st, inplace) > max_bindings:
-            continue
-        mids = [x for x in _readers(a, group_of, consumers) if x is not b]
-        if mids and _depends(b, mids, group_of, root_of):
-            continue
-        mids = [x for x in _readers(b, group_of, consumers) if x is not a]
-        if mids and _depends(a, mids, group_of, root_of):
-            continue
-        keep, gone = (b, a) if rank[b.head.id] > rank[a.head.id] else (a, b)
-        keep.members = members
-        keep.ext = ext
-        for m in gone.members:
-            group_of[m.id] = keep
-        alive.discard(id(gone))
-    return [g for g in groups if g.kind != "ew" or id(g) in alive]
+        pairs += [(a, b, True) for a, b in zip(gs, gs[1:])]
+    return pairs
+
+
+def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
+    """Merge b and a into the one whose head is later; returns the group merged away,
+    or None when they may not merge."""
+    rank = cx.rank
+    if shared:
+        # the merged kernel runs at the later head: no reader of the earlier group may
+        # come before it (that would hold a forward value until its backward reader,
+        # or delay the reader)
+        early, later = sorted((a, b), key=lambda g: rank[g.head.id])
+        if any(rank[h.head.id] < rank[later.head.id] for h in _readers(early, cx) if h is not later):
+            return None
+    # every read between the two must be a direct same-index read
+    for x, y in ((a, b), (b, a)):
+        ids = {m.id for m in x.members}
+        for m in y.members:
+            for inp in m.inputs:
+                r = cx.root_of(inp)
+                if r.id in ids and (r is not inp or not same_index(m.kind)):
+                    return None
+    members = sorted(a.members + b.members, key=lambda t: rank[t.id])
+    ids = {m.id for m in members}
+    ext = {x for x in (a.ext | b.ext) if x not in ids}
+    st = {
+        m.id
+        for m in members
+        if m.id in cx.roots
+        or any(cx.group_of.get(c.id) not in (a, b) or not d for c, d in cx.consumers.get(m.id, []))
+    }
+    if not cx.fits(ext, st):
+        return None
+    for x, y in ((a, b), (b, a)):
+        mids = [h for h in _readers(x, cx) if h is not y]
+        if mids and _depends(y, mids, cx):
+            return None
+    keep, gone = (b, a) if rank[b.head.id] > rank[a.head.id] else (a, b)
+    keep.members = members
+    keep.ext = ext
+    for m in gone.members:
+        cx.group_of[m.id] = keep
+    return gone

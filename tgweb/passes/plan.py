@@ -29,16 +29,15 @@ Rules
   that non-pooled classes never share bytes, and that intermediates are written
   before they are read.
 
-`graph_values(graph)` derives values and steps from a Graph with one step per
-computing node (what an unfused lowering would run); `program_from_graph` builds
-a kernel-less Program (buffers, slots, scalars, meta["memory"]) from it.
+tgweb.lower builds the values and steps of a graph's kernels; every backend's
+plan comes from there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..codegen.program import Buffer, Program, Scalar, Slot
+from ..program import Buffer
 
 PRIORITY = ("param", "state", "input", "scalars", "grad", "output", "capture", "intermediate")
 POOLED = ("intermediate",)
@@ -334,93 +333,3 @@ def _report(order, kind, size, life, buffers, steps, pooled) -> dict:
         "intermediate_buffers": sum(1 for b in buffers if b.kind in POOLED),
         "steps": len(steps),
     }
-
-
-# --------------------------------------------------------------------------
-# From a Graph
-
-
-def live_nodes(graph) -> set[int]:
-    """Ids of the tensors that the outputs, captures and updates depend on (dead-code
-    elimination's keep set)."""
-    need = {t.id for d in (graph.outputs, graph.captures, graph.updates) for t in d.values()}
-    for t in reversed(graph.tensors):
-        if t.id in need:
-            need.update(i.id for i in t.inputs)
-    return need
-
-
-_LEAF_KIND = {"input": "input", "param": "param", "state": "state", "scalar": "scalars"}
-
-
-def graph_values(graph) -> tuple[list[Value], list[Step]]:
-    """Values and steps of a Graph with one step per live computing node, in graph order.
-    Alias ops (reshape, stop_gradient) are views; graph.updates are in-place writes."""
-    from ..ir import ITEMSIZE, REGISTRY, prod
-
-    live = live_nodes(graph)
-    grads = {t.id: n for n, t in graph.grads.items()}
-    outs = {t.id: n for n, t in graph.outputs.items()}
-    caps = {t.id: n for n, t in graph.captures.items()}
-    leaf_of_update = {}
-    for n, u in graph.updates.items():
-        leaf = graph.params.get(n) if n in graph.params else graph.states.get(n)
-        if leaf is None:
-            raise PlanError(f"update {n!r} names no param or state")
-        leaf_of_update[u.id] = leaf.id
-    values: list[Value] = []
-    steps: list[Step] = []
-    for t in graph.tensors:
-        if t.id not in live:
-            continue
-        nbytes = prod(t.shape) * ITEMSIZE[t.dtype]
-        if t.kind in _LEAF_KIND:
-            values.append(Value(t.id, nbytes, _LEAF_KIND[t.kind], f"{t.kind} {t.attrs['name']}"))
-            continue
-        if t.id in grads:
-            kind, label = "grad", f"grad {grads[t.id]}"
-        elif t.id in outs:
-            kind, label = "output", f"output {outs[t.id]}"
-        elif t.id in caps:
-            kind, label = "capture", f"capture {caps[t.id]}"
-        else:
-            kind, label = "intermediate", f"%{t.id} {t.kind}"
-        if REGISTRY[t.kind].alias:
-            values.append(Value(t.id, nbytes, kind, label, same_as=t.inputs[0].id))
-            continue
-        if t.id in leaf_of_update:
-            values.append(Value(t.id, nbytes, kind, label, same_as=leaf_of_update[t.id], inplace=True))
-        else:
-            values.append(Value(t.id, nbytes, kind, label))
-        steps.append(Step([i.id for i in t.inputs], [t.id], f"%{t.id} {t.kind}"))
-    return values, steps
-
-
-def program_from_graph(graph, pool: bool = True) -> Program:
-    """A Program without kernels: the planned buffers, every slot, the scalars and
-    meta["memory"] (the plan's report)."""
-    values, steps = graph_values(graph)
-    p = plan(values, steps, pool=pool)
-    prog = Program(buffers=p.buffers)
-
-    def slot(t):
-        return Slot(p.buffer_of[t.id], tuple(t.shape), t.dtype, p.offset_of[t.id])
-
-    planned = set(p.buffer_of)
-    prog.inputs = {n: slot(t) for n, t in graph.inputs.items() if t.id in planned}
-    prog.params = {n: slot(t) for n, t in graph.params.items() if t.id in planned}
-    prog.states = {n: slot(t) for n, t in graph.states.items() if t.id in planned}
-    prog.outputs = {n: slot(t) for n, t in graph.outputs.items()}
-    prog.captures = {n: slot(t) for n, t in graph.captures.items()}
-    scal = sorted((p.offset_of[t.id], n, t.dtype) for n, t in graph.scalars.items() if t.id in planned)
-    prog.scalars = [Scalar(n, "f32" if d == "f32" else "u32") for _, n, d in scal]
-    if scal:
-        prog.scalars_buffer = p.buffer_of[graph.scalars[scal[0][1]].id]
-    grad_ids = [t.id for t in graph.grads.values() if t.id in planned]
-    prog.meta["memory"] = dict(p.report)
-    if grad_ids:
-        prog.meta["grad_arena"] = {
-            "buffer": p.buffer_of[grad_ids[0]],
-            "bytes": p.buffers[p.buffer_of[grad_ids[0]]].size,
-        }
-    return prog

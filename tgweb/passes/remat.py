@@ -13,10 +13,8 @@ the copy runs the same operations on the same stored operands.
 
 from __future__ import annotations
 
-from ..codegen.elementwise import fusable
-from ..ir import Tensor, prod
+from ..ir import REGISTRY, Tensor, prod, replace
 
-FREE = ("input", "param", "state", "scalar", "full")  # always in memory (or literals)
 MIN_GAP = 8  # kernels between an early and a late reader before recomputing pays
 MAX_OPS = 4  # operations one recomputation may copy
 
@@ -24,7 +22,12 @@ MAX_OPS = 4  # operations one recomputation may copy
 def clonable(t: Tensor) -> bool:
     """Kinds a fused elementwise kernel can compute (elementwise math, broadcasts, slices
     and other index moves), except constants."""
-    return fusable(t.kind) and t.kind != "full"
+    return REGISTRY[t.kind].role in ("elementwise", "index")
+
+
+def _free(t: Tensor) -> bool:
+    """Always in memory (leaves) or written as literals (constants)."""
+    return REGISTRY[t.kind].role in ("leaf", "const")
 
 
 def rematerialize(
@@ -51,7 +54,7 @@ def rematerialize(
         """x can be read or recomputed at every kernel in [start, end] without keeping
         anything stored longer than it already is."""
         r = root_of(x)
-        if r.kind in FREE:
+        if _free(r):
             return True
         if r.id in stored and r.id not in recomputed:
             return pos[r.id] < start and last.get(r.id, -1) >= end
@@ -87,13 +90,11 @@ def rematerialize(
             """x as the late readers see it: copies of what is recomputed, views of them
             copied too, everything else as it is."""
             r = root_of(x)
-            if r.kind in FREE or (r.id in stored and r.id not in recomputed):
+            if _free(r) or (r.id in stored and r.id not in recomputed):
                 return x
             if x.id not in copies:
-                c = Tensor(
-                    x.graph, x.kind, tuple(copy(i) for i in x.inputs), x.attrs, x.shape, x.dtype, x.site
-                )
-                c.id = new_id()
+                ins = tuple(copy(i) for i in x.inputs)  # inputs first: their ids come before c's
+                c = replace(x, id=new_id(), inputs=ins)
                 copies[x.id] = c
                 if x is r:
                     made.append(c)
@@ -101,17 +102,7 @@ def rematerialize(
 
         for n in late:
             n = current[n.id]
-            shadow = Tensor(
-                n.graph,
-                n.kind,
-                tuple(copy(x) if root_of(x) is v else x for x in n.inputs),
-                n.attrs,
-                n.shape,
-                n.dtype,
-                n.site,
-            )
-            shadow.id = n.id
-            current[n.id] = shadow
+            current[n.id] = replace(n, inputs=tuple(copy(x) if root_of(x) is v else x for x in n.inputs))
         head = min((n.id for n in late), key=index.__getitem__)
         before.setdefault(head, []).extend(made)
     out = []

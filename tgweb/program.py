@@ -61,8 +61,46 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .ir import prod
+
 VERSION = 2
 BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
+ACCESS = ("read", "read_write")
+SLOT_DTYPES = ("f32", "i32", "bool")
+MAX_GROUPS = 65535  # workgroups per dispatch dimension (WebGPU's default limit)
+
+
+# WebGPU's default limits (the spec's guaranteed minimums): what lowering assumes without
+# an adapter, and the names of every limit a Program's kernels and buffers depend on
+LIMITS = {
+    "maxStorageBufferBindingSize": 134217728,
+    "maxBufferSize": 268435456,
+    "maxStorageBuffersPerShaderStage": 8,
+    "maxComputeWorkgroupStorageSize": 16384,
+    "maxComputeInvocationsPerWorkgroup": 256,
+    "maxComputeWorkgroupsPerDimension": 65535,
+}
+
+
+def limits_of(limits=None) -> dict[str, int]:
+    """LIMITS overridden by a device's values, whichever spelling it uses
+    (maxBufferSize, max_buffer_size, max-buffer-size)."""
+    out = dict(LIMITS)
+    canon = {k.lower(): k for k in LIMITS}
+    for k, v in dict(limits or {}).items():
+        key = canon.get(k.replace("-", "").replace("_", "").lower())
+        if key is not None and v is not None:
+            out[key] = int(v)
+    return out
+
+
+class ProgramError(ValueError):
+    """A Program that is not internally consistent (a bad saved file, or a compiler bug)."""
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ProgramError(message)
 
 
 @dataclass
@@ -123,9 +161,22 @@ class Program:
 
     @classmethod
     def from_json(cls, text: str) -> "Program":
-        d = json.loads(text)
-        if d.get("version") != VERSION:
-            raise ValueError(f"Program version {d.get('version')!r} is not {VERSION}")
+        """A Program from its JSON text, validated (ProgramError names what is wrong)."""
+        try:
+            d = json.loads(text)
+            if not isinstance(d, dict) or d.get("version") != VERSION:
+                got = d.get("version") if isinstance(d, dict) else type(d).__name__
+                raise ProgramError(f"Program version {got!r} is not {VERSION}")
+            prog = cls._from_dict(d)
+        except (KeyError, TypeError, ValueError) as e:
+            if isinstance(e, ProgramError):
+                raise
+            raise ProgramError(f"not a tgweb Program: {type(e).__name__}: {e}") from None
+        prog.validate()
+        return prog
+
+    @classmethod
+    def _from_dict(cls, d: dict) -> "Program":
 
         def slots(m):
             return {k: Slot(v["buffer"], tuple(v["shape"]), v["dtype"], v["offset"]) for k, v in m.items()}
@@ -154,6 +205,49 @@ class Program:
             meta=d["meta"],
             version=d["version"],
         )
+
+    def validate(self) -> None:
+        """Check the Program's internal consistency once, where it is made or loaded, so that
+        a backend (gpu.mjs included) checks only what the device itself can refuse."""
+        for i, b in enumerate(self.buffers):
+            _need(b.id == i, f"buffer {i} has id {b.id}")
+            _need(
+                isinstance(b.size, int) and b.size >= 4 and b.size % 4 == 0,
+                f"buffer {i}: size {b.size!r} is not a multiple of 4 bytes >= 4",
+            )
+            _need(b.kind in BUFFER_KINDS, f"buffer {i}: unknown kind {b.kind!r}")
+        nb = len(self.buffers)
+        for k in self.kernels:
+            for j, bd in enumerate(k.bindings):
+                _need(0 <= bd.buffer < nb, f"kernel {k.name}: binding {j} names buffer {bd.buffer}")
+                _need(bd.access in ACCESS, f"kernel {k.name}: binding {j} access {bd.access!r}")
+            _need(
+                len(k.dispatch) == 3 and all(isinstance(n, int) and 1 <= n <= MAX_GROUPS for n in k.dispatch),
+                f"kernel {k.name}: dispatch {k.dispatch!r} is not 3 counts in 1..{MAX_GROUPS}",
+            )
+            _need(
+                all(isinstance(o, int) and 0 <= o < 2**32 for o in k.offsets),
+                f"kernel {k.name}: offsets must be u32 values",
+            )
+        for kind in ("inputs", "params", "states", "outputs", "captures"):
+            for name, s in getattr(self, kind).items():
+                what = f"{kind[:-1]} {name!r}"
+                _need(0 <= s.buffer < nb, f"{what}: buffer {s.buffer} does not exist")
+                _need(s.dtype in SLOT_DTYPES, f"{what}: dtype {s.dtype!r}")
+                _need(all(isinstance(n, int) and n >= 1 for n in s.shape), f"{what}: shape {s.shape!r}")
+                end = s.offset + 4 * prod(s.shape)
+                _need(
+                    s.offset % 4 == 0 and end <= self.buffers[s.buffer].size,
+                    f"{what}: bytes {s.offset}..{end} do not fit buffer {s.buffer}",
+                )
+        _need(all(s.type in ("f32", "u32") for s in self.scalars), "scalar types must be f32 or u32")
+        if self.scalars:
+            _need(
+                self.scalars_buffer is not None
+                and 0 <= self.scalars_buffer < nb
+                and 4 * len(self.scalars) <= self.buffers[self.scalars_buffer].size,
+                "scalars_buffer is missing or too small for the scalars",
+            )
 
     def pipelines(self) -> int:
         """Unique pipelines: kernels deduplicated by WGSL text."""

@@ -1,0 +1,328 @@
+"""The kernel being built (KernelCtx: bindings, offsets, helpers, the WGSL text)
+and the fused elementwise group evaluated inside it (GroupEmitter).
+
+Every storage binding is declared `array<u32>`; values are bitcast on load and
+store (free on every GPU), so tensors of different dtypes may share one buffer and
+one binding. bool is stored as one u32 (0 or 1) per element. Identifiers in the
+generated text are tgweb's own (b0, v3, c1, ...), numbered per kernel, so two
+kernels that do the same work on the same shapes and offsets have identical text.
+
+A fused group is a set of nodes of one shape S evaluated at one flat index i of S:
+members read each other as local values, and read tensors stored elsewhere
+through broadcasting index arithmetic. Each member's value comes from its kind's
+emitter in the registry (tgweb.ir.OpDef.emit). The same group body serves as a
+reduction's prologue and as the epilogue of a reduction or a matmul.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..ir import REGISTRY, prod, root
+from ..program import Binding, Kernel
+from .common import add_idx, ceil_div, coord_exprs, invocations, lit, mul_idx, strides
+
+WG = 256  # invocations per workgroup of a fused elementwise kernel
+
+
+class Part(NamedTuple):
+    """A fused group as a kernel emits it: its shape, members in topological order and
+    the ids of the members it stores."""
+
+    shape: tuple
+    members: list
+    stored: set
+
+
+class KernelCtx:
+    """Collects the bindings, helper functions and workgroup declarations of one kernel.
+
+    storage(node) gives (buffer id, element offset) of a stored tensor (views
+    resolved); constants are never loaded, they become literals. inlined: ids of
+    size-1 nodes every reader recomputes. A kernel kind's emitter reads its first
+    input through input_at (computed by the fused prologue, if any) and stores its
+    result through result (which runs the fused epilogue, if any)."""
+
+    def __init__(
+        self, storage, inlined=(), prologue: Part | None = None, epilogue: Part | None = None
+    ) -> None:
+        self.storage = storage
+        self.bindings: list[list] = []  # [buffer, access]
+        self._bidx: dict[int, int] = {}
+        self.helpers: dict[str, str] = {}
+        self.decls: list[str] = []
+        self.ops: list[str] = []
+        self.site = ""
+        self._n = 0
+        self.vec4: set[int] = set()  # buffers bound as array<vec4<u32>> (read-only here)
+        self.offsets: list[int] = []  # element offsets the kernel reads from its uniform
+        self._oidx: dict[tuple[int, int], int] = {}
+        self.inlined = set(inlined)
+        self.prologue, self.epilogue = prologue, epilogue
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def bind(self, buffer: int, write: bool) -> str:
+        if buffer not in self._bidx:
+            self._bidx[buffer] = len(self.bindings)
+            self.bindings.append([buffer, "read_write" if write else "read"])
+        elif write:
+            self.bindings[self._bidx[buffer]][1] = "read_write"
+        return f"b{self._bidx[buffer]}"
+
+    def offset(self, buf: int, off: int) -> str:
+        """The expression of an element offset: read from the kernel's uniform, so that
+        kernels differing only in where their tensors live (one per layer) share a
+        pipeline."""
+        if (buf, off) not in self._oidx:
+            self._oidx[(buf, off)] = len(self.offsets)
+            self.offsets.append(off)
+        i = self._oidx[(buf, off)]
+        return f"tg_off[{i // 4}].{'xyzw'[i % 4]}"
+
+    def addr(self, node, idx: str, write: bool = False) -> str:
+        buf, off = self.storage(node)
+        i = add_idx(self.offset(buf, off), idx)
+        if buf in self.vec4:
+            if write:
+                raise AssertionError("a vec4 binding is read-only")
+            return f"{self.bind(buf, False)}[({i}) >> 2u][({i}) & 3u]"
+        return f"{self.bind(buf, write)}[{i}]"
+
+    def vec4_ok(self, node) -> bool:
+        return self.storage(node)[1] % 4 == 0
+
+    def load4(self, node, idx4: str) -> str:
+        """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4."""
+        buf, off = self.storage(node)
+        self.vec4.add(buf)
+        i = add_idx(f"({self.offset(buf, off)} >> 2u)", idx4)
+        return f"bitcast<vec4<f32>>({self.bind(buf, False)}[{i}])"
+
+    def load(self, node, idx: str) -> str:
+        """Value of a stored tensor at flat element index idx (a u32 expression)."""
+        r = root(node)
+        if REGISTRY[r.kind].role == "const":
+            return lit(r.attrs["value"], r.dtype)
+        a = self.addr(node, idx)
+        return from_u32(a, node.dtype)
+
+    def store(self, node, idx: str, value: str) -> str:
+        return f"{self.addr(node, idx, True)} = {to_u32(value, node.dtype)};"
+
+    def input_at(self, node, idx: str) -> tuple[list[str], str]:
+        """(lines, expression): node's first input at flat index idx, computed by the
+        fused prologue when there is one, else loaded."""
+        x = node.inputs[0]
+        if self.prologue is None:
+            return [], self.load(x, idx)
+        ge = GroupEmitter(self, self.prologue.shape, self.prologue.members)
+        lines = [f"let pi = {idx};"] + ge.emit("pi")
+        return lines, ge.local[root(x).id]
+
+    def result(self, node, idx: str, value: str) -> list[str]:
+        """Lines storing node's value (a matmul's or a reduction's result) at flat index
+        idx, or running the fused epilogue on it (bias, activation, mean's scaling) and
+        storing what the epilogue must."""
+        if self.epilogue is None:
+            return [self.store(node, idx, value)]
+        epi = self.epilogue
+        v = self.fresh("r")
+        g = GroupEmitter(self, epi.shape, epi.members, provided={node.id: v})
+        lines = [f"let {v} = {value};"] + g.emit(idx)
+        lines += [self.store(m, idx, g.local[m.id]) for m in epi.members if m.id in epi.stored]
+        if node.id in epi.stored:
+            lines.append(self.store(node, idx, v))
+        return lines
+
+    def helper(self, name: str, text: str) -> str:
+        self.helpers.setdefault(name, text)
+        return name
+
+    def kernel(
+        self, name: str, body: list[str], wg: tuple[int, int, int] | int, dispatch: tuple[int, int, int]
+    ) -> Kernel:
+        if isinstance(wg, int):
+            wg = (wg, 1, 1)
+        lines = []
+        for i, (_, access) in enumerate(self.bindings):
+            acc = "read_write" if access == "read_write" else "read"
+            ty = "vec4<u32>" if self.bindings[i][0] in self.vec4 else "u32"
+            lines.append(f"@group(0) @binding({i}) var<storage, {acc}> b{i}: array<{ty}>;")
+        if self.offsets:
+            lines.append(
+                f"@group(0) @binding({len(self.bindings)}) var<uniform> tg_off: "
+                f"array<vec4<u32>, {ceil_div(len(self.offsets), 4)}>;"
+            )
+        lines.extend(self.decls)
+        for h in sorted(self.helpers):
+            lines.append(self.helpers[h])
+        lines.append(f"@compute @workgroup_size({wg[0]}, {wg[1]}, {wg[2]})")
+        lines.append(
+            "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
+            "@builtin(local_invocation_index) li: u32, "
+            "@builtin(local_invocation_id) lid: vec3<u32>) {"
+        )
+        lines.extend("  " + ln for ln in body)
+        lines.append("}")
+        text = _nonfinite_through_private("\n".join(lines) + "\n")
+        return Kernel(
+            name,
+            text,
+            [Binding(b, a) for b, a in self.bindings],
+            tuple(dispatch),
+            list(self.ops),
+            self.site,
+            list(self.offsets),
+        )
+
+
+_BITCAST_F32 = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|[0-9]+)u\)")
+
+
+def _nonfinite_through_private(text: str) -> str:
+    """Chrome's WGSL compiler (Tint) rejects a constant expression that evaluates to inf
+    or NaN; a private variable is not a constant expression, so each non-finite f32
+    constant is read from one (same bits, same value)."""
+    names: dict[int, str] = {}
+
+    def sub(m):
+        bits = int(m.group(1), 0)
+        if bits & 0x7F800000 != 0x7F800000:
+            return m.group(0)
+        names.setdefault(bits, f"tg_nonfinite{len(names)}")
+        return f"bitcast<f32>({names[bits]})"
+
+    text = _BITCAST_F32.sub(sub, text)
+    if not names:
+        return text
+    decls = "".join(f"var<private> {n}: u32 = {b:#x}u;\n" for b, n in names.items())
+    return decls + text
+
+
+def from_u32(raw: str, dtype: str) -> str:
+    if dtype == "f32":
+        return f"bitcast<f32>({raw})"
+    if dtype == "i32":
+        return f"bitcast<i32>({raw})"
+    return f"({raw} != 0u)"
+
+
+def to_u32(value: str, dtype: str) -> str:
+    if dtype == "bool":
+        return f"select(0u, 1u, {value})"
+    return f"bitcast<u32>({value})"
+
+
+class GroupEmitter:
+    """Emits the body of a fused group at flat index `ivar` of shape `shape`.
+
+    members: the group's nodes in topological order. provided: node id -> WGSL
+    expression for values the host kernel computes (a reduction's result)."""
+
+    def __init__(self, kc: KernelCtx, shape, members, provided=None) -> None:
+        self.kc = kc
+        self.shape = tuple(shape)
+        self.members = list(members)
+        self.provided = dict(provided or {})
+        self.lines: list[str] = []
+        self.local: dict[int, str] = {}
+        self._coords: dict[int, str] = {}
+        self.inl: dict[int, str] = {}
+        self.ivar = "i"
+
+    def emit(self, ivar: str) -> list[str]:
+        self.ivar = ivar
+        for m in self.members:
+            self.local[m.id] = self.compute(m)
+        return self.lines
+
+    def let(self, expr: str, prefix: str = "v") -> str:
+        v = self.kc.fresh(prefix)
+        self.lines.append(f"let {v} = {expr};")
+        return v
+
+    def coord(self, d: int) -> str:
+        n = self.shape[d]
+        if n == 1:
+            return "0u"
+        if d not in self._coords:
+            self._coords[d] = self.let(coord_exprs(self.shape, self.ivar)[d], "c")
+        return self._coords[d]
+
+    def compute(self, m) -> str:
+        """m's value: an elementwise kind's expression gets a name (a let); index and
+        const kinds return a name or a literal themselves."""
+        d = REGISTRY[m.kind]
+        e = d.emit(self, m)
+        return self.let(e) if d.role == "elementwise" else e
+
+    def args(self, m) -> list[str]:
+        """The values of m's inputs at the current index (for an inlined size-1 node:
+        at index 0)."""
+        if m.id in self.kc.inlined:
+            return [self.load_at(a, "0u") for a in m.inputs]
+        return [self.value(x) for x in m.inputs]
+
+    def value(self, x) -> str:
+        """x's value at the current index, broadcast from x.shape to the group shape."""
+        if x.id in self.local:
+            return self.local[x.id]
+        if x.id in self.provided:
+            return self.provided[x.id]
+        r = root(x)
+        if r.id in self.provided and tuple(x.shape) == self.shape:  # a reshape of it
+            return self.provided[r.id]
+        if r.id in self.local and tuple(x.shape) == self.shape:  # same flat index
+            return self.local[r.id]
+        return self.load_at(x, self.bcast_index(x.shape))
+
+    def load_at(self, x, idx: str) -> str:
+        r = root(x)
+        d = REGISTRY[r.kind]
+        if d.role == "const":
+            return d.emit(self, r)
+        if r.id in self.kc.inlined:  # a size-1 chain over constants and scalars
+            if r.id not in self.inl:
+                self.inl[r.id] = self.let(d.emit(self, r))
+            return self.inl[r.id]
+        if r.shape == ():  # a host scalar, or any other 0-d tensor
+            return self.kc.load(r, "0u")
+        return self.kc.load(x, idx)
+
+    def bcast_index(self, xshape) -> str:
+        xshape = tuple(xshape)
+        if xshape == self.shape:
+            return self.ivar
+        if prod(xshape) == 1:
+            return "0u"
+        lead = len(self.shape) - len(xshape)
+        st = strides(xshape)
+        return add_idx(*[mul_idx(self.coord(lead + d), st[d]) for d in range(len(xshape)) if xshape[d] != 1])
+
+    def index_in(self, xshape, coords: list[str]) -> str:
+        st = strides(tuple(xshape))
+        return add_idx(*[mul_idx(c, s) for c, s, n in zip(coords, st, xshape) if n != 1])
+
+
+def emit_group(kc: KernelCtx, part: Part) -> tuple[list[str], tuple[int, int, int]]:
+    """A whole elementwise kernel: one invocation per element of the part's shape."""
+    body, disp = invocations("i", prod(part.shape), WG)
+    g = GroupEmitter(kc, part.shape, part.members)
+    body += g.emit("i")
+    body += [kc.store(m, "i", g.local[m.id]) for m in part.members if m.id in part.stored]
+    return body, disp
+
+
+def emit_copy(kc: KernelCtx, dst, src) -> tuple[list[str], tuple[int, int, int]]:
+    """dst <- src (same shape): the fallback when an update cannot be written in place."""
+    body, disp = invocations("i", prod(dst.shape), WG)
+    g = GroupEmitter(kc, dst.shape, [])
+    g.ivar = "i"
+    val = g.load_at(src, "i")
+    body += g.lines
+    body.append(kc.store(dst, "i", val))
+    return body, disp
