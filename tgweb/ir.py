@@ -49,6 +49,15 @@ def prod(shape: tuple[int, ...]) -> int:
     return n
 
 
+def strides(shape) -> list[int]:
+    """Row-major element strides of a shape."""
+    out, s = [], 1
+    for d in reversed(tuple(shape)):
+        out.append(s)
+        s *= d
+    return out[::-1]
+
+
 # --------------------------------------------------------------------------
 # The op-kind registry
 
@@ -309,8 +318,12 @@ def bind_ops(namespace: Any) -> None:
     _OPS = namespace
 
 
-def _ops():
+def bound_ops() -> Any:
+    """The tgweb.ops namespace (for code that runs after every op family is loaded)."""
     return _OPS
+
+
+_ops = bound_ops
 
 
 class Tensor(TensorOps):

@@ -8,6 +8,7 @@ import math
 import re
 import struct
 
+from ..ir import strides  # noqa: F401 - emitters take it from here with the other index helpers
 from ..program import MAX_GROUPS
 
 
@@ -71,14 +72,6 @@ def group_size(n: int, most: int = 64) -> int:
     while wg > 4 and n < 4 * wg:
         wg //= 2
     return wg
-
-
-def strides(shape: tuple[int, ...]) -> list[int]:
-    out, s = [], 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= d
-    return out[::-1]
 
 
 def add_idx(*terms: str) -> str:

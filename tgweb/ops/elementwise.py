@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit, i32_lit, lit
-from ..ir import DTYPES, NO_GRAD, OpError, Tensor, make, register
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, make, register
 from .base import as_tensor, broadcast_shapes, op
 
 # ---------------------------------------------------------------- WGSL expressions
@@ -165,10 +165,10 @@ def _infer_compare(ins, attrs):
 
 @op
 def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """Sum g down to shape: undo NumPy broadcasting in a gradient."""
-    from . import reduce
-    from . import shape as shp
-
+    """Sum g down to shape: undo NumPy broadcasting in a gradient. (Grad rules run once
+    every family is loaded; sum and reshape come from the bound namespace, so this
+    module imports neither reduce nor shape, which both build on it.)"""
+    ops = bound_ops()
     if g.shape == tuple(shape):
         return g
     lead = len(g.shape) - len(shape)
@@ -176,8 +176,8 @@ def unbroadcast(g: Tensor, shape: tuple[int, ...]) -> Tensor:
         lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
     )
     if axes:
-        g = reduce.sum(g, axes)
-    return shp.reshape(g, tuple(shape))
+        g = ops.sum(g, axes)
+    return ops.reshape(g, tuple(shape))
 
 
 def _g_add(t, g):

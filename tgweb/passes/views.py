@@ -11,8 +11,7 @@ permutes then have no readers and dead-code elimination drops them.
 
 from __future__ import annotations
 
-from ..codegen.common import strides
-from ..ir import REGISTRY, Tensor, replace
+from ..ir import REGISTRY, Tensor, replace, strides
 
 
 def _permute_view(x: Tensor):
