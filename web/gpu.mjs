@@ -1,6 +1,6 @@
 // gpu.mjs: executes a tgweb Program on a WebGPU device, and nothing more.
 //
-// A Program (tgweb/codegen/program.py) is plain JSON: buffers, kernels (WGSL +
+// A Program (tgweb/program.py) is plain JSON: buffers, kernels (WGSL +
 // bindings + dispatch), named slots (inputs, params, states, outputs, captures)
 // and per-step scalars. This module allocates the buffers, creates one pipeline
 // per distinct WGSL text (inside validation error scopes, so that a failure names

@@ -238,7 +238,7 @@ def test_browser_runtime_from_python(page):
     prog = json.dumps(two_buffer_program())
     src = f"""
 import array
-from tgweb.codegen.program import Program
+from tgweb.program import Program
 from tgweb.backends import browser
 prog = Program.from_json({prog!r})
 rt = browser.Runtime(prog)
@@ -266,7 +266,7 @@ def test_browser_runtime_rejects_bad_data_and_changes_nothing(page):
     prog = json.dumps(vector_add())
     src = f"""
 import array
-from tgweb.codegen.program import Program
+from tgweb.program import Program
 from tgweb.backends import browser
 rt = browser.Runtime(Program.from_json({prog!r}))
 rt.write("params", "b", array.array("f", range(7)))
@@ -294,7 +294,7 @@ rt.close()
 def test_wgsl_failure_reaches_the_page_from_python(page):
     prog = json.dumps(broken_program())
     src = f"""
-from tgweb.codegen.program import Program
+from tgweb.program import Program
 from tgweb.backends import browser
 rt = browser.Runtime(Program.from_json({prog!r}))
 """
