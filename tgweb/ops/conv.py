@@ -234,14 +234,16 @@ def _winner(g, x, plane: str, oy: str, ox: str, m, indent: str = ""):
 
 def _max_pool_wgsl(g, m) -> str:
     x = m.inputs[0]
-    best, _ = _winner(g, x, _plane(g, x), g.coord(2), g.coord(3), m)
+    oy, ox = g.coord(2), g.coord(3)
+    best, _ = _winner(g, x, _plane(g, x), oy, ox, m)
     return best
 
 
 def _max_pool_select_wgsl(g, m) -> str:
     x, h = m.inputs
+    oy, ox = g.coord(2), g.coord(3)
     plane = _plane(g, x)
-    _, win = _winner(g, x, plane, g.coord(2), g.coord(3), m)
+    _, win = _winner(g, x, plane, oy, ox, m)
     v = g.kc.fresh()
     g.lines.append(f"var {v} = 0.0;")
     g.lines.append(f"if ({win} >= 0i) {{ {v} = {g.load_at(h, f'{plane} + u32({win})')}; }}")
@@ -252,15 +254,16 @@ def _max_pool_grad_wgsl(g, m) -> str:
     x, gr = m.inputs
     (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
     W, HO, WO = x.shape[3], gr.shape[2], gr.shape[3]
+    n, c, h, w = (g.coord(d) for d in range(4))  # named before any loop opens a scope
     plane = _plane(g, x)
-    me = g.let(f"i32({g.coord(2)} * {W}u + {g.coord(3)})")
+    me = g.let(f"i32({h} * {W}u + {w})")
     acc, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q")
     L = g.lines
     L.append(f"var {acc} = 0.0;")
-    _covers(L, g.coord(2), s0, p0, i, KH, HO, "oy", "")
-    _covers(L, g.coord(3), s1, p1, j, KW, WO, "ox", "  ")
+    _covers(L, h, s0, p0, i, KH, HO, "oy", "")
+    _covers(L, w, s1, p1, j, KW, WO, "ox", "  ")
     _, win = _winner(g, x, plane, "oy", "ox", m, "    ")
-    gplane = f"({g.coord(0)} * {x.shape[1]}u + {g.coord(1)}) * {HO * WO}u"
+    gplane = f"({n} * {x.shape[1]}u + {c}) * {HO * WO}u"
     L.append(f"    if ({win} == {me}) {{ {acc} = {acc} + {g.load_at(gr, f'{gplane} + oy * {WO}u + ox')}; }}")
     L += ["  }", "}"]
     return acc
@@ -269,12 +272,13 @@ def _max_pool_grad_wgsl(g, m) -> str:
 def _avg_pool_wgsl(g, m) -> str:
     x = m.inputs[0]
     (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
+    _, _, oy, ox = (g.coord(d) for d in range(4))  # named before any loop opens a scope
     plane = _plane(g, x)
     acc, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q")
     L = g.lines
     L.append(f"var {acc} = 0.0;")
-    _taps(L, i, KH, "yy", g.coord(2), s0, i, p0, x.shape[2], "")
-    _taps(L, j, KW, "xx", g.coord(3), s1, j, p1, x.shape[3], "  ")
+    _taps(L, i, KH, "yy", oy, s0, i, p0, x.shape[2], "")
+    _taps(L, j, KW, "xx", ox, s1, j, p1, x.shape[3], "  ")
     L.append(f"    {acc} = {acc} + {g.load_at(x, f'{plane} + u32(yy) * {x.shape[3]}u + u32(xx)')};")
     L += ["  }", "}"]
     return g.let(f"{acc} * {f32_lit(1.0 / (KH * KW))}")
@@ -284,12 +288,13 @@ def _avg_pool_grad_wgsl(g, m) -> str:
     gr = m.inputs[0]
     (KH, KW), (s0, s1), (p0, p1) = m.attrs["kernel"], m.attrs["stride"], m.attrs["padding"]
     HO, WO = gr.shape[2], gr.shape[3]
+    _, _, h, w = (g.coord(d) for d in range(4))  # named before any loop opens a scope
     acc, i, j = g.kc.fresh(), g.kc.fresh("q"), g.kc.fresh("q")
     gplane = _plane(g, gr)
     L = g.lines
     L.append(f"var {acc} = 0.0;")
-    _covers(L, g.coord(2), s0, p0, i, KH, HO, "oy", "")
-    _covers(L, g.coord(3), s1, p1, j, KW, WO, "ox", "  ")
+    _covers(L, h, s0, p0, i, KH, HO, "oy", "")
+    _covers(L, w, s1, p1, j, KW, WO, "ox", "  ")
     L.append(f"    {acc} = {acc} + {g.load_at(gr, f'{gplane} + oy * {WO}u + ox')};")
     L += ["  }", "}"]
     return g.let(f"{acc} * {f32_lit(1.0 / (KH * KW))}")
