@@ -79,7 +79,14 @@ LIMITS = {
     "maxComputeWorkgroupStorageSize": 16384,
     "maxComputeInvocationsPerWorkgroup": 256,
     "maxComputeWorkgroupsPerDimension": 65535,
+    "maxComputeWorkgroupSizeX": 256,
+    "maxComputeWorkgroupSizeY": 256,
 }
+
+
+def kebab(name: str) -> str:
+    """A limit's name as wgpu-py spells it: maxBufferSize -> max-buffer-size."""
+    return "".join("-" + c.lower() if c.isupper() else c for c in name)
 
 
 def limits_of(limits=None) -> dict[str, int]:
@@ -92,6 +99,16 @@ def limits_of(limits=None) -> dict[str, int]:
         if key is not None and v is not None:
             out[key] = int(v)
     return out
+
+
+def unmet_limits(program: "Program", device: dict) -> list[str]:
+    """What the Program needs (meta["limits"]) beyond a device's limits (any spelling)."""
+    have = limits_of(device)
+    return [
+        f"the Program needs {k} = {v}, the device allows {have[k]}"
+        for k, v in program.meta.get("limits", {}).items()
+        if k in have and v > have[k]
+    ]
 
 
 class ProgramError(ValueError):

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..host import TYPECODE
 from ..ir import prod
-from ..program import Program
+from ..program import LIMITS, Program
 from . import base
 
 
@@ -55,16 +55,7 @@ def why_unavailable() -> str:
 def device_limits() -> dict[str, int]:
     """The GPU device's limits that Programs depend on."""
     d = _hooks().device.limits
-    names = (
-        "maxBufferSize",
-        "maxStorageBufferBindingSize",
-        "maxStorageBuffersPerShaderStage",
-        "maxComputeWorkgroupsPerDimension",
-        "maxComputeInvocationsPerWorkgroup",
-        "maxComputeWorkgroupSizeX",
-        "maxComputeWorkgroupStorageSize",
-    )
-    return {n: int(getattr(d, n)) for n in names}
+    return {n: int(getattr(d, n)) for n in LIMITS}
 
 
 def adapter_info() -> dict[str, str]:

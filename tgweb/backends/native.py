@@ -14,7 +14,7 @@ import re
 import struct
 from typing import Any
 
-from ..program import Program
+from ..program import LIMITS, Program, kebab, limits_of, unmet_limits
 from . import base
 
 _DEVICE: Any = None
@@ -58,19 +58,8 @@ def _device():
             "for lavapipe on the CPU) or use backend='reference'."
         )
         raise NativeError(_ERROR)
-    limits = {}
-    for k in (
-        "max-storage-buffer-binding-size",
-        "max-buffer-size",
-        "max-storage-buffers-per-shader-stage",
-        "max-compute-workgroup-storage-size",
-        "max-compute-invocations-per-workgroup",
-        "max-compute-workgroup-size-x",
-        "max-compute-workgroup-size-y",
-        "max-compute-workgroups-per-dimension",
-    ):
-        if k in adapter.limits:
-            limits[k] = adapter.limits[k]
+    # the adapter's own maxima of every limit Programs depend on
+    limits = {kebab(k): adapter.limits[kebab(k)] for k in LIMITS if kebab(k) in adapter.limits}
     _ADAPTER = adapter
     _DEVICE = adapter.request_device_sync(required_limits=limits)
     return _DEVICE
@@ -94,12 +83,7 @@ def adapter_info() -> dict:
 
 def device_limits() -> dict:
     """The limits of the device tgweb opened (camelCase keys, as lower() takes them)."""
-    d = _device()
-    out = {}
-    for k, v in d.limits.items():
-        parts = k.split("-")
-        out[parts[0] + "".join(p.capitalize() for p in parts[1:])] = v
-    return out
+    return limits_of(_device().limits)
 
 
 def _compile_error(kernel, err: Exception) -> KernelCompileError:
@@ -170,13 +154,9 @@ class Runtime(base.Runtime):
         self.program = program
         self.device = _device()
         limits = self.device.limits
-        for key, have in (
-            ("maxStorageBufferBindingSize", "max-storage-buffer-binding-size"),
-            ("maxStorageBuffersPerShaderStage", "max-storage-buffers-per-shader-stage"),
-        ):
-            need = program.meta.get("limits", {}).get(key)
-            if need is not None and need > limits.get(have, need):
-                raise NativeError(f"the program needs {key} = {need}, the device has {limits[have]}")
+        unmet = unmet_limits(program, limits)
+        if unmet:
+            raise NativeError("; ".join(unmet))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         shared = shared or {}
         param_buf = {s.buffer: n for n, s in program.params.items()}
