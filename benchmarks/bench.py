@@ -762,8 +762,9 @@ def main(argv: list[str]) -> int:
     if a.profile:
         if a.block:
             from tgweb.codegen import matmul
+            from tgweb.codegen.target import TUNING
 
-            matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
+            TUNING["cpu"]["direct_block"], matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for model in models:

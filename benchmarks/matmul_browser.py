@@ -70,8 +70,9 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     if a.block:
         from tgweb.codegen import matmul
+        from tgweb.codegen.target import TUNING
 
-        matmul.DIRECT_T, matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
+        TUNING["cpu"]["direct_block"], matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
     shapes = a.shape or SHAPES
     build = bench._build_module()
     if not (build.SITE / "manifest.json").exists():

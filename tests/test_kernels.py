@@ -12,6 +12,7 @@ import tgweb as tg
 from tgweb import ops
 from tgweb.backends import native
 from tgweb.backends.reference import Context, evaluate
+from tgweb.codegen.target import Target, classify
 from tgweb.grad import append_grad
 from tgweb.ir import NO_GRAD, REGISTRY, Graph, TraceError, tracing
 from tgweb.lower import lower
@@ -68,11 +69,12 @@ def data_for(name, shape, dtype, dom, rng):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def run_case(fn, specs, grad=True, doms=None, rtol=2e-4, atol=2e-5, seed=0, limits=None):
-    """specs: name -> (shape, dtype). Returns the Program."""
+def run_case(fn, specs, grad=True, doms=None, rtol=2e-4, atol=2e-5, seed=0, limits=None, target=None):
+    """specs: name -> (shape, dtype); target: what the kernels are tuned for (default:
+    the CPU class, as on lavapipe). Returns the Program."""
     doms = doms or {}
     g = build(fn, specs, grad)
-    prog = lower(g, limits)
+    prog = lower(g, limits, target=target)
     rng = np.random.default_rng(seed)
     feeds = {}
     for n, t in g.inputs.items():
@@ -396,6 +398,59 @@ def test_kernel_matches_reference(kind, j):
         assert any(gk in kinds for gk in grads), f"no gradient kernel of {kind} ran: {kinds}"
 
 
+# kinds whose kernels the target's tuning changes (matmul tiles and blocks, row
+# reductions): every case again with the kernels real GPUs get, checked on lavapipe
+TUNED = [(k, j) for k, j in ALL if REGISTRY[k].own_kernel or k == "embedding"]
+GPU = Target("gpu", "test", "the GPU class's kernels, run on lavapipe")
+
+
+@pytest.mark.parametrize("kind,j", TUNED, ids=[f"{k}-{j}" for k, j in TUNED])
+def test_gpu_tuned_kernel_matches_reference(kind, j):
+    fn, specs, opts = (CASES.get(kind) or SECOND_ORDER[kind])[j]
+    prog = run_case(fn, specs, grad=REGISTRY[kind].grad is not NO_GRAD, doms=opts.get("doms"), target=GPU)
+    assert prog.meta["target"]["class"] == "gpu"
+
+
+@pytest.mark.parametrize(
+    "fn,specs",
+    [
+        (lambda a, b: a @ b, {"a": f(300, 70), "b": f(70, 257)}),  # tiled on a GPU, edges unaligned
+        (lambda a, b: a @ b.T, {"a": f(260, 64), "b": f(256, 64)}),  # tiled, B read transposed
+        (lambda x: ops.sum(x, axis=1), {"x": f(5, 300)}),  # rows over serial_max: workgroup trees
+        (lambda x: ops.argmax(x, axis=-1), {"x": f(3, 700)}),
+        (lambda x: tg.softmax(x, axis=-1), {"x": f(4, 333)}),
+    ],
+    ids=["matmul-tiled", "matmul-tiled-bT", "sum-tree", "argmax-tree", "softmax-tree"],
+)
+def test_gpu_tuning_thresholds_match_reference(fn, specs):
+    prog = run_case(fn, specs, doms={"x": "distinct"}, target=GPU)
+    wgsl = "".join(k.wgsl for k in prog.kernels)
+    assert "workgroupBarrier" in wgsl  # the GPU class's tiles and trees, not the CPU's loops
+
+
+def test_adapters_are_classified():
+    lavapipe = {"vendor": "llvmpipe", "device": "llvmpipe (LLVM 15.0.6, 256 bits)", "adapter_type": "CPU"}
+    swiftshader = {"vendor": "google", "architecture": "swiftshader", "description": ""}
+    h200 = {"vendor": "nvidia", "architecture": "", "device": "0x2335", "description": "NVIDIA H200"}
+    native_h200 = {
+        "vendor": "NVIDIA",
+        "device": "NVIDIA H200",
+        "adapter_type": "DiscreteGPU",
+        "backend_type": "Vulkan",
+    }
+    assert [classify(i).cls for i in (lavapipe, swiftshader, h200, native_h200, {})] == [
+        "cpu",
+        "cpu",
+        "gpu",
+        "gpu",
+        "cpu",
+    ]
+    assert classify({"vendor": "apple", "isFallbackAdapter": True}).cls == "cpu"
+    assert native.device_target().cls == "cpu"  # lavapipe here
+    with pytest.raises(ValueError, match="target class"):
+        Target("tpu")
+
+
 def test_dispatch_past_65535_workgroups():
     n = 65536 * 256 + 7  # 65,537 workgroups of 256 invocations
     prog = run_case(lambda x, y: x * 2.0 + y, {"x": f(n), "y": f(1)}, grad=False)
@@ -408,7 +463,9 @@ def test_dispatch_past_65535_workgroups():
 
 def test_long_rows_take_workgroup_trees():
     # rows longer than SERIAL_MAX are reduced by a workgroup each, through shared memory
-    from tgweb.codegen.reduce import SERIAL_MAX
+    from tgweb.codegen.target import TUNING
+
+    SERIAL_MAX = TUNING["cpu"]["serial_max"]
 
     n = SERIAL_MAX + 77
     cases = [

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
+from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
 from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
@@ -37,17 +38,20 @@ class IdSource:
         return self._next - 1
 
 
-def lower(graph: Graph, limits=None, name: str = "step") -> Program:
-    """Compile a graph (with its outputs, captures and updates) to a Program."""
+def lower(graph: Graph, limits=None, name: str = "step", target: Target | None = None) -> Program:
+    """Compile a graph (with its outputs, captures and updates) to a Program, its
+    kernels tuned for target (tgweb.codegen.target; default: the CPU class)."""
     lim = limits_of(limits)
+    target = target or Target()
     ids = IdSource(graph)
     scalars_id = ids.new()  # the value holding every per-step host scalar
     nodes = computed_nodes(graph)
     sched = schedule(graph, nodes, lim["maxStorageBuffersPerShaderStage"], ids)
     ups = place_updates(graph, sched)
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
-    kernels = emit(sched, ups, store)
+    kernels = emit(sched, ups, store, target)
     prog = pack(graph, store, kernels, name)
+    prog.meta["target"] = target.to_meta()
     prog.meta.update(
         inplace_updates=len(ups.inplace),
         copied_updates=len(ups.copies),
@@ -394,9 +398,9 @@ def _check_size(nbytes: int, lim: dict, what: str, site: str) -> None:
 # ---------------------------------------------------------------- kernels
 
 
-def emit(sched: Schedule, ups: Updates, store: Storage) -> list[Kernel]:
+def emit(sched: Schedule, ups: Updates, store: Storage, target: Target) -> list[Kernel]:
     """The WGSL of every kernel: the scheduled groups, then the copied updates."""
-    kernels = [_emit_group(g, k, sched, store) for k, g in enumerate(sched.groups)]
+    kernels = [_emit_group(g, k, sched, store, target) for k, g in enumerate(sched.groups)]
     for leaf, u in ups.copies:
         kc = KernelCtx(store.where)
         kc.ops, kc.site = ["copy"], u.site
@@ -405,9 +409,9 @@ def emit(sched: Schedule, ups: Updates, store: Storage) -> list[Kernel]:
     return kernels
 
 
-def _emit_group(g: Group, k: int, sched: Schedule, store: Storage) -> Kernel:
+def _emit_group(g: Group, k: int, sched: Schedule, store: Storage, target: Target) -> Kernel:
     if g.kind == "ew":
-        kc = KernelCtx(store.where, sched.inlined)
+        kc = KernelCtx(store.where, sched.inlined, target=target)
         kinds = _uniq(m.kind for m in g.members)
         kc.ops, kc.site = kinds, g.head.site
         body, disp = emit_group(kc, Part(g.shape, g.members, g.stored))
@@ -418,7 +422,7 @@ def _emit_group(g: Group, k: int, sched: Schedule, store: Storage) -> Kernel:
     if g.epilogue is not None:
         st = set(g.epilogue.stored) | ({node.id} if node.id in sched.stored else set())
         epi = Part(g.epilogue.shape, g.epilogue.members, st)
-    kc = KernelCtx(store.where, sched.inlined, pro, epi)
+    kc = KernelCtx(store.where, sched.inlined, pro, epi, target)
     kinds = _uniq(m.kind for p in (g.prologue, g, g.epilogue) if p is not None for m in p.members)
     kc.ops, kc.site = kinds, node.site
     body, disp, wg = REGISTRY[node.kind].emit(kc, node)

@@ -34,8 +34,8 @@ class RuntimeEngine:
 
         mod = importlib.import_module(f"tgweb.backends.{backend}")
         self.graph = graph
-        limits = getattr(mod, "device_limits", None)  # tensors over the device's limits fail here
-        self.program = lower(graph, limits=limits() if limits else None, name=name)
+        # tensors over the device's limits fail here; kernels are tuned for its class
+        self.program = lower(graph, limits=mod.device_limits(), name=name, target=mod.device_target())
         shared = None
         if share is not None:
             shared = {n: share.rt.param_handle(n) for n in self.program.params}

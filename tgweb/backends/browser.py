@@ -14,6 +14,7 @@ import array
 import struct
 from typing import Any
 
+from ..codegen.target import Target, classify
 from ..host import TYPECODE
 from ..ir import prod
 from ..program import LIMITS, Program
@@ -56,6 +57,11 @@ def device_limits() -> dict[str, int]:
     """The GPU device's limits that Programs depend on."""
     d = _hooks().device.limits
     return {n: int(getattr(d, n)) for n in LIMITS}
+
+
+def device_target() -> Target:
+    """What kernels are tuned for on the page's adapter (SwiftShader: the CPU class)."""
+    return classify(adapter_info())
 
 
 def adapter_info() -> dict[str, str]:

@@ -14,6 +14,7 @@ import re
 import struct
 from typing import Any
 
+from ..codegen.target import Target, classify
 from ..program import LIMITS, Program, kebab, limits_of, unmet_limits
 from . import base
 
@@ -79,6 +80,11 @@ def adapter_info() -> dict:
     if not available():
         return {}
     return dict(_ADAPTER.info)
+
+
+def device_target() -> Target:
+    """What kernels are tuned for on this adapter (lavapipe: the CPU class)."""
+    return classify(adapter_info())
 
 
 def device_limits() -> dict:

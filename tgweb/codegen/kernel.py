@@ -22,6 +22,7 @@ from typing import NamedTuple
 from ..ir import REGISTRY, prod, root
 from ..program import Binding, Kernel
 from .common import add_idx, ceil_div, coord_exprs, invocations, lit, mul_idx, strides
+from .target import Target
 
 WG = 256  # invocations per workgroup of a fused elementwise kernel
 
@@ -45,7 +46,12 @@ class KernelCtx:
     result through result (which runs the fused epilogue, if any)."""
 
     def __init__(
-        self, storage, inlined=(), prologue: Part | None = None, epilogue: Part | None = None
+        self,
+        storage,
+        inlined=(),
+        prologue: Part | None = None,
+        epilogue: Part | None = None,
+        target: Target | None = None,
     ) -> None:
         self.storage = storage
         self.bindings: list[list] = []  # [buffer, access]
@@ -60,6 +66,7 @@ class KernelCtx:
         self._oidx: dict[tuple[int, int], int] = {}
         self.inlined = set(inlined)
         self.prologue, self.epilogue = prologue, epilogue
+        self.target = target or Target()  # what the kernel is tuned for
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1

@@ -27,11 +27,6 @@ from ..ir import prod
 from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
 from .kernel import KernelCtx
 
-# products with fewer outputs than this run _emit_direct; only big ones fill enough
-# workgroup-memory tiles to pay for their barriers (which CPU WebGPU implementations,
-# SwiftShader and lavapipe, run as costly context switches)
-TILED_MIN = 1 << 20
-
 
 def config(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int, int, int]:
     """(BM, BN, BK, TM, TN) for the problem size: 128 x 128 tiles with 8 x 8 outputs per
@@ -110,7 +105,7 @@ def _bases(L, body):
 def emit_matmul(kc: KernelCtx, node):
     L = layout(node)
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    if M <= 16 or N <= 16 or K <= 4 or M * N * nbatch < TILED_MIN:
+    if M <= 16 or N <= 16 or K <= 4 or M * N * nbatch < kc.target.knob("tiled_min_outputs"):
         return _emit_direct(kc, node, L)
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch)
@@ -188,10 +183,13 @@ def _batch_index(bstr, batch):
     return add_idx(*(mul_idx(e, s) for e, n, s in zip(digits("z", batch), batch, bstr) if s and n > 1))
 
 
-# _emit_direct's block: T x T outputs per invocation, U steps of k unrolled per loop trip.
-# Measured in this machine's Chromium (bench --profile --block): unrolling k by 2 or 4
-# runs no faster within the noise, and costs addition 0.7-1 s more pipeline set-up.
-DIRECT_T, DIRECT_U = 8, 1
+# _emit_direct: T x T outputs per invocation (the target's "direct_block"), U steps of k
+# unrolled per loop trip. Measured in this machine's Chromium (bench --profile --block):
+# unrolling k by 2 or 4 runs no faster within the noise, and costs addition 0.7-1 s
+# more pipeline set-up. Products with fewer outputs than the target's
+# "tiled_min_outputs" run _emit_direct: on CPU implementations of WebGPU only big ones
+# fill enough workgroup-memory tiles to pay for their barriers (context switches there).
+DIRECT_U = 1
 
 
 def _emit_direct(kc: KernelCtx, node, L):
@@ -203,7 +201,7 @@ def _emit_direct(kc: KernelCtx, node, L):
     products)."""
     a, b = node.inputs
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    T, U = DIRECT_T, DIRECT_U
+    T, U = kc.target.knob("direct_block"), DIRECT_U
     TM, TN = min(T, M), min(T, N)
     mb, nb = ceil_div(M, TM), ceil_div(N, TN)
     total = nbatch * mb * nb

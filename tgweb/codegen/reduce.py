@@ -2,7 +2,7 @@
 log_softmax, causal_softmax) and the embedding gradient (a scatter-add written as
 one reduction per output).
 
-Rows up to SERIAL_MAX long are reduced by one invocation each, in a plain loop;
+Rows up to the target's serial_max long are reduced by one invocation each, in a plain loop;
 longer rows get one workgroup each, a strided loop per invocation and a
 shared-memory tree, so any row length works. The input may be a
 fused elementwise prologue computed on the fly, and the result may feed a fused
@@ -28,12 +28,10 @@ from .common import (
 )
 from .kernel import KernelCtx
 
-# Rows up to this long are reduced by one invocation each, with no workgroup memory
-# or barriers: on CPU implementations of WebGPU (SwiftShader, lavapipe) a barrier costs
-# a context switch per invocation group, and a bias gradient (64 columns of 256 rows)
-# took 1.7 ms as trees against 0.1 ms as loops in this machine's Chromium; on a GPU a
-# loop of a thousand loads is a few microseconds.
-SERIAL_MAX = 1024
+# Rows up to the target's "serial_max" are reduced by one invocation each, with no
+# workgroup memory or barriers: on CPU implementations of WebGPU (SwiftShader, lavapipe)
+# a barrier costs a context switch per invocation group, and a bias gradient (64 columns
+# of 256 rows) took 1.7 ms as trees against 0.1 ms as loops in this machine's Chromium.
 
 
 def _merge(dims):
@@ -123,7 +121,8 @@ def emit_reduce(kc: KernelCtx, node):
     better = ">" if kind == "argmax" else "<"
     init = _INIT[("max" if kind == "argmax" else "min" if kind == "argmin" else kind, t)]
 
-    serial = length <= SERIAL_MAX or (rows >= 2048 and length <= 4 * SERIAL_MAX)
+    most = kc.target.knob("serial_max")
+    serial = length <= most or (rows >= 2048 and length <= 4 * most)
     body, disp, wg, first, stride = _rows(kc, rows, length, serial, t)
     if arg and not serial:
         kc.decls.append(f"var<workgroup> shi: array<u32, {wg}>;")
@@ -163,7 +162,7 @@ def emit_reduce(kc: KernelCtx, node):
 def emit_softmax(kc: KernelCtx, node):
     """softmax / log_softmax over one axis, causal_softmax over the last: the row's max,
     then the sum of exponentials, then the write; one invocation per row up to
-    SERIAL_MAX long, else one workgroup per row with shared-memory trees."""
+    the target's serial_max long, else one workgroup per row with shared-memory trees."""
     x = node.inputs[0]
     shape = x.shape
     axis = len(shape) - 1 if node.kind == "causal_softmax" else node.attrs["axis"]
@@ -172,7 +171,7 @@ def emit_softmax(kc: KernelCtx, node):
     length = shape[axis]
     step = strides(shape)[axis]
     causal = node.kind == "causal_softmax"
-    serial = length <= SERIAL_MAX
+    serial = length <= kc.target.knob("serial_max")
     body, disp, wg, first, stride = _rows(kc, rows, length, serial, "f32")
     body += [f"let base = {_index(kept, 'o')};"]
     if causal:  # row o of a [.., T, T] block sees o % T + 1 entries
@@ -220,13 +219,13 @@ def emit_softmax(kc: KernelCtx, node):
 
 def emit_embedding_grad(kc: KernelCtx, node):
     """out[n, d] = sum of g[r, d] over the rows r with idx[r] == n, in a fixed order (no
-    atomics). Up to SERIAL_MAX * 16 rows, one invocation per output element loops over
+    atomics). Up to 16 times the target's serial_max rows, one invocation per output element loops over
     them (neighbouring invocations share n, so they test the same idx); beyond, one
     workgroup per output element splits the rows and adds the parts in a tree."""
     gr, idx = node.inputs
     rows = prod(idx.shape)
     num, dim = node.shape
-    serial = rows <= 16 * SERIAL_MAX
+    serial = rows <= 16 * kc.target.knob("serial_max")
     body, disp, wg, first, stride = _rows(kc, num * dim, rows, serial, "f32")
     body += [
         f"let n = i32({udiv('o', dim)});",

@@ -1,0 +1,77 @@
+"""What the kernels are tuned for: the adapter's class, read from its info.
+
+CPU implementations of WebGPU (SwiftShader in Chromium, Mesa's lavapipe natively)
+and real GPUs want opposite kernels. On a CPU a workgroup runs on one thread and a
+barrier is a context switch per invocation group, so register blocks read
+straight from memory and serial loops win; on a GPU thousands of invocations must
+be in flight, so products want many workgroups and long rows want workgroup
+trees. The choice is a small table keyed by class (measured on both: see
+benchmarks/RESULTS.md); the Program records the target it was made for
+(meta["target"]), and the tests run every variant on lavapipe and SwiftShader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# class -> the knobs the emitters read
+TUNING = {
+    "cpu": {
+        "direct_block": 8,  # outputs per invocation side of the register-blocked matmul
+        "tiled_min_outputs": 1 << 20,  # products this large use workgroup-memory tiles
+        "serial_max": 1024,  # rows up to this long are reduced by one invocation each
+    },
+    "gpu": {
+        "direct_block": 4,
+        "tiled_min_outputs": 1 << 16,
+        "serial_max": 256,
+    },
+}
+
+_CPU_WORDS = ("swiftshader", "lavapipe", "llvmpipe", "softpipe", "warp", "cpu")
+
+
+@dataclass(frozen=True)
+class Target:
+    """cls: "cpu" (an emulator) or "gpu"; vendor and description from adapter info."""
+
+    cls: str = "cpu"
+    vendor: str = ""
+    description: str = ""
+    tuning: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.cls not in TUNING:
+            raise ValueError(f"target class must be one of {sorted(TUNING)}, got {self.cls!r}")
+        if not self.tuning:
+            object.__setattr__(self, "tuning", dict(TUNING[self.cls]))
+
+    def knob(self, name: str) -> int:
+        return self.tuning[name]
+
+    def to_meta(self) -> dict:
+        return {
+            "class": self.cls,
+            "vendor": self.vendor,
+            "description": self.description,
+            "tuning": dict(self.tuning),
+        }
+
+
+def classify(info: dict | None) -> Target:
+    """The Target of an adapter from its info: wgpu-py's adapter.info (adapter_type
+    "CPU" for lavapipe) or the browser's GPUAdapterInfo (isFallbackAdapter, or
+    SwiftShader's vendor and architecture). No info: the CPU class, the safe
+    choice for emulators and what the reference backend plans for."""
+    info = dict(info or {})
+    words = " ".join(
+        str(info.get(k, ""))
+        for k in ("vendor", "architecture", "device", "description", "adapter_type", "backend_type")
+    ).lower()
+    cpu = (
+        not info
+        or info.get("isFallbackAdapter") is True
+        or str(info.get("adapter_type", "")).upper() == "CPU"
+        or any(w in words for w in _CPU_WORDS)
+    )
+    return Target("cpu" if cpu else "gpu", str(info.get("vendor", "")), str(info.get("description", "")))
