@@ -4,6 +4,11 @@ float32 with TF32 disabled, plus ms per `addition` training step.
     python benchmarks/matmul_native.py            # 1024 and 4096 (a real GPU)
     python benchmarks/matmul_native.py --small    # 128 and 256 (lavapipe, CPU)
     python benchmarks/matmul_native.py --sizes 512 2048 --no-addition
+    python benchmarks/matmul_native.py --tunings 8,1048576,1024 4,65536,256   # compare tunings
+
+--tunings takes the knobs of tgweb.codegen.target (direct_block, tiled_min_outputs,
+serial_max) for the adapter's class, one set per run of the matmuls and steps, so one
+process compares kernel choices on one adapter.
 
 The kernel is timed GPU-side as well as one can from wgpu-py: R dispatches recorded
 into one compute pass, one submit, then a 4-byte readback to wait; the best of a few
@@ -99,13 +104,13 @@ def torch_matmul(n: int, reps: int) -> tuple[float, str]:
     return 2.0 * n**3 / best / 1e9, f"torch {torch.__version__} on {name}"
 
 
-def addition_step_ms(steps: int) -> tuple[float, dict]:
+def step_ms(sample: str, steps: int) -> tuple[float, dict]:
     import importlib
 
     from tgweb.samples import get
 
     tgc = importlib.import_module("tgweb.compile")
-    s = get("addition")
+    s = get(sample)
     tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
     batches = [s.batch(i) for i in range(steps + 3)]
     for i in range(3):
@@ -124,6 +129,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="small sizes, for lavapipe")
     ap.add_argument("--sizes", type=int, nargs="*")
     ap.add_argument("--no-addition", action="store_true", help="skip the training-step timing")
+    ap.add_argument("--tunings", nargs="*", default=[None], help="direct_block,tiled_min_outputs,serial_max")
     args = ap.parse_args()
     from tgweb.backends import native
 
@@ -134,6 +140,19 @@ def main() -> None:
     print(
         f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {info.get('description', '')})"
     )
+    from tgweb.codegen.target import TUNING
+
+    cls = native.device_target().cls
+    for tuning in args.tunings:
+        if tuning:
+            TUNING[cls].update(
+                zip(("direct_block", "tiled_min_outputs", "serial_max"), map(int, tuning.split(",")))
+            )
+        print(f"\n== {cls} tuning {TUNING[cls]}")
+        _run(args, sizes)
+
+
+def _run(args, sizes) -> None:
     print(f"{'n':>6} {'tgweb GFLOP/s':>14} {'torch GFLOP/s':>14} {'ratio':>7} {'max rel err':>12}")
     what = ""
     for n in sizes:
@@ -143,11 +162,14 @@ def main() -> None:
         print(f"{n:>6} {gf:>14.1f} {tf:>14.1f} {gf / tf:>7.1%} {err:>12.2e}")
     print(f"({what}, float32, TF32 off)")
     if not args.no_addition:
-        ms, meta = addition_step_ms(3 if args.small else 50)
-        print(
-            f"addition training step: {ms:.2f} ms ({meta['dispatches']} dispatches, "
-            f"{meta['pipelines']} pipelines, one submit)"
-        )
+        for sample in ("sin", "addition"):
+            runs = [step_ms(sample, 3 if args.small else 50) for _ in range(1 if args.small else 3)]
+            meta = runs[0][1]
+            print(
+                f"{sample} training step, loss read every step: "
+                + ", ".join(f"{ms:.2f}" for ms, _ in runs)
+                + f" ms ({meta['dispatches']} dispatches, {meta['pipelines']} pipelines, one submit)"
+            )
 
 
 if __name__ == "__main__":
