@@ -45,10 +45,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS = HERE / "peers"
-CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
+# A real GPU: ../shared/tools/gpu-chromium's launch.sh exports GPU_CHROMIUM and the flags
+# that make WebGPU use it (without them Chromium silently falls back to SwiftShader);
+# the report names the adapter each column really ran on.
+CHROMIUM = os.environ.get("TGWEB_CHROMIUM") or os.environ.get("GPU_CHROMIUM") or "/usr/bin/chromium"
+GPU_FLAGS = os.environ.get("GPU_CHROMIUM_FLAGS", "").split()
+# where the peers' files come from (node_modules, or a copy of just their dist files)
+NODE_MODULES = Path(os.environ.get("TGWEB_NODE_MODULES") or ROOT / "node_modules")
 # as tests/browser/conftest.py, plus developer features so that timestamp queries
 # are not quantized to 100 us
-ARGS = [
+ARGS = GPU_FLAGS + [
     "--enable-unsafe-webgpu",
     "--no-sandbox",
     "--disable-background-networking",
@@ -224,7 +230,7 @@ def _build_module():
 def make_server(build, site: Path):
     import http.server
 
-    mounts = {"/nm/": ROOT / "node_modules", "/peers/": PEERS}
+    mounts = {"/nm/": NODE_MODULES, "/peers/": PEERS}
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **build.MIME}
@@ -429,7 +435,7 @@ def run_native(model, batches, cfg) -> dict:
 
             from tgweb.backends import native
 
-            out["adapter"] = dict(native._device().adapter.info) if hasattr(native, "_device") else None
+            out["adapter"] = native.adapter_info()
             out["wgpu"] = wgpu.__version__
         except Exception:
             pass
@@ -493,6 +499,17 @@ def _get(r, k):
     return None if r is None or "error" in r else r.get(k)
 
 
+def _adapter_name(info) -> str:
+    """The adapter a column ran on, as its info names it (SwiftShader, llvmpipe, NVIDIA H200)."""
+    if not isinstance(info, dict):
+        return "adapter unknown"
+    for key in ("description", "device", "architecture", "vendor"):
+        v = str(info.get(key) or "")
+        if v and not v.startswith("0x"):
+            return v
+    return "adapter unknown"
+
+
 def write_report(results: dict, cmd: str) -> str:
     L = []
     env = results["env"]
@@ -508,8 +525,9 @@ def write_report(results: dict, cmd: str) -> str:
         tb, nat = R.get("tgweb"), R.get("native")
         L.append(f"\n## {model}\n")
         L.append(
-            "| | tgweb (Chromium) | tgweb shim only (gpu.mjs, no Python) "
-            "| tgweb native (wgpu-py, lavapipe) | "
+            f"| | tgweb (Chromium, {_adapter_name(_get(tb, 'info') and tb['info'].get('adapter'))}) "
+            "| tgweb shim only (gpu.mjs, no Python) "
+            f"| tgweb native (wgpu-py, {_adapter_name(_get(nat, 'adapter'))}) | "
             + " | ".join(PEER_NAMES[p] for p in results["peers"])
             + " |"
         )
