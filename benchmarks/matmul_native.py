@@ -4,11 +4,11 @@ float32 with TF32 disabled, plus ms per `addition` training step.
     python benchmarks/matmul_native.py            # 1024 and 4096 (a real GPU)
     python benchmarks/matmul_native.py --small    # 128 and 256 (lavapipe, CPU)
     python benchmarks/matmul_native.py --sizes 512 2048 --no-addition
-    python benchmarks/matmul_native.py --tunings 8,1048576,1024 4,65536,256   # compare tunings
+    python benchmarks/matmul_native.py --tunings direct_block=8,serial_max=1024 serial_max=16
 
---tunings takes the knobs of tgweb.codegen.target (direct_block, tiled_min_outputs,
-serial_max) for the adapter's class, one set per run of the matmuls and steps, so one
-process compares kernel choices on one adapter.
+--tunings takes settings of the knobs of tgweb.codegen.target (name=value, comma
+separated) for the adapter's class, one set per run of the matmuls and steps (each
+on top of the one before), so one process compares kernel choices on one adapter.
 
 The kernel is timed GPU-side as well as one can from wgpu-py: R dispatches recorded
 into one compute pass, one submit, then a 4-byte readback to wait; the best of a few
@@ -129,7 +129,7 @@ def main() -> None:
     ap.add_argument("--small", action="store_true", help="small sizes, for lavapipe")
     ap.add_argument("--sizes", type=int, nargs="*")
     ap.add_argument("--no-addition", action="store_true", help="skip the training-step timing")
-    ap.add_argument("--tunings", nargs="*", default=[None], help="direct_block,tiled_min_outputs,serial_max")
+    ap.add_argument("--tunings", nargs="*", default=[None], help="knob=value,... (tgweb.codegen.target)")
     args = ap.parse_args()
     from tgweb.backends import native
 
@@ -145,9 +145,7 @@ def main() -> None:
     cls = native.device_target().cls
     for tuning in args.tunings:
         if tuning:
-            TUNING[cls].update(
-                zip(("direct_block", "tiled_min_outputs", "serial_max"), map(int, tuning.split(",")))
-            )
+            TUNING[cls].update((k, int(v)) for k, v in (kv.split("=") for kv in tuning.split(",")))
         print(f"\n== {cls} tuning {TUNING[cls]}")
         _run(args, sizes)
 

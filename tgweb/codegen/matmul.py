@@ -105,7 +105,16 @@ def _bases(L, body):
 def emit_matmul(kc: KernelCtx, node):
     L = layout(node)
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    if M <= 16 or N <= 16 or K <= 4 or M * N * nbatch < kc.target.knob("tiled_min_outputs"):
+    # tiles only for products that fill enough of them: on a GPU a product of a few tiles
+    # runs on a few multiprocessors, where small register blocks spread over more
+    tiles = ceil_div(M, 64) * ceil_div(N, 64) * nbatch
+    if (
+        M <= 16
+        or N <= 16
+        or K <= 4
+        or M * N * nbatch < kc.target.knob("tiled_min_outputs")
+        or tiles < kc.target.knob("tiled_min_tiles")
+    ):
         return _emit_direct(kc, node, L)
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch)

@@ -19,7 +19,9 @@ TUNING = {
     "cpu": {
         "direct_block": 8,  # outputs per invocation side of the register-blocked matmul
         "tiled_min_outputs": 1 << 20,  # products this large use workgroup-memory tiles
+        "tiled_min_tiles": 0,  # ... if they make at least this many 64 x 64 tiles
         "serial_max": 1024,  # rows up to this long are reduced by one invocation each
+        "sumsq_workgroup": 64,  # invocations of the one workgroup of the global norm
     },
     # measured on an NVIDIA H200 natively (benchmarks/matmul_native.py --tunings): the
     # addition step took 17.5-18.0 ms with the CPU table, 10.7-11.6 with
@@ -28,7 +30,9 @@ TUNING = {
     "gpu": {
         "direct_block": 4,
         "tiled_min_outputs": 0,
+        "tiled_min_tiles": 0,  # register blocks for few-tile products: 30-50 % slower
         "serial_max": 16,
+        "sumsq_workgroup": 256,  # addition 7.6-8.8 -> 7.0-7.5 ms
     },
 }
 

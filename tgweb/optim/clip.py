@@ -45,7 +45,7 @@ def _emit_sumsq(kc, node):
     """Sum of squares of every element of every input, in one workgroup. Inputs packed
     in one arena buffer (the planner's grad arena) are merged into contiguous ranges
     (alignment padding is zero), so the loop count does not grow with the parameter count."""
-    wg = 64
+    wg = kc.target.knob("sumsq_workgroup")
     ranges: dict[int, list[list[int]]] = {}
     const = 0.0
     for x in node.inputs:
