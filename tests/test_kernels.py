@@ -419,13 +419,31 @@ def test_gpu_tuned_kernel_matches_reference(kind, j):
         (lambda x: ops.sum(x, axis=1), {"x": f(5, 300)}),  # rows over serial_max: workgroup trees
         (lambda x: ops.argmax(x, axis=-1), {"x": f(3, 700)}),
         (lambda x: tg.softmax(x, axis=-1), {"x": f(4, 333)}),
+        (lambda a, b: a @ b, {"a": f(40, 1024), "b": f(1024, 70)}),  # few tiles, long k: split
+        (lambda a, b: (a.T @ b).T, {"a": f(512, 24), "b": f(512, 40)}),  # split, written transposed
     ],
-    ids=["matmul-tiled", "matmul-tiled-bT", "sum-tree", "argmax-tree", "softmax-tree"],
+    ids=[
+        "matmul-tiled",
+        "matmul-tiled-bT",
+        "sum-tree",
+        "argmax-tree",
+        "softmax-tree",
+        "split-k",
+        "split-k-T",
+    ],
 )
 def test_gpu_tuning_thresholds_match_reference(fn, specs):
     prog = run_case(fn, specs, doms={"x": "distinct"}, target=GPU)
     wgsl = "".join(k.wgsl for k in prog.kernels)
     assert "workgroupBarrier" in wgsl  # the GPU class's tiles and trees, not the CPU's loops
+
+
+def test_split_k_batches_the_slices_and_sums_them():
+    g = build(lambda a, b: (a.T @ b).T, {"a": f(512, 24), "b": f(512, 40)}, grad=False)
+    cpu, gpu = lower(g), lower(g, target=GPU)
+    assert [k.ops for k in cpu.kernels] == [["matmul"]]
+    assert [k.ops for k in gpu.kernels] == [["matmul"], ["sum"]]
+    assert gpu.kernels[0].dispatch[2] == 4  # 512 = 4 slices of 128, one batch entry each
 
 
 def test_adapters_are_classified():

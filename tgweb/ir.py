@@ -97,6 +97,9 @@ class OpDef:
       fused elementwise group may run on the value before it is stored.
     strided: reads its operands and writes its result through the strided views that
       lowering folds in (attrs "views" and "out_view"), instead of copied permutes.
+    rewrite(node, target, new_id) -> [nodes] or None: how the kind is computed for a
+      target (tgweb.codegen.target), as nodes in topological order, the last one
+      taking node's id (matmul splits a long k on a GPU); None keeps the node.
     """
 
     kind: str
@@ -108,6 +111,7 @@ class OpDef:
     emit: Callable[..., Any] | None = None
     epilogue: bool = False
     strided: bool = False
+    rewrite: Callable[..., Any] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -138,12 +142,13 @@ def register(
     emit=None,
     epilogue: bool = False,
     strided: bool = False,
+    rewrite=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
     if role not in ROLES:
         raise RuntimeError(f"op kind {kind!r}: role {role!r} is not one of {ROLES}")
-    d = OpDef(kind, family, infer, grad, ref, role, emit, epilogue, strided)
+    d = OpDef(kind, family, infer, grad, ref, role, emit, epilogue, strided, rewrite)
     REGISTRY[kind] = d
     return d
 
@@ -373,6 +378,7 @@ def replace(
     inputs=None,
     attrs=None,
     site: str | None = None,
+    shape: tuple[int, ...] | None = None,
 ) -> Tensor:
     """A node standing in for t during lowering, outside the graph's tensor list. With
     the same id (the default) it replaces t for everything that reads t (a permute
@@ -382,7 +388,7 @@ def replace(
     n.graph, n.id, n.kind = t.graph, t.id if id is None else id, kind or t.kind
     n.inputs = tuple(t.inputs if inputs is None else inputs)
     n.attrs = t.attrs if attrs is None else attrs
-    n.shape, n.dtype, n.site = t.shape, t.dtype, site or t.site
+    n.shape, n.dtype, n.site = t.shape if shape is None else tuple(shape), t.dtype, site or t.site
     return n
 
 

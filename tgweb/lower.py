@@ -45,7 +45,7 @@ def lower(graph: Graph, limits=None, name: str = "step", target: Target | None =
     target = target or Target()
     ids = IdSource(graph)
     scalars_id = ids.new()  # the value holding every per-step host scalar
-    nodes = computed_nodes(graph)
+    nodes = computed_nodes(graph, target, ids)
     sched = schedule(graph, nodes, lim["maxStorageBuffersPerShaderStage"], ids)
     ups = place_updates(graph, sched)
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
@@ -74,10 +74,12 @@ def _roots(graph: Graph) -> list[Tensor]:
 # ---------------------------------------------------------------- computed nodes
 
 
-def computed_nodes(graph: Graph) -> list[Tensor]:
+def computed_nodes(graph: Graph, target: Target | None = None, ids: IdSource | None = None) -> list[Tensor]:
     """The nodes a kernel computes, in topological order: views folded into strided
-    kernels (their replacements take the nodes' places), dead code dropped, leaves and
-    views (memory, not work) left out. Raises TraceError for a live kind with no WGSL."""
+    kernels (their replacements take the nodes' places), each node as its kind computes
+    it for the target (OpDef.rewrite), dead code dropped, leaves and views (memory, not
+    work) left out. Raises TraceError for a live kind with no WGSL."""
+    target, ids = target or Target(), ids or IdSource(graph)
     eff = fold_views(graph, _roots(graph))
     live = {t.id for t in _roots(graph)}
     for t in reversed(graph.tensors):
@@ -90,7 +92,9 @@ def computed_nodes(graph: Graph) -> list[Tensor]:
             continue
         if d.emit is None:
             raise TraceError(f"op kind {t.kind!r} has no WGSL kernel yet", t.site)
-        out.append(eff.get(t.id, t))
+        n = eff.get(t.id, t)
+        hook = REGISTRY[n.kind].rewrite
+        out.extend((hook and hook(n, target, ids.new)) or [n])
     return out
 
 

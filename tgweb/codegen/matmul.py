@@ -36,7 +36,7 @@ def config(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int, int, 
     return 64, 64, 16, 4, 4
 
 
-def _operand(x, view, trans):
+def operand_layout(x, view, trans):
     """(batch shape, batch strides, rows, cols, row stride, col stride) of a logical operand."""
     shape, st = (tuple(view[0]), tuple(view[1])) if view else (tuple(x.shape), tuple(strides(x.shape)))
     r, c, rs, cs = shape[-2], shape[-1], st[-2], st[-1]
@@ -60,8 +60,8 @@ def layout(node):
     a, b = node.inputs
     at = node.attrs
     views = at.get("views", {})
-    ba, sba, M, K, am, ak = _operand(a, views.get(0), at["ta"])
-    bb, sbb, K2, N, bk, bn = _operand(b, views.get(1), at["tb"])
+    ba, sba, M, K, am, ak = operand_layout(a, views.get(0), at["ta"])
+    bb, sbb, K2, N, bk, bn = operand_layout(b, views.get(1), at["tb"])
     assert K == K2, (K, K2)
     cshape, cst = at.get("out_view") or (tuple(node.shape), strides(node.shape))
     batch = list(cshape[:-2])

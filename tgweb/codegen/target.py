@@ -22,6 +22,8 @@ TUNING = {
         "tiled_min_tiles": 0,  # ... if they make at least this many 64 x 64 tiles
         "serial_max": 1024,  # rows up to this long are reduced by one invocation each
         "sumsq_workgroup": 64,  # invocations of the one workgroup of the global norm
+        "split_k_chunk": 0,  # products split along k into slices at least this long (0: never)
+        "split_k_tiles": 0,  # ... until they make this many 64 x 64 tiles
     },
     # measured on an NVIDIA H200 natively (benchmarks/matmul_native.py --tunings): the
     # addition step took 17.5-18.0 ms with the CPU table, 10.7-11.6 with
@@ -33,6 +35,8 @@ TUNING = {
         "tiled_min_tiles": 0,  # register blocks for few-tile products: 30-50 % slower
         "serial_max": 16,
         "sumsq_workgroup": 256,  # addition 7.6-8.8 -> 7.0-7.5 ms
+        "split_k_chunk": 128,
+        "split_k_tiles": 64,
     },
 }
 

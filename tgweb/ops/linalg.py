@@ -7,8 +7,8 @@ pass reads transposed operands through strides instead of copying them.
 
 from __future__ import annotations
 
-from ..codegen.matmul import emit_matmul
-from ..ir import OpError, Tensor, make, register
+from ..codegen.matmul import emit_matmul, operand_layout
+from ..ir import OpError, Tensor, make, register, replace
 from .base import as_tensor, broadcast_shapes, op
 
 
@@ -74,6 +74,39 @@ def _ref_matmul(ctx, args, t):
     return ctx.np.matmul(a, b)
 
 
+def _split_k(m: Tensor, target, new_id):
+    """On a GPU, a product of few output tiles and a long k (a weight gradient: 64 x 256
+    outputs over 1,024 rows) runs on a few multiprocessors. Split k into S slices: one
+    product batched over the slices (S times the workgroups, operands read through
+    strided views, nothing copied), then a sum over the batch, which also takes over
+    the product's fused epilogue. A product written transposed (a folded permute) is
+    computed as B^T A^T instead. None where it does not apply."""
+    chunk, want = target.knob("split_k_chunk"), target.knob("split_k_tiles")
+    if not chunk or len(m.shape) != 2:
+        return None
+    views = m.attrs.get("views", {})
+    a, b = m.inputs
+    ba, _, M, K, am, ak = operand_layout(a, views.get(0), m.attrs["ta"])
+    bb, _, _, N, bk, bn = operand_layout(b, views.get(1), m.attrs["tb"])
+    # (operand, rows, row stride, k stride) and (operand, cols, k stride, col stride)
+    left, right = (a, M, am, ak), (b, N, bk, bn)
+    if "out_view" in m.attrs:
+        if tuple(m.attrs["out_view"][1]) != (1, M):
+            return None
+        left, right = (b, N, bn, bk), (a, M, ak, am)  # C^T = B^T A^T, written contiguously
+    tiles = -(-M // 64) * -(-N // 64)
+    S = 1
+    while K % (2 * S) == 0 and K // (2 * S) >= chunk and tiles * 2 * S <= want:
+        S *= 2
+    if ba or bb or S < 2:
+        return None
+    ks, (x, P, ps, pk), (y, Q, qk, qs) = K // S, left, right
+    views = {0: ((S, P, ks), (ks * pk, ps, pk)), 1: ((S, ks, Q), (ks * qk, qk, qs))}
+    attrs = {"ta": False, "tb": False, "views": views}
+    parts = replace(m, id=new_id(), inputs=(x, y), attrs=attrs, shape=(S, P, Q))
+    return [parts, replace(m, kind="sum", inputs=(parts,), attrs={"axes": (0,), "keepdims": False})]
+
+
 register(
     "matmul",
     family="linalg",
@@ -81,6 +114,7 @@ register(
     emit=emit_matmul,
     epilogue=True,
     strided=True,
+    rewrite=_split_k,
     infer=_infer_matmul,
     grad=_g_matmul,
     ref=_ref_matmul,
