@@ -438,6 +438,15 @@ def test_gpu_tuning_thresholds_match_reference(fn, specs):
     assert "workgroupBarrier" in wgsl  # the GPU class's tiles and trees, not the CPU's loops
 
 
+def test_big_tiles_with_longer_k_steps_match_reference():
+    # 128 x 128 tiles (for products of hundreds of tiles) with 16 steps of k per barrier,
+    # forced onto a small product so that lavapipe runs it
+    big = Target("gpu", tuning=dict(GPU.tuning, big_tile_min_tiles=1, tile_k=16, split_k_chunk=0))
+    for specs in ({"a": f(200, 96), "b": f(96, 136)}, {"a": f(256, 64), "b": f(64, 128)}):
+        prog = run_case(lambda a, b: a @ b, specs, target=big)
+        assert any("As: array<vec4<f32>, 512>" in k.wgsl for k in prog.kernels)  # 128 x 16 / 4
+
+
 def test_split_k_batches_the_slices_and_sums_them():
     g = build(lambda a, b: (a.T @ b).T, {"a": f(512, 24), "b": f(512, 40)}, grad=False)
     cpu, gpu = lower(g), lower(g, target=GPU)

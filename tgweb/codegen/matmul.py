@@ -28,11 +28,12 @@ from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx,
 from .kernel import KernelCtx
 
 
-def config(m: int, n: int, k: int, batch: int = 1) -> tuple[int, int, int, int, int]:
+def config(m: int, n: int, k: int, batch: int, tuning: dict) -> tuple[int, int, int, int, int]:
     """(BM, BN, BK, TM, TN) for the problem size: 128 x 128 tiles with 8 x 8 outputs per
-    invocation when that still leaves a few hundred workgroups to fill a big GPU."""
-    if -(-m // 128) * -(-n // 128) * batch >= 256:
-        return 128, 128, 8, 8, 8
+    invocation when that still leaves enough workgroups to fill a big GPU (the target's
+    big_tile_min_tiles), with its tile_k steps of k per barrier; else 64 x 64 tiles."""
+    if -(-m // 128) * -(-n // 128) * batch >= tuning["big_tile_min_tiles"]:
+        return 128, 128, tuning["tile_k"], 8, 8
     return 64, 64, 16, 4, 4
 
 
@@ -117,7 +118,7 @@ def emit_matmul(kc: KernelCtx, node):
     ):
         return _emit_direct(kc, node, L)
     a, b = node.inputs
-    BM, BN, BK, TM, TN = config(M, N, K, nbatch)
+    BM, BN, BK, TM, TN = config(M, N, K, nbatch, kc.target.tuning)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
