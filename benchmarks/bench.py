@@ -320,17 +320,23 @@ def profile(browser, url, model, cfg) -> None:
     """Print ms/step and per-kernel GPU times of tgweb's step for `model`, the Program
     compiled in this process (no Pyodide) and replayed by gpu.mjs in the page."""
     sys.path.insert(0, str(ROOT))
-    ns: dict = {}
-    exec(BENCH_PY, ns)
-    t = time.perf_counter()
-    trainer, _ = ns["_compile"](model, "reference")
+    from tgweb.codegen.target import classify
     from tgweb.lower import lower
 
-    trainer._engine.program = lower(trainer.graph)
+    ns: dict = {}
+    exec(BENCH_PY, ns)
+    ctx, page, logs = _new_page(browser, url)
+    # kernels tuned for the page's adapter, as the worker would tune them
+    info = page.evaluate(
+        "async () => { const i = (await navigator.gpu.requestAdapter()).info; return {vendor: i.vendor, "
+        "architecture: i.architecture, description: i.description, device: i.device}; }"
+    )
+    t = time.perf_counter()
+    trainer, _ = ns["_compile"](model, "reference")
+    trainer._engine._program = lower(trainer.graph, target=classify(info))
     compile_s = time.perf_counter() - t
     rep = ns["replica_args"](trainer)
     params = {n: v["data"] for n, v in initial_params(model).items()}
-    ctx, page, logs = _new_page(browser, url)
     try:
         page.set_default_timeout(600_000)
         r = page.evaluate(
