@@ -70,14 +70,14 @@ def tgweb_matmul(n: int, reps: int) -> tuple[float, float]:
     return 2.0 * n**3 / best / 1e9, err
 
 
-def torch_matmul(n: int, reps: int) -> tuple[float, str]:
+def torch_matmul(n: int, reps: int, tf32: bool = False) -> tuple[float, str]:
     try:
         import torch
     except ImportError:
         return float("nan"), "torch not installed"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     a = torch.randn(n, n, device=dev, dtype=torch.float32)
     b = torch.randn(n, n, device=dev, dtype=torch.float32)
@@ -151,14 +151,18 @@ def main() -> None:
 
 
 def _run(args, sizes) -> None:
-    print(f"{'n':>6} {'tgweb GFLOP/s':>14} {'torch GFLOP/s':>14} {'ratio':>7} {'max rel err':>12}")
+    print(
+        f"{'n':>6} {'tgweb GFLOP/s':>14} {'torch GFLOP/s':>14} {'ratio':>7} "
+        f"{'torch TF32 GFLOP/s':>19} {'ratio':>7} {'max rel err':>12}"
+    )
     what = ""
     for n in sizes:
         reps = max(1, min(50, int(2e11 / n**3))) if not args.small else 2
         gf, err = tgweb_matmul(n, reps)
         tf, what = torch_matmul(n, reps)
-        print(f"{n:>6} {gf:>14.1f} {tf:>14.1f} {gf / tf:>7.1%} {err:>12.2e}")
-    print(f"({what}, float32, TF32 off)")
+        t32, _ = torch_matmul(n, reps, tf32=True)
+        print(f"{n:>6} {gf:>14.1f} {tf:>14.1f} {gf / tf:>7.1%} {t32:>19.1f} {gf / t32:>7.1%} {err:>12.2e}")
+    print(f"({what}, float32: TF32 off, and on for reference; tgweb computes in plain fp32)")
     if not args.no_addition:
         for sample in ("sin", "addition"):
             runs = [step_ms(sample, 3 if args.small else 50) for _ in range(1 if args.small else 3)]
