@@ -55,3 +55,33 @@ def test_program_json_round_trip():
     d["version"] = VERSION + 1
     with pytest.raises(ValueError, match="version"):
         Program.from_json(json.dumps(d))
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda d: d["kernels"][0]["bindings"].append({"buffer": 999, "access": "read"}), "names buffer 999"),
+        (lambda d: d["kernels"][0].update(dispatch=[0, 1, 1]), "dispatch"),
+        (lambda d: d["buffers"][0].update(size=6), "not a multiple of 4"),
+        (lambda d: d["params"]["l1.weight"].update(offset=1 << 30), "do not fit buffer"),
+        (lambda d: d["scalars"].append({"name": "x", "type": "f64"}), "scalar types"),
+        (lambda d: d.pop("kernels"), "not a tgweb Program"),
+    ],
+    ids=["binding", "dispatch", "size", "slot", "scalar", "structure"],
+)
+def test_a_bad_program_is_refused_where_it_is_loaded(edit, message):
+    """gpu.mjs trusts the Program's structure: Python validates it once, where a Program is
+    made (lower) or loaded (from_json)."""
+    from tgweb.program import ProgramError
+
+    tr = tg.compile(
+        MLP(),
+        lambda m, x, y: ((m(x) - y) ** 2).mean(),
+        inputs={"x": (4, 2), "y": (4, 1)},
+        optimizer=tg.optim.SGD(0.1),
+        backend="reference",
+    )
+    d = json.loads(tr.program.to_json())
+    edit(d)
+    with pytest.raises(ProgramError, match=message):
+        Program.from_json(json.dumps(d))

@@ -77,16 +77,7 @@ function cleanTraceback(tb) {
 
 async function setupGpu(options) {
   const s = performance.now();
-  if (!navigator.gpu) {
-    throw new Error("WebGPU is not available in this browser's workers (navigator.gpu is missing). " +
-      "tgweb needs WebGPU: use Chrome/Edge 113+ (or another browser with WebGPU enabled), " +
-      "served over https or from http://localhost / 127.0.0.1.");
-  }
-  adapter = await navigator.gpu.requestAdapter(options.powerPreference ? { powerPreference: options.powerPreference } : {});
-  if (!adapter) {
-    throw new Error("WebGPU is present but no GPU adapter was found (requestAdapter() returned null): " +
-      "the GPU may be blocklisted or disabled in this browser.");
-  }
+  adapter = await gpu.requestAdapter(options); // says why when there is no WebGPU or no adapter
   // no Program yet: ask for the adapter's maxima of the compute limits, so that every
   // Program this adapter can run fits; gpu.instantiate checks each Program against them
   device = await gpu.requestDevice({
@@ -144,11 +135,7 @@ async function init(options) {
   mark("total", s);
   timings.since_worker_start = Math.round(performance.now() - t0);
   timings.ready_at = performance.timeOrigin + performance.now(); // epoch ms, to compare with the page
-  const limits = {};
-  for (const k of ["maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
-    "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupStorageSize"]) {
-    limits[k] = device.limits[k];
-  }
+  const limits = Object.fromEntries(gpu.COMPUTE_LIMITS.map((k) => [k, device.limits[k]]));
   return {
     tgweb: version, pyodide: pyodide.version, python: manifest.python, manifest: { built: manifest.built },
     adapter: gpu.adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,

@@ -123,7 +123,7 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
   }
   // host-timed, one submit per kernel (gpu.mjs Runtime.profile)
   const hostRuns = [];
-  for (let r = 0; r < Math.min(repeats, 3); r++) hostRuns.push(await rt.profile(inputs[r % inputs.length], scalars));
+  for (let r = 0; r < Math.min(repeats, 3); r++) hostRuns.push(await profileKernels(rt, inputs[r % inputs.length], scalars));
   hostRuns[0].forEach((k, i) => {
     const row = kernels[i] || { i, kernel: k.kernel, ops: k.ops, dispatch: k.dispatch };
     row.host_ms = median(hostRuns.map((h) => h[i].ms));
@@ -205,5 +205,31 @@ export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, b
   const s = stats();
   Object.assign(out, { ms_per_step_read_every: median(per), ms_per_step_read_every10: median(blk), step_ms_all: per,
     block_ms: blk, unique_pipelines: s.pipelines, peak_gpu_bytes: s.peak, losses });
+  return out;
+}
+
+/**
+ * One step with each kernel in its own submit, timed on the host until the queue is
+ * idle: [{kernel, ops, site, dispatch, ms}] in order. State updates as in a real step.
+ */
+async function profileKernels(rt, inputs, scalars) {
+  await rt.queue;
+  for (const n of Object.keys(rt.program.inputs)) rt.write("inputs", n, inputs[n]);
+  rt.writeScalars(scalars);
+  await rt.device.queue.onSubmittedWorkDone();
+  const out = [];
+  for (const s of rt.steps) {
+    const t = performance.now();
+    const enc = rt.device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    pass.setPipeline(s.pipeline);
+    pass.setBindGroup(0, s.bindGroup);
+    pass.dispatchWorkgroups(...s.dispatch);
+    pass.end();
+    rt.device.queue.submit([enc.finish()]);
+    await rt.device.queue.onSubmittedWorkDone();
+    out.push({ kernel: s.kernel.name, ops: s.kernel.ops || [], site: s.kernel.site || "",
+      dispatch: s.dispatch, ms: performance.now() - t });
+  }
   return out;
 }

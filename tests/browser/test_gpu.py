@@ -231,6 +231,26 @@ def test_limits_over_the_device_are_named(page):
     assert "maxBufferSize" in r
 
 
+def test_device_loss_is_named_by_later_calls(page):
+    r = page.evaluate(
+        """async (prog) => {
+        const device = await gpu.requestDevice({program: prog});
+        const rt = await gpu.instantiate(device, prog);
+        await rt.run({a: new Float32Array(7)}, {}, [["outputs", "c"]]);
+        device.destroy();
+        await device.lost;
+        const errs = [];
+        for (const f of [() => rt.run({a: new Float32Array(7)}, {}, []), () => rt.read("outputs", "c")]) {
+            try { await f(); errs.push(null); } catch (e) { errs.push([e.name, e.message, e.lost]); }
+        }
+        return errs;
+    }""",
+        vector_add(),
+    )
+    for name, message, lost in r:
+        assert name == "ProgramError" and lost is True and "device was lost (destroyed" in message, r
+
+
 # ---- the same through Python: tgweb.backends.browser in the worker ----------
 
 

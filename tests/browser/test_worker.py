@@ -133,6 +133,6 @@ def test_no_adapter_in_worker_gives_a_clear_error(browser, site_url):
         r = p.evaluate("""async () => {
             try { await tgweb.start({timeout: 60000}); return ['started']; }
             catch (e) { return [e.name, e.message, e.fatal]; } }""")
-        assert r[0] == "Error" and "no GPU adapter" in r[1] and r[2] is True, r
+        assert r[0] == "ProgramError" and "no GPU adapter" in r[1] and r[2] is True, r
     finally:
         p.close()

@@ -202,15 +202,3 @@ class Runtime(base.Runtime):
         if getattr(self, "_rt", None) is not None:
             self._rt.destroy()
             self._rt = None
-
-    def profile(self, inputs: dict[str, array.array], scalars: dict[str, float | int]) -> list[dict]:
-        """Diagnostics: one step with every kernel submitted and timed on its own
-        (gpu.mjs Runtime.profile); [{kernel, ops, site, dispatch, ms}]. Changes state as a step."""
-        from js import Object
-        from pyodide.ffi import to_js
-
-        for n, v in inputs.items():
-            self._check_len("inputs", n, v)
-        js_inputs = to_js({n: _to_js_bytes(v) for n, v in inputs.items()}, dict_converter=Object.fromEntries)
-        js_scalars = to_js({k: v for k, v in scalars.items()}, dict_converter=Object.fromEntries)
-        return _await(self._rt.profile(js_inputs, js_scalars)).to_py()
