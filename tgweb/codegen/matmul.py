@@ -117,31 +117,36 @@ def emit_matmul(kc: KernelCtx, node):
         or tiles < kc.target.knob("tiled_min_tiles")
     ):
         return _emit_direct(kc, node, L)
+    return _emit_tiled(kc, node, L)
+
+
+def _vec_ok(kc: KernelCtx, x, rows: int, K: int, rs: int, ks: int, bstr) -> bool:
+    """Whether an operand's tile loads can be vec4: contiguous along rows (rs == 1) or along
+    k (ks == 1), everything else in steps of 4."""
+    if rs == 1:
+        ok = rows % 4 == 0 and ks % 4 == 0
+    elif ks == 1:
+        ok = K % 4 == 0 and rs % 4 == 0
+    else:
+        return False
+    return ok and kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
+
+
+def _emit_tiled(kc: KernelCtx, node, L):
+    """Workgroup-memory tiles: shared tiles hold vec4s along m (As) and n (Bs); invocation
+    (tx, ty) owns rows 64 p + 4 ty + r and columns 64 q + 4 tx + c: per k, TM/4 + TN/4
+    vec4 reads feed TM x TN fused multiply-adds."""
+    M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, K, nbatch, kc.target.tuning)
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
-
-    def vec_ok(x, rows, rs, ks, bstr):
-        # contiguous along rows (rs == 1) or along k (ks == 1), everything else in steps of 4
-        if rs == 1:
-            ok = rows % 4 == 0 and ks % 4 == 0
-        elif ks == 1:
-            ok = K % 4 == 0 and rs % 4 == 0
-        else:
-            return False
-        return ok and kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
-
-    va = vec_ok(a, M, L["am"], L["ak"], L["ab"])
-    vb = vec_ok(b, N, L["bn"], L["bk"], L["bb"])
-    if va:
-        kc.vec4.add(kc.storage(a)[0])
-    if vb:
-        kc.vec4.add(kc.storage(b)[0])
-    # shared tiles hold vec4s along m (As) and n (Bs); invocation (tx, ty) owns rows
-    # 64 p + 4 ty + r and columns 64 q + 4 tx + c: per k, TM/4 + TN/4 vec4 reads feed
-    # TM x TN fused multiply-adds
+    va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"])
+    vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"])
+    for x, v in ((a, va), (b, vb)):
+        if v:
+            kc.vec4.add(kc.storage(x)[0])
     kc.decls.append(f"var<workgroup> As: array<vec4<f32>, {BM * BK // 4}>;")
     kc.decls.append(f"var<workgroup> Bs: array<vec4<f32>, {BK * BN // 4}>;")
     body = [
@@ -159,34 +164,35 @@ def emit_matmul(kc: KernelCtx, node):
     body += _tile(kc, b, "Bs", BN, BK, "n0", N, K, "bbase", L["bn"], L["bk"], vb)
     body.append("  workgroupBarrier();")
     body.append(f"  for (var kk = 0u; kk < {BK}u; kk = kk + 1u) {{")
-    for p in range(RG):
-        body.append(f"    let a{p} = As[kk * {BM // 4}u + ty + {16 * p}u];")
-    for q in range(CG):
-        body.append(f"    let c{q} = Bs[kk * {BN // 4}u + tx + {16 * q}u];")
+    body += [f"    let a{p} = As[kk * {BM // 4}u + ty + {16 * p}u];" for p in range(RG)]
+    body += [f"    let c{q} = Bs[kk * {BN // 4}u + tx + {16 * q}u];" for q in range(CG)]
     for p in range(RG):
         for r in range(4):
             for q in range(CG):
                 i = (p * 4 + r) * CG + q
                 body.append(f"    acc[{i}] = fma(vec4<f32>(a{p}[{r}]), c{q}, acc[{i}]);")
-    body.append("  }")
-    body.append("  workgroupBarrier();")
-    body.append("}")
+    body += ["  }", "  workgroupBarrier();", "}"]
+    return body + _tiled_stores(kc, node, L, RG, CG), (gx, gy, nbatch), (16, 16, 1)
+
+
+def _tiled_stores(kc: KernelCtx, node, L, RG: int, CG: int) -> list[str]:
+    """Each invocation's TM x TN results stored (through the epilogue), edges guarded."""
+    body = []
+    ci = add_idx("cbase", mul_idx("m", L["cm"]), mul_idx("n", L["cn"]))
     for p in range(RG):
         for r in range(4):
             body.append(f"{{ let m = m0 + {64 * p + r}u + ty * 4u;")
-            body.append(f"  if (m < {M}u) {{")
+            body.append(f"  if (m < {L['M']}u) {{")
             for q in range(CG):
                 for c in range(4):
                     i = (p * 4 + r) * CG + q
-                    body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {N}u) {{")
-                    body.append(
-                        f"      let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};"
-                    )
+                    body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {L['N']}u) {{")
+                    body.append(f"      let ci = {ci};")
                     body += ["      " + ln for ln in kc.result(node, "ci", f"acc[{i}][{c}]")]
                     body.append("    } }")
             body.append("  }")
             body.append("}")
-    return body, (gx, gy, nbatch), (16, 16, 1)
+    return body
 
 
 def _batch_index(bstr, batch):
@@ -234,33 +240,9 @@ def _emit_direct(kc: KernelCtx, node, L):
         for c in range(TN):
             body.append(f"var acc{r}_{c} = 0.0;")
 
-    def loads(x, R, lead, rs, ks, nrows, ksym, U_, pre, bstr):
-        """Lines defining pre{i}_{kk} = operand element (row i, k + kk) for i < R, kk < U_."""
-        out = []
-        aligned = kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
-        if U_ == 4 and ks == 1 and rs % 4 == 0 and aligned:
-            for i in range(R):
-                v = kc.fresh("v")
-                out.append(f"let {v} = {kc.load4(x, udiv(f'{lead}{i} + {ksym}', 4))};")
-                out += [f"let {pre}{i}_{kk} = {v}[{kk}];" for kk in range(4)]
-            return out
-        if rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
-            for kk in range(U_):
-                koff = mul_idx(f"({ksym} + {kk}u)", ks)
-                for g in range(R // 4):
-                    v = kc.fresh("v")
-                    out.append(f"let {v} = {kc.load4(x, udiv(f'{lead}{4 * g} + {koff}', 4))};")
-                    out += [f"let {pre}{4 * g + i}_{kk} = {v}[{i}];" for i in range(4)]
-            return out
-        for kk in range(U_):
-            for i in range(R):
-                idx = add_idx(f"{lead}{i}", mul_idx(f"({ksym} + {kk}u)", ks))
-                out.append(f"let {pre}{i}_{kk} = {kc.load(x, idx)};")
-        return out
-
     def chunk(U_, ksym):
-        out = loads(a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"])
-        out += loads(b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"])
+        out = _direct_loads(kc, a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"])
+        out += _direct_loads(kc, b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"])
         for kk in range(U_):
             for r in range(TM):
                 for c in range(TN):
@@ -276,10 +258,40 @@ def _emit_direct(kc: KernelCtx, node, L):
         body.append("{")
         body += chunk(1, f"{k}u")
         body.append("}")
-    # the stores (and the fused epilogue) in a loop over the block, not unrolled: CPU
-    # implementations of WebGPU compile every unrolled copy (set-up time), and this runs
-    # once per invocation; guarded only where blocks overhang C's edges
-    body.append(f"var res: array<f32, {TM * TN}>;")
+    return body + _direct_stores(kc, node, L, TM, TN), disp, wg
+
+
+def _direct_loads(kc: KernelCtx, x, R, lead, rs, ks, nrows, ksym, U_, pre, bstr) -> list[str]:
+    """Lines defining pre{i}_{kk} = operand element (row i, k + kk) for i < R, kk < U_."""
+    out = []
+    aligned = kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
+    if U_ == 4 and ks == 1 and rs % 4 == 0 and aligned:
+        for i in range(R):
+            v = kc.fresh("v")
+            out.append(f"let {v} = {kc.load4(x, udiv(f'{lead}{i} + {ksym}', 4))};")
+            out += [f"let {pre}{i}_{kk} = {v}[{kk}];" for kk in range(4)]
+        return out
+    if rs == 1 and R % 4 == 0 and nrows % 4 == 0 and ks % 4 == 0 and aligned:
+        for kk in range(U_):
+            koff = mul_idx(f"({ksym} + {kk}u)", ks)
+            for g in range(R // 4):
+                v = kc.fresh("v")
+                out.append(f"let {v} = {kc.load4(x, udiv(f'{lead}{4 * g} + {koff}', 4))};")
+                out += [f"let {pre}{4 * g + i}_{kk} = {v}[{i}];" for i in range(4)]
+        return out
+    for kk in range(U_):
+        for i in range(R):
+            idx = add_idx(f"{lead}{i}", mul_idx(f"({ksym} + {kk}u)", ks))
+            out.append(f"let {pre}{i}_{kk} = {kc.load(x, idx)};")
+    return out
+
+
+def _direct_stores(kc: KernelCtx, node, L, TM: int, TN: int) -> list[str]:
+    """The block's stores (and the fused epilogue) in a loop over the block, not unrolled:
+    CPU implementations of WebGPU compile every unrolled copy (set-up time), and this runs
+    once per invocation; guarded only where blocks overhang C's edges."""
+    M, N = L["M"], L["N"]
+    body = [f"var res: array<f32, {TM * TN}>;"]
     body += [f"res[{r * TN + c}] = acc{r}_{c};" for r in range(TM) for c in range(TN)]
     body.append(f"for (var r = 0u; r < {TM}u; r = r + 1u) {{")
     body.append("  let m = m0 + r;" + (f" if (m < {M}u) {{" if M % TM else ""))
@@ -289,7 +301,7 @@ def _emit_direct(kc: KernelCtx, node, L):
     body += ["    " + ln for ln in kc.result(node, "ci", f"res[r * {TN}u + c]")]
     body.append("  }" + (" }" if N % TN else ""))
     body.append("}" + (" }" if M % TM else ""))
-    return body, disp, wg
+    return body
 
 
 def _tile(

@@ -87,6 +87,48 @@ def _round(n: int, a: int) -> int:
 
 def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
     """Assign buffers and offsets; pool=False gives every intermediate class its own buffer."""
+    by_id = _by_id(values)
+    root_of = _classes(values, by_id)
+    members: dict[int, list[Value]] = {}
+    for v in values:
+        members.setdefault(root_of[v.id], []).append(v)
+    kind = {r: min((m.kind for m in ms), key=PRIORITY.index) for r, ms in members.items()}
+    size = {r: max(max(m.nbytes for m in ms), 4) for r, ms in members.items()}
+    order = list(members)  # first appearance order
+    life, first_write, first_read = _lifetimes(steps, by_id, root_of, order)
+    _check_inplace(values, steps, by_id, root_of)
+
+    buffers: list[Buffer] = []
+    place: dict[int, tuple[int, int]] = {}  # class -> (buffer id, byte offset)
+    _pack_arenas(order, kind, size, buffers, place)
+
+    def own(r: int) -> None:
+        place[r] = (len(buffers), 0)
+        buffers.append(Buffer(len(buffers), _round(size[r], 4), kind[r], _label(members[r])))
+
+    for r in order:
+        if kind[r] not in POOLED and kind[r] not in PACKED:
+            own(r)
+    pooled = [r for r in order if kind[r] in POOLED]
+    if pool:
+        _pool(pooled, life, size, members, buffers, place)
+    else:
+        for r in pooled:
+            own(r)
+
+    buf_of_class = {r: b for r, (b, _) in place.items()}
+    off_of_class = {r: o for r, (_, o) in place.items()}
+    _self_check(order, kind, size, life, buf_of_class, off_of_class, buffers, first_write, first_read)
+    return Plan(
+        buffers,
+        {v.id: buf_of_class[root_of[v.id]] for v in values},
+        {v.id: off_of_class[root_of[v.id]] for v in values},
+        {v.id: life[root_of[v.id]] for v in values},
+        _report(order, kind, size, life, buffers, steps, pooled),
+    )
+
+
+def _by_id(values: list[Value]) -> dict[int, Value]:
     by_id: dict[int, Value] = {}
     for v in values:
         if v.id in by_id:
@@ -96,14 +138,15 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
         if v.nbytes < 0:
             raise PlanError(f"value {v.id}: negative size")
         by_id[v.id] = v
+    return by_id
 
+
+def _classes(values: list[Value], by_id: dict[int, Value]) -> dict[int, int]:
+    """value id -> the id of its class's root (values linked by same_as share memory)."""
     root_of: dict[int, int] = {}
-
-    def root(v: Value) -> int:
-        seen = []
-        while v.same_as is not None:
-            if v.id in root_of:
-                break
+    for v0 in values:
+        v, seen = v0, []
+        while v.same_as is not None and v.id not in root_of:
             seen.append(v.id)
             if v.same_as not in by_id:
                 raise PlanError(f"value {v.id} is same_as unknown value {v.same_as}")
@@ -111,19 +154,13 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
             if v.id in seen:
                 raise PlanError(f"same_as cycle through value {v.id}")
         r = root_of.get(v.id, v.id)
-        for i in seen:
+        for i in seen + [v.id]:
             root_of[i] = r
-        root_of[v.id] = r
-        return r
+    return root_of
 
-    members: dict[int, list[Value]] = {}
-    for v in values:
-        members.setdefault(root(v), []).append(v)
-    kind = {r: min((m.kind for m in ms), key=PRIORITY.index) for r, ms in members.items()}
-    size = {r: max(max(m.nbytes for m in ms), 4) for r, ms in members.items()}
-    order = list(members)  # first appearance order
 
-    # lifetimes of classes, and the first step that reads or writes each class
+def _lifetimes(steps, by_id, root_of, order):
+    """Each class's (first, last) step, and the first step that writes and reads it."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     first_write: dict[int, int] = {}
@@ -137,66 +174,33 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
             last[r] = max(last.get(r, i), i)
             (first_write if is_write else first_read).setdefault(r, i)
     life = {r: (first.get(r, -1), last.get(r, -1)) for r in order}
+    return life, first_write, first_read
 
-    _check_inplace(values, steps, by_id, root_of)
 
-    buffers: list[Buffer] = []
-    buf_of_class: dict[int, int] = {}
-    off_of_class: dict[int, int] = {}
-
-    # packed arenas
+def _pack_arenas(order, kind, size, buffers, place) -> None:
+    """Each PACKED kind's classes at consecutive aligned offsets of one buffer."""
     for k, align in PACKED.items():
         rs = [r for r in order if kind[r] == k]
         if not rs:
             continue
-        off = 0
-        bid = len(buffers)
+        off, bid = 0, len(buffers)
         for r in rs:
             off = _round(off, align)
-            buf_of_class[r], off_of_class[r] = bid, off
+            place[r] = (bid, off)
             off += _round(size[r], 4)
         buffers.append(Buffer(bid, max(4, _round(off, 4)), k, f"{k} arena"))
 
-    def own(r: int) -> None:
-        bid = len(buffers)
-        buffers.append(Buffer(bid, _round(size[r], 4), kind[r], _label(members[r])))
-        buf_of_class[r], off_of_class[r] = bid, 0
 
-    for r in order:
-        if kind[r] not in POOLED and kind[r] not in PACKED:
-            own(r)
-
-    pooled = [r for r in order if kind[r] in POOLED]
-    if pool:
-        r4 = {r: _round(size[r], 4) for r in pooled}
-        a, b = _pool_by_start(pooled, life, r4), _pool_by_size(pooled, life, r4)
-        bins = min(a, b, key=lambda bs: (sum(sz for sz, _ in bs), len(bs)))
-        for sz, rs in bins:
-            bid = len(buffers)
-            buffers.append(
-                Buffer(
-                    bid,
-                    sz,
-                    "intermediate",
-                    "pool: "
-                    + ", ".join(_label(members[r]) for r in rs[:3])
-                    + (f" (+{len(rs) - 3})" if len(rs) > 3 else ""),
-                )
-            )
-            for r in rs:
-                buf_of_class[r], off_of_class[r] = bid, 0
-    else:
-        for r in pooled:
-            own(r)
-
-    buffer_of = {v.id: buf_of_class[root_of[v.id]] for v in values}
-    offset_of = {v.id: off_of_class[root_of[v.id]] for v in values}
-    lifetime = {v.id: life[root_of[v.id]] for v in values}
-
-    _self_check(order, kind, size, life, buf_of_class, off_of_class, buffers, first_write, first_read)
-
-    report = _report(order, kind, size, life, buffers, steps, pooled)
-    return Plan(buffers, buffer_of, offset_of, lifetime, report)
+def _pool(pooled, life, size, members, buffers, place) -> None:
+    """Intermediates into shared buffers by liveness: the smaller of two greedy plans."""
+    r4 = {r: _round(size[r], 4) for r in pooled}
+    a, b = _pool_by_start(pooled, life, r4), _pool_by_size(pooled, life, r4)
+    for sz, rs in min(a, b, key=lambda bs: (sum(sz for sz, _ in bs), len(bs))):
+        more = f" (+{len(rs) - 3})" if len(rs) > 3 else ""
+        label = "pool: " + ", ".join(_label(members[r]) for r in rs[:3]) + more
+        for r in rs:
+            place[r] = (len(buffers), 0)
+        buffers.append(Buffer(len(buffers), sz, "intermediate", label))
 
 
 def _pool_by_start(pooled, life, size) -> list[tuple[int, list[int]]]:

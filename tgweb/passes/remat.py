@@ -79,6 +79,12 @@ def rematerialize(
     if not plans:
         return None
 
+    return _rewire(nodes, plans, stored, recomputed, root_of, new_id)
+
+
+def _rewire(nodes, plans, stored, recomputed, root_of, new_id) -> list[Tensor]:
+    """nodes with each planned value's late readers reading copies of its computation,
+    the copies inserted in front of the first of those readers."""
     current = {n.id: n for n in nodes}  # node id -> its latest (rewired) version
     before: dict[int, list[Tensor]] = {}  # node id -> copies to insert in front of it
     index = {n.id: k for k, n in enumerate(nodes)}
