@@ -66,150 +66,162 @@ def train(
     out=None,
 ) -> dict[str, Any]:
     """Train sample `name` and return the summary that `tgweb train` prints."""
-    from .compile import compile as tg_compile
     from .compile import default_backend
 
-    out = out or sys.stdout
     mod = _samples.get(name)
+    run = _Run(name, mod, backend or default_backend(), seed, out or sys.stdout)
     steps = mod.STEPS if steps is None else steps
-    backend = backend or default_backend()
-    if eval_every is None:
-        eval_every = max(1, mod.STEPS // 10)
-    kind, bound = _samples.success_bound(mod)
+    run.loop(steps, eval_every or max(1, mod.STEPS // 10), until_success, progress)
+    summary = run.summary()
+    run.report(summary)
+    return summary
 
-    def met(v: float) -> bool:
-        return v < bound if kind == "below" else v >= bound
 
-    t0 = time.perf_counter()
-    trainer = tg_compile(
-        mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend=backend, seed=seed
-    )
-    inference = trainer.attach(mod.forward, inputs=mod.EVAL_INPUTS)
-    compile_s = time.perf_counter() - t0
-    n_params = sum(
-        len(v.reshape(-1)) if hasattr(v, "reshape") else len(_samples.flatten(v))
-        for v in trainer.params().values()
-    )
+class _Run:
+    """One training run of a sample: the trainer, its evaluations and timings."""
 
-    def predict(batch):
-        return inference.run(**batch).output
+    def __init__(self, name: str, mod, backend: str, seed: int, out) -> None:
+        from .compile import compile as tg_compile
 
-    print(
-        f"{name}: backend {backend}, seed {seed}, {n_params:,} parameters, compiled in "
-        f"{compile_s:.2f} s; success: {_bound_text(mod)}",
-        file=out,
-        flush=True,
-    )
+        self.name, self.mod, self.backend, self.seed, self.out = name, mod, backend, seed, out
+        self.kind, self.bound = _samples.success_bound(mod)
+        self.t0 = time.perf_counter()
+        self.trainer = tg_compile(
+            mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend=backend, seed=seed
+        )
+        self.inference = self.trainer.attach(mod.forward, inputs=mod.EVAL_INPUTS)
+        self.compile_s = time.perf_counter() - self.t0
+        self.n_params = sum(
+            len(v.reshape(-1)) if hasattr(v, "reshape") else len(_samples.flatten(v))
+            for v in self.trainer.params().values()
+        )
+        self.history: list[tuple[int, float]] = []
+        self.first_success: tuple[int, float] | None = None
+        self.train_s = self.eval_s = 0.0
+        self.last_loss = float("nan")
+        self.skipped = self.done = 0
+        self.interrupted = False
+        self.bar = None
+        print(
+            f"{name}: backend {backend}, seed {seed}, {self.n_params:,} parameters, compiled in "
+            f"{self.compile_s:.2f} s; success: {_bound_text(mod)}",
+            file=out,
+            flush=True,
+        )
 
-    history: list[tuple[int, float]] = []
-    first_success: tuple[int, float] | None = None
-    train_s = eval_s = 0.0
-    last_loss = float("nan")
-    skipped = 0
-    done = 0
-    interrupted = False
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
+    def met(self, v: float) -> bool:
+        return v < self.bound if self.kind == "below" else v >= self.bound
 
-            bar = tqdm(total=steps, desc=name, unit="step", dynamic_ncols=True, file=sys.stderr)
-        except ImportError:  # pragma: no cover - tqdm is a CLI convenience
-            bar = None
+    def predict(self, batch):
+        return self.inference.run(**batch).output
 
-    def note(msg: str) -> None:
-        if bar is not None:
-            bar.write(msg, file=out)
+    def note(self, msg: str) -> None:
+        if self.bar is not None:
+            self.bar.write(msg, file=self.out)
         else:
-            print(msg, file=out, flush=True)
+            print(msg, file=self.out, flush=True)
 
-    def evaluate() -> float:
-        nonlocal eval_s, first_success
+    def evaluate(self) -> float:
         t = time.perf_counter()
-        v = float(mod.metric(predict))
-        eval_s += time.perf_counter() - t
-        history.append((done, v))
-        if first_success is None and met(v):
-            first_success = (done, train_s)
-        note(
-            f"step {done}: loss {_fmt(last_loss)}, {mod.SUCCESS['metric']} {_fmt(v)}"
-            + (" (success)" if met(v) else "")
+        v = float(self.mod.metric(self.predict))
+        self.eval_s += time.perf_counter() - t
+        self.history.append((self.done, v))
+        if self.first_success is None and self.met(v):
+            self.first_success = (self.done, self.train_s)
+        self.note(
+            f"step {self.done}: loss {_fmt(self.last_loss)}, {self.mod.SUCCESS['metric']} {_fmt(v)}"
+            + (" (success)" if self.met(v) else "")
         )
         return v
 
-    try:
-        for i in range(steps):
-            batch = mod.batch(i, seed)
-            t = time.perf_counter()
-            r = trainer.step(**batch)
-            train_s += time.perf_counter() - t
-            done = i + 1
-            last_loss = r.loss
-            if not r.ok:
-                skipped += 1
-            if bar is not None:
-                post = {"loss": f"{r.loss:.4f}"}
-                if history:
-                    post[mod.SUCCESS["metric"]] = _fmt(history[-1][1])
-                bar.set_postfix(post, refresh=False)
-                bar.update(1)
-            if done % eval_every == 0 and done < steps:
-                if met(evaluate()) and until_success:
-                    break
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if bar is not None:
-            bar.close()
-    if not history or history[-1][0] != done:
-        evaluate()
-    final = history[-1][1]
-    wall = time.perf_counter() - t0
-    success = met(final) and done <= mod.SUCCESS["within_steps"]
-    summary = {
-        "sample": name,
-        "backend": backend,
-        "seed": seed,
-        "steps": done,
-        "skipped_steps": skipped,
-        "final_loss": last_loss,
-        "metric": mod.SUCCESS["metric"],
-        "final_metric": final,
-        "bound": bound,
-        "bound_kind": kind,
-        "within_steps": mod.SUCCESS["within_steps"],
-        "success": success,
-        "first_success_step": first_success[0] if first_success else None,
-        "first_success_train_s": first_success[1] if first_success else None,
-        "parameters": n_params,
-        "compile_s": compile_s,
-        "train_s": train_s,
-        "eval_s": eval_s,
-        "wall_s": wall,
-        "steps_per_s": done / train_s if train_s > 0 else None,
-        "history": history,
-        "interrupted": interrupted,
-    }
-    for line in _show(name, mod, predict, seed):
-        print(line, file=out)
-    print(
-        f"final {mod.SUCCESS['metric']}: {_fmt(final)} after {done} steps "
-        f"(loss {_fmt(last_loss)}{f', {skipped} skipped' if skipped else ''})",
-        file=out,
-    )
-    if first_success:
-        when = f"first met at step {first_success[0]} after {first_success[1]:.1f} s of training"
-    else:
-        when = "not met at any evaluation"
-    print(f"SUCCESS {'met' if success else 'NOT met'}: {_bound_text(mod)}; {when}", file=out)
-    print(
-        f"steps: {done}, wall time {wall:.1f} s (compile {compile_s:.1f} s, training "
-        f"{train_s:.1f} s = {summary['steps_per_s'] or 0:.1f} steps/s, evaluation {eval_s:.1f} s)"
-        + (" — interrupted" if interrupted else ""),
-        file=out,
-        flush=True,
-    )
-    return summary
+    def loop(self, steps: int, eval_every: int, until_success: bool, progress: bool) -> None:
+        if progress:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=steps, desc=self.name, unit="step", dynamic_ncols=True, file=sys.stderr)
+            except ImportError:  # pragma: no cover - tqdm is a CLI convenience
+                self.bar = None
+        try:
+            for i in range(steps):
+                self.step(self.mod.batch(i, self.seed))
+                if self.done % eval_every == 0 and self.done < steps:
+                    if self.met(self.evaluate()) and until_success:
+                        break
+        except KeyboardInterrupt:
+            self.interrupted = True
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        if not self.history or self.history[-1][0] != self.done:
+            self.evaluate()
+
+    def step(self, batch) -> None:
+        t = time.perf_counter()
+        r = self.trainer.step(**batch)
+        self.train_s += time.perf_counter() - t
+        self.done += 1
+        self.last_loss = r.loss
+        self.skipped += 0 if r.ok else 1
+        if self.bar is not None:
+            post = {"loss": f"{r.loss:.4f}"}
+            if self.history:
+                post[self.mod.SUCCESS["metric"]] = _fmt(self.history[-1][1])
+            self.bar.set_postfix(post, refresh=False)
+            self.bar.update(1)
+
+    def summary(self) -> dict[str, Any]:
+        final, mod, first = self.history[-1][1], self.mod, self.first_success
+        return {
+            "sample": self.name,
+            "backend": self.backend,
+            "seed": self.seed,
+            "steps": self.done,
+            "skipped_steps": self.skipped,
+            "final_loss": self.last_loss,
+            "metric": mod.SUCCESS["metric"],
+            "final_metric": final,
+            "bound": self.bound,
+            "bound_kind": self.kind,
+            "within_steps": mod.SUCCESS["within_steps"],
+            "success": self.met(final) and self.done <= mod.SUCCESS["within_steps"],
+            "first_success_step": first[0] if first else None,
+            "first_success_train_s": first[1] if first else None,
+            "parameters": self.n_params,
+            "compile_s": self.compile_s,
+            "train_s": self.train_s,
+            "eval_s": self.eval_s,
+            "wall_s": time.perf_counter() - self.t0,
+            "steps_per_s": self.done / self.train_s if self.train_s > 0 else None,
+            "history": self.history,
+            "interrupted": self.interrupted,
+        }
+
+    def report(self, s: dict[str, Any]) -> None:
+        out, mod = self.out, self.mod
+        for line in _show(self.name, mod, self.predict, self.seed):
+            print(line, file=out)
+        skipped = f", {s['skipped_steps']} skipped" if s["skipped_steps"] else ""
+        print(
+            f"final {s['metric']}: {_fmt(s['final_metric'])} after {s['steps']} steps "
+            f"(loss {_fmt(s['final_loss'])}{skipped})",
+            file=out,
+        )
+        if s["first_success_step"] is not None:
+            when = (
+                f"first met at step {s['first_success_step']} after "
+                f"{s['first_success_train_s']:.1f} s of training"
+            )
+        else:
+            when = "not met at any evaluation"
+        print(f"SUCCESS {'met' if s['success'] else 'NOT met'}: {_bound_text(mod)}; {when}", file=out)
+        print(
+            f"steps: {s['steps']}, wall time {s['wall_s']:.1f} s (compile {s['compile_s']:.1f} s, training "
+            f"{s['train_s']:.1f} s = {s['steps_per_s'] or 0:.1f} steps/s, evaluation {s['eval_s']:.1f} s)"
+            + (" — interrupted" if s["interrupted"] else ""),
+            file=out,
+            flush=True,
+        )
 
 
 def info(out=None) -> dict[str, Any]:
