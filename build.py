@@ -186,6 +186,8 @@ def _tgweb_wheel(out: Path) -> Path:
     # setuptools builds through build/lib and would package stale modules left there
     shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
     shutil.rmtree(ROOT / "build" / "bdist.linux-x86_64", ignore_errors=True)
+    # tgweb.export_page writes gpu.mjs into the pages it exports, in the browser too
+    shutil.copyfile(ROOT / "web" / "gpu.mjs", ROOT / "tgweb" / "_gpu.mjs")
     run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT])
     (whl,) = out.glob("tgweb-*.whl")
     return whl

@@ -1,11 +1,12 @@
 """tgweb: train neural networks in the browser on WebGPU, from Python.
 
 The public surface: ops as functions (tg.matmul, tg.softmax, ...), tg.nn, tg.optim,
-tg.compile, tg.value_and_grad, tg.trace.
+tg.compile, tg.value_and_grad, tg.trace, tg.export_page.
 """
 
 from . import nn, optim  # noqa: F401
 from .compile import Trainer, compile  # noqa: F401
+from .export import export_page  # noqa: F401
 from .host import Array, InputError  # noqa: F401
 from .ir import Graph, Tensor, TraceError  # noqa: F401
 from .ops import *  # noqa: F401,F403
