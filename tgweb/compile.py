@@ -244,6 +244,7 @@ class Trainer:
         self._origin = 0  # applied-step count at which the schedule started
         self._t = 0  # applied steps
         self._calls = 0  # step() calls, applied or not (drives the seed scalar)
+        self._bounds = index_bounds(graph)
         self._engine = make_engine(graph, backend, precision)
         self.reset()
 
@@ -324,7 +325,7 @@ class Trainer:
 
     def step(self, **batch) -> StepResult:
         """One training step on the batch (every input by name)."""
-        data = _check_inputs(self.graph, batch, "step")
+        data = _check_inputs(self.graph, batch, "step", self._bounds)
         lr = self._schedule(self._t - self._origin)
         scalars = self.optimizer.host_scalars(self._t + 1, lr)
         scalars["seed"] = (self.seed * 0x9E3779B1 + self._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
@@ -373,6 +374,7 @@ class Inference:
                 f"the forward function must return a tensor or a dict of tensors, got {type(out).__name__}"
             )
         self.graph = graph
+        self._bounds = index_bounds(graph)
         self._engine = make_engine(graph, trainer.backend, trainer.precision, share=trainer._engine)
 
     @property
@@ -380,7 +382,7 @@ class Inference:
         return self._engine.program
 
     def run(self, **batch) -> RunResult:
-        data = _check_inputs(self.graph, batch, "run")
+        data = _check_inputs(self.graph, batch, "run", self._bounds)
         outs, caps = list(self.graph.outputs), list(self.graph.captures)
         got = self._engine.run(
             data, batch, {}, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
@@ -393,9 +395,44 @@ def _first(x):
     return x.reshape(-1)[0] if hasattr(x, "reshape") else (x.data[0] if hasattr(x, "data") else x[0])
 
 
-def _check_inputs(graph: Graph, batch: dict, what: str) -> dict[str, array.array]:
-    """Every input present, nothing extra, each of the right shape and dtype; raises
-    InputError naming the input before anything changes."""
+def index_bounds(graph: Graph) -> dict[str, tuple[int, str]]:
+    """Which inputs index something, and the smallest size they index: input name ->
+    (exclusive bound, "kind at site"). Asks the registry (OpDef.index_bounds) for the
+    index positions of each node and follows them back to graph inputs through the
+    ops that only move values (family "shape": reshape, slice, concat, ...), so an
+    input is checked whole even when only a slice of it reaches the index op.
+
+    Indices computed inside the graph (arithmetic, casts, argmax) are not checked on
+    the host; out of range they follow the kinds' documented rule: a zero row from
+    embedding and one_hot, 0 from take_along_axis (so a cross_entropy/nll target out
+    of range contributes -0 to the loss), and no gradient."""
+    out: dict[str, tuple[int, str]] = {}
+    for t in graph.tensors:
+        rule = REGISTRY[t.kind].index_bounds
+        if rule is None:
+            continue
+        for pos, bound in rule(t):
+            stack, seen = [t.inputs[pos]], set()
+            while stack:
+                s = stack.pop()
+                if s.id in seen:
+                    continue
+                seen.add(s.id)
+                if s.kind == "input":
+                    name = s.attrs["name"]
+                    if name not in out or bound < out[name][0]:
+                        out[name] = (bound, f"{t.kind} at {t.site}")
+                elif REGISTRY[s.kind].family == "shape":
+                    stack.extend(i for i in s.inputs if i.dtype == s.dtype)
+    return out
+
+
+def _check_inputs(
+    graph: Graph, batch: dict, what: str, bounds: dict[str, tuple[int, str]] | None = None
+) -> dict[str, array.array]:
+    """Every input present, nothing extra, each of the right shape and dtype, integer
+    inputs that index something within [0, size); raises InputError naming the input
+    before anything changes."""
     missing = [n for n in graph.inputs if n not in batch]
     extra = sorted(n for n in batch if n not in graph.inputs)
     if missing or extra:
@@ -406,4 +443,13 @@ def _check_inputs(graph: Graph, batch: dict, what: str) -> dict[str, array.array
                 + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])
             )
         )
-    return {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
+    data = {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
+    for n, (bound, where) in (bounds or {}).items():
+        vals = data[n]
+        if vals and (min(vals) < 0 or max(vals) >= bound):
+            i = next(i for i, v in enumerate(vals) if not 0 <= v < bound)
+            raise InputError(
+                f"{what}: input {n!r} holds {vals[i]} at flat index {i}, outside [0, {bound}): "
+                f"it indexes {where}"
+            )
+    return data

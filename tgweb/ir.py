@@ -100,6 +100,9 @@ class OpDef:
     rewrite(node, target, new_id) -> [nodes] or None: how the kind is computed for a
       target (tgweb.codegen.target), as nodes in topological order, the last one
       taking node's id (matmul splits a long k on a GPU); None keeps the node.
+    index_bounds(node) -> [(input position, exclusive bound)]: the integer inputs that
+      index something and the size they index; the trainer range-checks step inputs
+      that reach such a position (tgweb.compile.index_bounds). None: no index inputs.
     """
 
     kind: str
@@ -112,6 +115,7 @@ class OpDef:
     epilogue: bool = False
     strided: bool = False
     rewrite: Callable[..., Any] | None = None
+    index_bounds: Callable[..., Any] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -143,12 +147,13 @@ def register(
     epilogue: bool = False,
     strided: bool = False,
     rewrite=None,
+    index_bounds=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
     if role not in ROLES:
         raise RuntimeError(f"op kind {kind!r}: role {role!r} is not one of {ROLES}")
-    d = OpDef(kind, family, infer, grad, ref, role, emit, epilogue, strided, rewrite)
+    d = OpDef(kind, family, infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds)
     REGISTRY[kind] = d
     return d
 

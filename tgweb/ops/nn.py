@@ -167,6 +167,7 @@ register(
     infer=_infer_one_hot,
     grad=NO_GRAD,
     ref=_ref_one_hot,
+    index_bounds=lambda t: [(0, t.attrs["num_classes"])],
 )
 
 
@@ -244,6 +245,7 @@ register(
     infer=_infer_embedding,
     grad=_g_embedding,
     ref=_ref_embedding,
+    index_bounds=lambda t: [(1, t.inputs[0].shape[0])],
 )
 register(
     "embedding_grad",
@@ -360,6 +362,7 @@ register(
     infer=_infer_take,
     grad=_g_take,
     ref=_ref_take,
+    index_bounds=lambda t: [(1, t.inputs[0].shape[t.attrs["axis"]])],
 )
 register(
     "take_along_axis_grad",
