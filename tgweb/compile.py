@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import array
 import importlib
+import math
 import sys
 from typing import Any, Callable
 
 from . import ops
 from .backends import make_engine
 from .grad import append_grad
-from .host import InputError, from_user
+from .host import F32_MAX, InputError, from_user
 from .ir import REGISTRY, Graph, Tensor, TraceError, prod, root, tracing, user_site
 from .nn.module import Module, param_rng
 from .optim import clip as _clip
@@ -178,15 +179,21 @@ def build_training_graph(
     with tracing(graph), graph.site_override(site):
         gs = _owned({n: grads[graph.params[n].id] for n in names})
         graph.grads.update(gs)
-        sumsq = _clip.global_sumsq([gs[n] for n in names]) if names else ops.full((), 0.0)
-        ok = _clip.finite_flag(sumsq, loss)
-        norm = ops.sqrt(sumsq)
+        norm = _clip.global_sumsq([gs[n] for n in names], root=True) if names else ops.full((), 0.0)
+        grad_ok = _clip.finite_flag(norm, loss)
         if clip_grad_norm is not None:
             gs = _clip.clip_by_global_norm(gs, norm, clip_grad_norm)
         if normalize is not None:
             gs = _clip.normalize(gs, normalize)
         infos = [ParamInfo(n, graph.params[n], gs[n], decays(pobj[n])) for n in names]
         new = opt.build(graph, infos)
+        # the update itself must be finite: a bound from scalars (no pass over the
+        # parameters); processed gradient elements are at most the clipped global
+        # norm, or 1 for normalised ones
+        gmax = norm if clip_grad_norm is None else ops.minimum(norm, clip_grad_norm)
+        gmax = gmax if normalize is None else ops.maximum(gmax, 1.0)
+        upd_ok = opt.update_ok(graph, gmax) if names else None
+        ok = grad_ok if upd_ok is None else ops.logical_and(grad_ok, upd_ok)
         for n, v in new["params"].items():
             graph.updates[n] = ops.where(ok, v, graph.params[n])
         for n, v in new["states"].items():
@@ -314,11 +321,18 @@ class Trainer:
 
     def set_lr(self, lr_or_schedule: Any) -> None:
         """A number or a schedule (tg.optim.schedules, or its dict form); it starts at t = 0
-        on the next step."""
-        if isinstance(lr_or_schedule, (int, float)) and not isinstance(lr_or_schedule, bool):
-            if not lr_or_schedule >= 0:
-                raise ValueError(f"set_lr: lr must be >= 0, got {lr_or_schedule!r}")
-        self._schedule = _schedule_from_spec(lr_or_schedule)
+        on the next step. InputError (nothing changed) for a negative, non-finite or
+        over-f32 lr, or a schedule whose first lr is one."""
+        try:
+            sched = _schedule_from_spec(lr_or_schedule)
+        except InputError:
+            raise
+        except ValueError as e:
+            raise InputError(f"set_lr: {e}") from None
+        first = sched(0)
+        if isinstance(first, bool) or not isinstance(first, (int, float)) or not 0 <= first <= F32_MAX:
+            raise InputError(f"set_lr: {sched!r} gives lr {first!r} at t=0; it must be a finite number >= 0")
+        self._schedule = sched
         self._origin = self._t
 
     # ---------------------------------------------------------------- steps
@@ -327,7 +341,7 @@ class Trainer:
         """One training step on the batch (every input by name)."""
         data = _check_inputs(self.graph, batch, "step", self._bounds)
         lr = self._schedule(self._t - self._origin)
-        scalars = self.optimizer.host_scalars(self._t + 1, lr)
+        scalars = _checked_scalars(self.optimizer, self._t + 1, lr, self._schedule, self._t - self._origin)
         scalars["seed"] = (self.seed * 0x9E3779B1 + self._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
         scalars = {k: scalars[k] for k in self.graph.scalars}
         self._calls += 1
@@ -340,10 +354,15 @@ class Trainer:
         reason = None
         if ok:
             self._t += 1
-        elif loss != loss or loss in (float("inf"), float("-inf")):
+        elif not math.isfinite(loss):
             reason = f"non-finite loss ({loss}); step skipped, parameters unchanged"
-        else:
+        elif not math.isfinite(norm):
             reason = f"non-finite gradient (global norm {norm}); step skipped, parameters unchanged"
+        else:
+            reason = (
+                f"non-finite update (a new parameter or optimizer state could overflow f32 at "
+                f"lr {lr:.6g}, global gradient norm {norm:.6g}); step skipped, parameters unchanged"
+            )
         return StepResult(loss, ok, reason, {n: got[("captures", n)] for n in caps}, norm, lr, self._t)
 
     def attach(self, forward_fn: Callable, inputs: dict[str, Any]) -> "Inference":
@@ -389,6 +408,22 @@ class Inference:
         )
         o = {n: got[("outputs", n)] for n in outs}
         return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
+
+
+def _checked_scalars(opt: Optimizer, t: int, lr: Any, schedule: Schedule, at: int) -> dict:
+    """The optimizer's host scalars for the t-th applied step; InputError (nothing run,
+    nothing changed) when the schedule's lr is not a finite f32 >= 0 or a scalar
+    derived from it does not fit f32."""
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 <= lr <= F32_MAX:
+        raise InputError(
+            f"step: the learning rate schedule {schedule!r} gave lr {lr!r} at t={at}; "
+            f"it must be a finite number in [0, {F32_MAX:.7g}]; nothing changed"
+        )
+    scalars = opt.host_scalars(t, lr)
+    for k, v in scalars.items():
+        if not abs(v) <= F32_MAX:
+            raise InputError(f"step: {k} = {v!r} (from lr {lr!r}) does not fit f32; nothing changed")
+    return scalars
 
 
 def _first(x):

@@ -2,11 +2,14 @@
 non-finite check, as graph nodes.
 
 `global_sumsq(*grads)` is one op kind: the sum of squares of every element of
-every input, an f32 scalar. The buffer planner packs all gradients into one
-"grad" arena buffer (consecutive, 16-byte aligned offsets, zero padding), so a
-GPU backend reduces that one byte range in a constant number of kernels instead
-of a chain of per-parameter additions. The same reduction serves clipping, the
-reported gradient norm and the in-graph decision whether a step is applied.
+every input, an f32 scalar (attr root: its square root, the global norm; huge
+elements are scaled before squaring, so finite gradients give a finite norm).
+The buffer planner packs all gradients into one "grad" arena buffer
+(consecutive, 16-byte aligned offsets, zero padding), so a GPU backend reduces
+that one byte range in a constant number of kernels instead of a chain of
+per-parameter additions. The same reduction serves clipping, the reported
+gradient norm and the in-graph decision whether a step is applied; a second
+one over the new parameters and optimizer state checks the update itself.
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ from ..ir import NO_GRAD, REGISTRY, OpError, Tensor, make, prod, register, root
 F32_MAX = 3.4028234663852886e38
 
 
+# Squares of elements beyond BIG are accumulated scaled by SCALE**2 (both powers of two,
+# so scaling is exact): no finite gradient overflows the sum, and no ordinary one
+# underflows in it.
+BIG = 2.0**50
+SCALE = 2.0**-80
+
+
 def _infer_sumsq(ins, attrs):
     if not ins:
         raise OpError("global_sumsq needs at least one tensor")
@@ -33,18 +43,21 @@ def _infer_sumsq(ins, attrs):
 
 
 def _ref_sumsq(ctx, args, t):
+    # in float64 (exact for every f32 square): the value the scaled f32 sums approximate
     np = ctx.np
-    total = ctx.f.type(0)
+    total = np.float64(0)
     for a in args:
-        a = np.asarray(a, ctx.f)
-        total = total + np.sum(a * a, dtype=ctx.f)
-    return np.asarray(total, ctx.f)
+        a = np.asarray(a, np.float64)
+        total = total + np.sum(a * a)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.asarray(np.sqrt(total) if t.attrs.get("root") else total, ctx.f)
 
 
 def _emit_sumsq(kc, node):
     """Sum of squares of every element of every input, in one workgroup. Inputs packed
     in one arena buffer (the planner's grad arena) are merged into contiguous ranges
-    (alignment padding is zero), so the loop count does not grow with the parameter count."""
+    (alignment padding is zero), so the loop count does not grow with the parameter count.
+    Two sums: squares of |v| <= BIG as they are, of larger ones scaled by SCALE**2."""
     wg = kc.target.knob("sumsq_workgroup")
     ranges: dict[int, list[list[int]]] = {}
     const = 0.0
@@ -55,21 +68,41 @@ def _emit_sumsq(kc, node):
             continue
         buf, off = kc.storage(x)
         ranges.setdefault(buf, []).append([off, off + n])
-    body = ["var s0 = 0.0;", "var s1 = 0.0;", "var s2 = 0.0;", "var s3 = 0.0;"]
+    body = [f"var s{j} = 0.0;" for j in range(4)] + [f"var hs{j} = 0.0;" for j in range(4)]
+    big, scale = f32_lit(BIG), f32_lit(SCALE)
     for buf, rs in ranges.items():
         name = kc.bind(buf, False)
         for a, b in _merged(rs):  # four independent sums in flight per invocation
             body.append(f"for (var r = {a}u + li; r < {b}u; r = r + {4 * wg}u) {{")
             for j in range(4):
                 rj = f"r + {j * wg}u" if j else "r"
-                body.append(
-                    f"  if ({rj} < {b}u) {{ let v = bitcast<f32>({name}[{rj}]); s{j} = fma(v, v, s{j}); }}"
-                )
+                body += [
+                    f"  if ({rj} < {b}u) {{",
+                    f"    let v = bitcast<f32>({name}[{rj}]);",
+                    f"    let h = abs(v) > {big};",
+                    f"    let w = select(v, v * {scale}, h);",
+                    "    let q = w * w;",
+                    f"    s{j} = s{j} + select(q, 0.0, h);",
+                    f"    hs{j} = hs{j} + select(0.0, q, h);",
+                    "  }",
+                ]
             body.append("}")
     kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
-    body += ["sh[li] = (s0 + s1) + (s2 + s3);", "workgroupBarrier();"]
-    body += tree(wg, "sh[li] = sh[li] + sh[li + {s}u];")
-    res = "sh[0]" if not const else f"(sh[0] + {f32_lit(const)})"
+    kc.decls.append(f"var<workgroup> shb: array<f32, {wg}>;")
+    body += ["sh[li] = (s0 + s1) + (s2 + s3);", "shb[li] = (hs0 + hs1) + (hs2 + hs3);", "workgroupBarrier();"]
+    body += tree(wg, "sh[li] = sh[li] + sh[li + {s}u]; shb[li] = shb[li] + shb[li + {s}u];")
+    small, bigsum = "sh[0]", "shb[0]"
+    if const:  # a constant operand's squares join the sum they belong to
+        if const <= BIG * BIG:
+            small = f"(sh[0] + {f32_lit(const)})"
+        else:
+            bigsum = f"(shb[0] + {f32_lit(const * SCALE * SCALE)})"
+    body += [f"let sm = {small};", f"let bg = {bigsum};"]
+    if node.attrs.get("root"):  # the norm: finite for every finite input short of F32_MAX
+        inv = f32_lit(1.0 / SCALE)
+        res = f"select(sqrt(sm), sqrt(bg + (sm * {scale}) * {scale}) * {inv}, bg != 0.0)"
+    else:
+        res = f"select(sm, sm + (bg / {scale}) / {scale}, bg != 0.0)"
     body += ["if (li == 0u) {"] + ["  " + ln for ln in kc.result(node, "0u", res)] + ["}"]
     return body, (1, 1, 1), wg
 
@@ -97,15 +130,21 @@ register(
 )
 
 
-def global_sumsq(grads: list[Tensor]) -> Tensor:
-    """Sum of squares over all elements of all tensors: one node, one reduction."""
-    return make("global_sumsq", tuple(grads))
+def global_sumsq(grads: list[Tensor], root: bool = False) -> Tensor:
+    """Sum of squares over all elements of all tensors: one node, one reduction. With
+    root=True its square root, the global L2 norm, which is finite for any finite
+    tensors whose norm fits f32 (huge elements are scaled before squaring)."""
+    return make("global_sumsq", tuple(grads), **({"root": True} if root else {}))
 
 
-def finite_flag(sumsq: Tensor, loss: Tensor) -> Tensor:
-    """bool scalar: the loss and every gradient element are finite.
-    A NaN or inf anywhere makes the sum of squares NaN or inf."""
-    return ops.logical_and(ops.less_equal(sumsq, F32_MAX), ops.less_equal(ops.abs(loss), F32_MAX))
+def finite_flag(*scalars: Tensor) -> Tensor:
+    """bool scalar: every one of the scalars is finite (a norm from global_sumsq is
+    NaN or inf exactly when an element it covers is, short of an f32 overflow)."""
+    flag = None
+    for s in scalars:
+        f = ops.less_equal(ops.abs(s), F32_MAX)
+        flag = f if flag is None else ops.logical_and(flag, f)
+    return flag
 
 
 def clip_by_global_norm(grads: dict[str, Tensor], norm: Tensor, max_norm: float) -> dict[str, Tensor]:

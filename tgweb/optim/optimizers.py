@@ -12,6 +12,14 @@ Per-step host scalars (graph.scalar, f32, written before each step):
   bc2_sqrt   Adam/AdamW: sqrt(1 - beta2**t)
 where t counts applied steps, starting at 1, as in PyTorch; a skipped
 (non-finite) step does not advance it. `host_scalars(t, lr)` computes them.
+
+`update_ok(graph, gmax)` is the in-graph guarantee that the update itself is
+finite: a bool scalar, from scalars only (it fuses into the global norm's kernel,
+so it costs no pass over the parameters), true when an update by processed
+gradients whose elements are at most gmax in magnitude cannot overflow f32, given
+parameters and state below STATE_MAX in magnitude (the trainer refuses non-finite
+ones on load; every applied step passed this check). Conservative: when it is
+false the step is skipped, as for a non-finite gradient.
 """
 
 from __future__ import annotations
@@ -21,9 +29,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ops
+from ..host import F32_MAX, InputError
 from ..ir import Graph, Tensor
 from .schedules import Schedule
 from .schedules import from_spec as schedule_from_spec
+
+STATE_MAX = 2.0**64  # the magnitude of parameters and state the bounds assume
+DELTA_MAX = 2.0**100  # the largest change of a value the bounds accept
+SQUARE_MAX = 2.0**63  # gradient elements whose squares certainly fit f32
+
+
+def _le(x, bound: float):
+    return ops.less_equal(x, bound)  # false for NaN and inf: the conservative answer
 
 
 @dataclass
@@ -35,8 +52,8 @@ class ParamInfo:
 
 
 def _nonneg(x: Any, what: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= F32_MAX:
+        raise InputError(f"{what} must be a finite number >= 0, got {x!r}")
     return float(x)
 
 
@@ -65,6 +82,11 @@ class Optimizer:
     def host_scalars(self, t: int, lr: float) -> dict[str, float]:
         """The scalar values for the t-th applied step (t >= 1) at learning rate lr."""
         return {"lr": float(lr)}
+
+    def update_ok(self, graph: Graph, gmax: Tensor) -> Tensor | None:
+        """A bool scalar: the update cannot overflow (see the module docstring); None
+        when the optimizer gives no such bound (its steps are checked on the gradients)."""
+        return None
 
     def to_dict(self) -> dict:
         d = {"name": self.name}
@@ -107,6 +129,13 @@ class SGD(Optimizer):
             new_p[p.name] = p.value - lr * d
         return {"params": new_p, "states": new_s}
 
+    def update_ok(self, graph, gmax):
+        # |d| <= gmax + wd*A; |b'| <= mu*A + |d|; |change| <= lr * (|d| + mu*|b'|)
+        d = gmax + self.weight_decay * STATE_MAX
+        b = self.momentum * STATE_MAX + d
+        change = graph.scalar("lr") * (d + self.momentum * b)
+        return ops.logical_and(_le(b, DELTA_MAX), _le(change, DELTA_MAX))
+
 
 class Adam(Optimizer):
     """Adam with bias correction as torch.optim.Adam; weight_decay is L2 into the gradient."""
@@ -145,6 +174,23 @@ class Adam(Optimizer):
             new_p[p.name] = w - step_size * (m1 / denom)
             new_s[m_name], new_s[v_name] = m1, v1
         return {"params": new_p, "states": new_s}
+
+    def update_ok(self, graph, gmax):
+        b1, b2 = self.betas
+        wd = self.weight_decay
+        g = gmax if self.decoupled or not wd else gmax + wd * STATE_MAX
+        # |m1| <= sqrt(v1) * (1-b1) / sqrt((1-b2)(1 - b1^2/b2)) for the moments of one
+        # gradient history, so the Adam step is at most step_size times that ratio
+        if b1 * b1 < b2:
+            ratio = (1.0 - b1) / math.sqrt((1.0 - b2) * (1.0 - b1 * b1 / b2))
+        elif self.eps > 0:
+            ratio = STATE_MAX / self.eps  # |m1| / eps
+        else:
+            return None
+        change = graph.scalar("step_size") * ratio
+        if self.decoupled and wd:
+            change = change + graph.scalar("lr") * (wd * STATE_MAX)
+        return ops.logical_and(_le(g, SQUARE_MAX), _le(change, DELTA_MAX))
 
     def host_scalars(self, t, lr):
         b1, b2 = self.betas

@@ -12,16 +12,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..host import F32_MAX, InputError
+
 
 def _rate(x: Any, what: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {x!r}")
+    # the lr reaches the GPU as an f32: beyond F32_MAX it would be inf there
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= F32_MAX:
+        raise InputError(f"{what} must be a finite number >= 0 (at most {F32_MAX:.7g}), got {x!r}")
     return float(x)
 
 
 def _count(x: Any, what: str, minimum: int = 1) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or x < minimum:
-        raise ValueError(f"{what} must be an int >= {minimum}, got {x!r}")
+        raise InputError(f"{what} must be an int >= {minimum}, got {x!r}")
     return x
 
 
@@ -125,7 +128,7 @@ class MultiStep(Schedule):
         for m in ms:
             _count(m, "multistep: each milestone")
         if list(ms) != sorted(set(ms)):
-            raise ValueError(f"multistep: milestones must be increasing, got {list(ms)}")
+            raise InputError(f"multistep: milestones must be increasing, got {list(ms)}")
         self.milestones = ms
         self.gamma = _rate(gamma, "multistep: gamma")
 
@@ -146,9 +149,9 @@ def from_spec(spec: Any) -> Schedule:
         args = dict(spec)
         kind = args.pop("kind", None)
         if kind not in KINDS:
-            raise ValueError(f"unknown schedule kind {kind!r}; known: {sorted(KINDS)}")
+            raise InputError(f"unknown schedule kind {kind!r}; known: {sorted(KINDS)}")
         try:
             return KINDS[kind](**args)
         except TypeError as e:
-            raise ValueError(f"schedule {kind!r}: {e}") from None
-    raise ValueError(f"a learning rate must be a number >= 0, a Schedule or a schedule dict, got {spec!r}")
+            raise InputError(f"schedule {kind!r}: {e}") from None
+    raise InputError(f"a learning rate must be a number >= 0, a Schedule or a schedule dict, got {spec!r}")
