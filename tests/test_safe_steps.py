@@ -178,7 +178,9 @@ def test_a_schedule_that_goes_bad_later_is_refused_at_that_step():
     tr = make("reference", tg.optim.SGD(NaNAfter(2)))
     assert tr.step(x=x).ok and tr.step(x=x).ok
     before = snapshot(tr)
-    with pytest.raises(tg.InputError, match=r"schedule NaNAfter\(n=2\) gave lr nan at t=2; .*nothing changed"):
+    with pytest.raises(
+        tg.InputError, match=r"schedule NaNAfter\(n=2\) gave lr nan at t=2; .*nothing changed"
+    ):
         tr.step(x=x)
     assert snapshot(tr) == before
     # a step schedule growing past f32 (gamma > 1): 1e30, 1e35, then 1e40
