@@ -1,12 +1,13 @@
 """Module and Parameter: parameters are found from attributes (also inside lists,
-tuples and dicts of modules) and named by dotted path, as in PyTorch."""
+tuples and dicts of modules, and under names that begin with `_`) and named by
+dotted path, as in PyTorch; colliding dotted names are an error."""
 
 from __future__ import annotations
 
 import array
 import random
 import zlib
-from typing import Any, Iterator
+from typing import Any
 
 from ..host import InputError, from_user, to_user
 from ..ir import TensorOps, TraceError, current_graph, prod, user_site
@@ -112,23 +113,40 @@ class Module:
             p.value = new[n]
 
 
+def _attr_path(path: str, k: Any) -> str:
+    return f"{path}.{k}" if isinstance(k, str) and k.isidentifier() else f"getattr({path}, {k!r})"
+
+
 def _walk(obj: Any, prefix: str, out: list, seen: set) -> None:
-    if id(obj) in seen:
-        return
-    if isinstance(obj, Parameter):
-        seen.add(id(obj))
-        out.append((prefix, obj))
-        return
-    if isinstance(obj, Module):
-        seen.add(id(obj))
-        items: Iterator = iter(vars(obj).items())
-    elif isinstance(obj, (list, tuple)):
-        items = iter(enumerate(obj))
-    elif isinstance(obj, dict):
-        items = iter(obj.items())
-    else:
-        return
-    for k, v in items:
-        if isinstance(k, str) and k.startswith("_"):
+    """Every Parameter reachable from obj through Module attributes (any name, `_`
+    ones included, as in PyTorch), lists, tuples and dicts, depth first, named by
+    dotted path; a Parameter reached twice keeps its first name. Two different
+    Parameters whose dotted names collide are an error naming both paths."""
+    where: dict[str, str] = {}  # dotted name -> the path it was found at
+    stack: list[tuple[Any, str, str]] = [(obj, prefix, "model")]
+    while stack:
+        o, name, path = stack.pop()
+        if id(o) in seen:
             continue
-        _walk(v, f"{prefix}.{k}" if prefix else str(k), out, seen)
+        if isinstance(o, Parameter):
+            seen.add(id(o))
+            if name in where:
+                raise TraceError(
+                    f"two parameters have the dotted name {name!r}: {where[name]} and {path}; "
+                    "rename one of them"
+                )
+            where[name] = path
+            out.append((name, o))
+            continue
+        if isinstance(o, Module):
+            seen.add(id(o))
+            items = [(k, v, _attr_path(path, k)) for k, v in vars(o).items()]
+        elif isinstance(o, (list, tuple)):
+            items = [(k, v, f"{path}[{k}]") for k, v in enumerate(o)]
+        elif isinstance(o, dict):
+            items = [(k, v, f"{path}[{k!r}]") for k, v in o.items()]
+        else:
+            continue
+        for k, v, p in reversed(items):
+            if isinstance(v, (Parameter, Module, list, tuple, dict)):
+                stack.append((v, f"{name}.{k}" if name else str(k), p))
