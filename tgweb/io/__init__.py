@@ -1,3 +1,4 @@
 """tgweb.io: saving and loading tensors (safetensors, pure Python)."""
 
 from . import safetensors  # noqa: F401
+from .safetensors import SafetensorsError  # noqa: F401

@@ -19,11 +19,12 @@ from __future__ import annotations
 import array
 import json
 import os
+import re
 import struct
 import sys
 from typing import Any
 
-from ..host import Array
+from ..host import Array, InputError
 
 # safetensors dtype -> (array typecode, tgweb dtype or None when tgweb has no such dtype)
 _DTYPES = {
@@ -63,9 +64,11 @@ _FROM_NUMPY = {
     "bool": "BOOL",
 }
 _MAX_HEADER = 100 * 1024 * 1024  # the reference implementation's limit
+MAX_RANK = 64  # far beyond any real tensor; bounds the work a hostile shape costs
+MAX_NESTING = 64  # JSON nesting in the header (tensor entries need 3 levels)
 
 
-class SafetensorsError(ValueError):
+class SafetensorsError(InputError):
     """The bytes are not a valid safetensors file, or a value cannot be stored."""
 
 
@@ -161,34 +164,55 @@ def save(tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> byt
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
 
 
-def _decode(name: str, info: Any, data: memoryview) -> Array | array.array:
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_entry(name: str, info: Any, size: int) -> tuple[str, list[int], int, int]:
+    """(dtype, shape, begin, end) of one header entry, every field validated, in time
+    linear in the entry's size; SafetensorsError naming the tensor otherwise."""
     if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
         raise SafetensorsError(f"tensor {name!r}: a header entry needs exactly dtype, shape, data_offsets")
     dtype, shape, offs = info["dtype"], info["shape"], info["data_offsets"]
-    if dtype not in _DTYPES:
-        raise SafetensorsError(f"tensor {name!r}: unsupported dtype {dtype!r}")
-    if not isinstance(shape, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-    ):
-        raise SafetensorsError(f"tensor {name!r}: bad shape {shape!r}")
-    if (
-        not isinstance(offs, list)
-        or len(offs) != 2
-        or not all(isinstance(o, int) for o in offs)
-        or not 0 <= offs[0] <= offs[1] <= len(data)
-    ):
-        raise SafetensorsError(f"tensor {name!r}: data_offsets {offs!r} outside the {len(data)} data bytes")
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
+        raise SafetensorsError(f"tensor {name!r}: unsupported dtype {_short(dtype)}")
+    if not isinstance(shape, list) or len(shape) > MAX_RANK:
+        raise SafetensorsError(
+            f"tensor {name!r}: bad shape {_short(shape)} (a list of at most {MAX_RANK} ints)"
+        )
+    itemsize = array.array(_DTYPES[dtype][0]).itemsize
+    nbytes = itemsize
+    for d in shape:
+        if not _is_int(d) or d < 0:
+            raise SafetensorsError(f"tensor {name!r}: bad shape {_short(shape)}")
+        nbytes = nbytes * d if nbytes <= size else nbytes  # stays small: compared below
+    if not isinstance(offs, list) or len(offs) != 2 or not all(_is_int(o) for o in offs):
+        raise SafetensorsError(f"tensor {name!r}: data_offsets must be two ints, got {_short(offs)}")
+    lo, hi = offs
+    if not 0 <= lo <= hi <= size:
+        raise SafetensorsError(f"tensor {name!r}: data_offsets {offs!r} outside the {size} data bytes")
+    if 0 in shape:
+        nbytes = 0
+    if hi - lo != nbytes:
+        raise SafetensorsError(f"tensor {name!r}: {hi - lo} bytes for {dtype} {shape}")
+    return dtype, shape, lo, hi
+
+
+def _short(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _decode(name: str, dtype: str, shape: list[int], raw: memoryview) -> Array:
     code, tg_dtype = _DTYPES[dtype]
     out = array.array(code)
-    if offs[1] - offs[0] != _prod(shape) * out.itemsize:
-        raise SafetensorsError(f"tensor {name!r}: {offs[1] - offs[0]} bytes for {dtype} {shape}")
-    out.frombytes(data[offs[0] : offs[1]])
+    out.frombytes(raw)
     if sys.byteorder == "big" and out.itemsize > 1:
         out.byteswap()
     if tg_dtype is None and code == "d":  # tgweb has no f64: narrow to f32
         out, tg_dtype = array.array("f", out), "f32"
     elif tg_dtype is None:  # other integer types become i32 when every value fits
-        if not all(-(2**31) <= v < 2**31 for v in out):
+        if out and not (-(2**31) <= min(out) and max(out) < 2**31):
             raise SafetensorsError(f"tensor {name!r}: {dtype} values do not fit in i32")
         out, tg_dtype = array.array("i", out), "i32"
     if tg_dtype == "bool":
@@ -196,35 +220,93 @@ def _decode(name: str, info: Any, data: memoryview) -> Array | array.array:
     return Array(out, tuple(shape), tg_dtype)
 
 
+def _no_duplicates(pairs: list) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise SafetensorsError(f"the header names {dup!r} twice")
+    return d
+
+
+_SPECIAL = re.compile(rb'[\[\]{}"\\]')
+
+
+def _nesting(text: bytes) -> int:
+    """The deepest bracket nesting of a JSON text (strings skipped), in one pass over
+    its brackets, quotes and backslashes."""
+    depth = deepest = 0
+    in_str = False
+    skip = -1  # the index of a character escaped by a backslash
+    for m in _SPECIAL.finditer(text):
+        i, c = m.start(), text[m.start()]
+        if i == skip:
+            continue
+        if in_str:
+            if c == 0x5C:
+                skip = i + 1
+            elif c == 0x22:
+                in_str = False
+        elif c == 0x22:
+            in_str = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _header(raw: bytes) -> dict:
+    if _nesting(raw) > MAX_NESTING:
+        raise SafetensorsError(f"not a safetensors file: the header nests deeper than {MAX_NESTING} levels")
+    try:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except SafetensorsError:
+        raise
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise SafetensorsError(f"not a safetensors file: the header is not JSON ({_short(str(e))})") from None
+    if not isinstance(header, dict):
+        raise SafetensorsError("not a safetensors file: the header is not a JSON object")
+    return header
+
+
 def load(blob: bytes | bytearray | memoryview) -> tuple[dict[str, Array], dict[str, str]]:
     """(tensors, metadata) from safetensors bytes; tensors are tgweb.Array (F32 as f32,
-    I32 as i32, F64 narrowed to f32, other integers to i32 when they fit)."""
-    mv = memoryview(blob).cast("B")
+    I32 as i32, F64 narrowed to f32, other integers to i32 when they fit).
+
+    Any malformed file gives SafetensorsError (an InputError) with a message, in time
+    linear in its size: the header is at most 100 MiB of JSON nested at most
+    MAX_NESTING deep, with no duplicate names; each entry has a known dtype, a shape
+    of at most MAX_RANK non-negative ints and data_offsets that match it; the ranges
+    tile the data section with no overlap, gap or trailing bytes."""
+    try:
+        mv = memoryview(blob).cast("B")
+    except TypeError as e:
+        raise SafetensorsError(
+            f"not a safetensors file: expected bytes, got {type(blob).__name__} ({e})"
+        ) from None
     if len(mv) < 8:
         raise SafetensorsError(f"not a safetensors file: only {len(mv)} bytes")
     (n,) = struct.unpack("<Q", mv[:8])
     if n > _MAX_HEADER or 8 + n > len(mv):
         raise SafetensorsError(f"not a safetensors file: header length {n} does not fit in {len(mv)} bytes")
-    try:
-        header = json.loads(bytes(mv[8 : 8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise SafetensorsError(f"not a safetensors file: the header is not JSON ({e})") from None
-    if not isinstance(header, dict):
-        raise SafetensorsError("not a safetensors file: the header is not a JSON object")
+    header = _header(bytes(mv[8 : 8 + n]))
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise SafetensorsError("__metadata__ must map strings to strings")
     data = mv[8 + n :]
-    tensors = {name: _decode(name, info, data) for name, info in header.items()}
+    entries = {name: _check_entry(name, info, len(data)) for name, info in header.items()}
     # the format forbids holes and overlaps: the ranges tile the data section
-    spans = sorted(tuple(info["data_offsets"]) for info in header.values())
     end = 0
-    for lo, hi in spans:
+    for lo, hi, name in sorted((e[2], e[3], k) for k, e in entries.items()):
         if lo != end:
-            raise SafetensorsError("tensor data ranges overlap or leave gaps")
+            what = "overlaps the tensor before it" if lo < end else f"leaves a gap of {lo - end} bytes"
+            raise SafetensorsError(f"tensor {name!r} at bytes [{lo}, {hi}) {what}")
         end = hi
     if end != len(data):
         raise SafetensorsError(f"{len(data) - end} bytes after the last tensor")
+    tensors = {k: _decode(k, e[0], e[1], data[e[2] : e[3]]) for k, e in entries.items()}
     return tensors, dict(meta)
 
 
