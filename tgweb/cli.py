@@ -64,14 +64,25 @@ def train(
     until_success: bool = False,
     progress: bool = True,
     out=None,
+    resume: str | None = None,
+    checkpoint_path: str | None = None,
 ) -> dict[str, Any]:
-    """Train sample `name` and return the summary that `tgweb train` prints."""
+    """Train sample `name` and return the summary that `tgweb train` prints. resume: a
+    checkpoint file (tgweb.io.checkpoint, or the page's download) to continue from;
+    its batches continue where it stopped. checkpoint_path: where to save the
+    checkpoint at the end (also after an interruption)."""
     from .compile import default_backend
+    from .io import checkpoint
 
     mod = _samples.get(name)
     run = _Run(name, mod, backend or default_backend(), seed, out or sys.stdout)
+    if resume:
+        checkpoint.load_file(run.trainer, resume)
+        run.start = run.trainer.calls  # the batches continue where the checkpoint stopped
     steps = mod.STEPS if steps is None else steps
     run.loop(steps, eval_every or max(1, mod.STEPS // 10), until_success, progress)
+    if checkpoint_path:
+        checkpoint.save_file(run.trainer, checkpoint_path, metadata={"sample": name})
     summary = run.summary()
     run.report(summary)
     return summary
@@ -102,6 +113,7 @@ class _Run:
         self.skipped = self.done = 0
         self.interrupted = False
         self.bar = None
+        self.start = 0  # the first batch index (a resumed run continues its stream)
         print(
             f"{name}: backend {backend}, seed {seed}, {self.n_params:,} parameters, compiled in "
             f"{self.compile_s:.2f} s; success: {_bound_text(mod)}",
@@ -143,7 +155,7 @@ class _Run:
             except ImportError:  # pragma: no cover - tqdm is a CLI convenience
                 self.bar = None
         try:
-            for i in range(steps):
+            for i in range(self.start, self.start + steps):
                 self.step(self.mod.batch(i, self.seed))
                 if self.done % eval_every == 0 and self.done < steps:
                     if self.met(self.evaluate()) and until_success:
@@ -345,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--check", action="store_true", help="exit with status 1 unless SUCCESS was met")
     t.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH ('-': stdout)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument("--resume", metavar="PATH", help="continue from a checkpoint file (safetensors)")
+    t.add_argument("--checkpoint", metavar="PATH", help="save a checkpoint (safetensors) at the end")
     i = sub.add_parser("info", help="list backends and GPU adapters")
     i.add_argument("--json", action="store_true", help="print as JSON")
     args = ap.parse_args(argv)
@@ -372,9 +386,11 @@ def main(argv: list[str] | None = None) -> int:
             args.eval_every,
             args.until_success,
             progress=not args.no_progress,
+            resume=args.resume,
+            checkpoint_path=args.checkpoint,
         )
     except Exception as e:
-        if type(e).__name__ not in ("NativeError", "KernelCompileError", "InputError"):
+        if type(e).__name__ not in ("NativeError", "KernelCompileError", "InputError", "SafetensorsError"):
             raise
         print(f"tgweb train {args.sample}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import array
 import importlib
+import json
 import math
 import sys
 from typing import Any, Callable
@@ -41,7 +42,7 @@ from typing import Any, Callable
 from . import ops
 from .backends import make_engine
 from .grad import append_grad
-from .host import F32_MAX, InputError, from_user
+from .host import F32_MAX, InputError, first_nonfinite, from_user
 from .ir import REGISTRY, Graph, Tensor, TraceError, prod, root, tracing, user_site
 from .nn.module import Module, param_rng
 from .optim import clip as _clip
@@ -221,6 +222,22 @@ def _owned(grads: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 _HOST_SCALARS = ("lr", "step_size", "bc2_sqrt", "seed")
+STATE_PREFIX = "optimizer."  # optimizer state tensors in a checkpoint (the page's files too)
+
+
+def _count(x: Any, what: str) -> int | None:
+    if x is not None and (isinstance(x, bool) or not isinstance(x, int) or x < 0):
+        raise InputError(f"{what} must be an int >= 0, got {x!r}")
+    return x
+
+
+def _meta_int(meta: dict[str, str], key: str, default: int) -> int:
+    if key not in meta:
+        return default
+    v = meta[key].strip()
+    if not (v.isascii() and v.isdigit()) or len(v) > 18:
+        raise InputError(f"restore: metadata {key!r} must be an int >= 0, got {meta[key]!r}")
+    return int(v)
 
 
 class Trainer:
@@ -291,32 +308,121 @@ class Trainer:
         """Optimizer state arrays by name (e.g. 'fc.weight.exp_avg'); copies."""
         return {n: self._engine.read("states", n) for n in self._sshape}
 
+    @property
+    def calls(self) -> int:
+        """step() calls so far, applied or not: the position of the random stream."""
+        return self._calls
+
     def load_params(self, d: dict[str, Any]) -> None:
-        """Set every parameter; strict (every name, exact shapes). On error nothing changes."""
-        self._load("params", d, self._pshape, "load_params", "parameter")
+        """Set every parameter; strict (every name, exact shapes, finite values). On error
+        nothing changes."""
+        self._write(self._checked("params", d, self._pshape, "load_params", "parameter"))
 
     def load_states(self, d: dict[str, Any], steps: int | None = None) -> None:
-        """Set every optimizer state (strict), and optionally the applied-step count."""
-        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
-            raise InputError(f"load_states: steps must be an int >= 0, got {steps!r}")
-        self._load("states", d, self._sshape, "load_states", "state")
+        """Set every optimizer state (strict, finite), and optionally the applied-step
+        count. On error nothing changes."""
+        steps = _count(steps, "load_states: steps")
+        new = self._checked("states", d, self._sshape, "load_states", "state")
+        self._write(new)
         if steps is not None:
             self._t = steps
+            self._origin = min(self._origin, steps)
 
-    def _load(self, kind, d, shapes, what, noun):
+    def checkpoint(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """Everything the next step depends on, as (tensors, metadata) for
+        tgweb.io.safetensors: the parameters by name, the optimizer state as
+        "optimizer.<name>", and metadata (strings) with the applied steps, the step()
+        calls (the random stream's position), the seed, and the learning-rate schedule
+        in force with the step it started at. restore() takes it back exactly."""
+        tensors = dict(self.params())
+        tensors.update({STATE_PREFIX + k: v for k, v in self.states().items()})
+        meta = {
+            "format": "tgweb",
+            "steps": str(self._t),
+            "calls": str(self._calls),
+            "seed": str(self.seed),
+            "schedule_origin": str(self._origin),
+        }
+        try:
+            spec = self._schedule.to_dict()
+            if _schedule_from_spec(spec) == self._schedule:  # a schedule that round-trips
+                meta["schedule"] = json.dumps(spec)
+        except (TypeError, ValueError):
+            pass  # a custom schedule: restore keeps the trainer's own
+        return tensors, meta
+
+    def restore(self, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> None:
+        """Set parameters, optimizer state, step and call counts and the schedule from a
+        checkpoint() (or a page/CLI safetensors file: parameters, "optimizer.<name>"
+        states, metadata "steps", "calls", "seed", "schedule", "schedule_origin"). Everything is
+        validated before anything is replaced: on error nothing changes. A file without
+        optimizer state restarts the optimizer (state at its initial values, step 0); one
+        without schedule metadata (an older file) uses the optimizer's own schedule from
+        step 0."""
+        if not isinstance(tensors, dict):
+            raise InputError(f"restore: expected a dict of name -> array, got {type(tensors).__name__}")
+        meta = dict(metadata or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+            raise InputError("restore: metadata must map strings to strings")
+        params = {k: v for k, v in tensors.items() if not str(k).startswith(STATE_PREFIX)}
+        states = {k[len(STATE_PREFIX) :]: v for k, v in tensors.items() if str(k).startswith(STATE_PREFIX)}
+        new_p = self._checked("params", params, self._pshape, "restore", "parameter")
+        if states or not self._sshape:
+            new_s = self._checked("states", states, self._sshape, "restore", "state")
+            steps = _meta_int(meta, "steps", 0)
+        else:
+            new_s = {
+                n: ("states", array.array("f", [t.attrs["init"]]) * prod(t.shape), None)
+                for n, t in self.graph.states.items()
+            }
+            steps = 0
+        calls = _meta_int(meta, "calls", steps)
+        seed = _meta_int(meta, "seed", self.seed)
+        origin = _meta_int(meta, "schedule_origin", 0)
+        if origin > steps:
+            raise InputError(f"restore: schedule_origin {origin} is after the checkpoint's step {steps}")
+        schedule = self._schedule
+        if "schedule" in meta:
+            try:
+                schedule = _schedule_from_spec(json.loads(meta["schedule"]))
+            except (ValueError, RecursionError) as e:  # JSON errors and bad schedules
+                raise InputError(f"restore: metadata 'schedule' is not a schedule ({e})") from None
+        elif "schedule_origin" not in meta:
+            # an older file: the optimizer's own schedule, counted from step 0
+            schedule, origin = self.optimizer.lr, 0
+        self._write({**new_p, **new_s})
+        self._t, self._calls, self._schedule, self._origin = steps, calls, schedule, origin
+        self.seed = seed  # with calls: the random stream's position
+
+    def _checked(self, kind, d, shapes, what, noun) -> dict[str, tuple[str, array.array, Any]]:
+        """Every name present, nothing extra, each value of the right shape and finite:
+        name -> (kind, data, raw); InputError naming the value otherwise."""
         if not isinstance(d, dict):
             raise InputError(f"{what}: expected a dict of name -> array, got {type(d).__name__}")
         missing = sorted(set(shapes) - set(d))
-        extra = sorted(set(d) - set(shapes))
+        extra = sorted(map(str, set(d) - set(shapes)))
         if missing or extra:
             raise InputError(
                 f"{what}: "
                 + "; ".join(
-                    ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])
+                    ([f"missing {noun}s {missing}"] if missing else [])
+                    + ([f"unexpected {extra}"] if extra else [])
                 )
             )
-        new = {n: (d[n], from_user(d[n], shapes[n], "f32", f"{noun} {n!r}")) for n in shapes}
-        for n, (raw, data) in new.items():
+        out = {}
+        for n in shapes:
+            data = from_user(d[n], shapes[n], "f32", f"{what}: {noun} {n!r}")
+            bad = first_nonfinite(data)
+            if bad is not None:
+                raise InputError(
+                    f"{what}: {noun} {n!r} holds {data[bad]} at flat index {bad}; "
+                    "parameters and optimizer state must be finite"
+                )
+            out[n] = (kind, data, d[n])
+        return out
+
+    def _write(self, new: dict[str, tuple[str, array.array, Any]]) -> None:
+        for n, (kind, data, raw) in new.items():
             self._engine.write(kind, n, data, raw)
 
     def set_lr(self, lr_or_schedule: Any) -> None:

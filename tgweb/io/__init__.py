@@ -1,4 +1,4 @@
 """tgweb.io: saving and loading tensors (safetensors, pure Python)."""
 
-from . import safetensors  # noqa: F401
+from . import checkpoint, safetensors  # noqa: F401
 from .safetensors import SafetensorsError  # noqa: F401
