@@ -1,7 +1,7 @@
 """tgweb: train neural networks in the browser on WebGPU, from Python.
 
 The public surface: ops as functions (tg.matmul, tg.softmax, ...), tg.nn, tg.optim,
-tg.compile, tg.value_and_grad, tg.trace, tg.export_page.
+tg.compile, tg.value_and_grad, tg.trace, tg.export_page, tg.to_torch.
 """
 
 from . import nn, optim  # noqa: F401
@@ -11,6 +11,7 @@ from .host import Array, InputError  # noqa: F401
 from .ir import Graph, Tensor, TraceError  # noqa: F401
 from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all  # noqa: F401
+from .torchbridge import to_torch  # noqa: F401
 from .trace import trace, value_and_grad  # noqa: F401
 
 __version__ = "0.1.0"

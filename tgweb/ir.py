@@ -158,6 +158,12 @@ def register(
     return d
 
 
+def set_torch(mappings: dict[str, Callable[..., Any]]) -> None:
+    """Give op kinds their PyTorch form (see OpDef.torch); each family sets its own."""
+    for kind, fn in mappings.items():
+        REGISTRY[kind].torch = fn
+
+
 def opdef(t: "Tensor") -> OpDef:
     return REGISTRY[t.kind]
 

@@ -27,7 +27,7 @@ upsample_nearest2d composes reshape and broadcast_to (its gradient is a sum).
 from __future__ import annotations
 
 from ..codegen.common import f32_lit
-from ..ir import OpError, Tensor, make, register
+from ..ir import OpError, Tensor, make, register, set_torch
 from .base import as_tensor, op
 
 
@@ -597,3 +597,20 @@ def upsample_nearest2d(x, scale_factor) -> Tensor:
     n, c, h, w = x.shape
     y = broadcast_to(reshape(x, (n, c, h, 1, w, 1)), (n, c, h, fh, w, fw))
     return reshape(y, (n, c, h * fh, w * fw))
+
+
+# ---------------------------------------------------------------- PyTorch (tg.to_torch)
+
+set_torch(
+    {
+        "conv2d": lambda tc, a, n: tc.F.conv2d(
+            a[0], a[1], stride=n.attrs["stride"], padding=n.attrs["padding"], groups=n.attrs["groups"]
+        ),
+        "max_pool2d": lambda tc, a, n: tc.F.max_pool2d(
+            a[0], n.attrs["kernel"], n.attrs["stride"], n.attrs["padding"]
+        ),
+        "avg_pool2d": lambda tc, a, n: tc.F.avg_pool2d(
+            a[0], n.attrs["kernel"], n.attrs["stride"], n.attrs["padding"], count_include_pad=True
+        ),
+    }
+)

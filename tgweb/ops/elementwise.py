@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit, i32_lit, lit
-from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, make, register
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, make, register, set_torch
 from .base import as_tensor, broadcast_shapes, op
 
 # ---------------------------------------------------------------- WGSL expressions
@@ -758,3 +758,70 @@ def arange(start, stop=None, step=1, dtype: str | None = None) -> Tensor:
     if dtype is None:
         dtype = "i32" if all(isinstance(v, int) for v in (start, stop, step)) else "f32"
     return make("arange", (), n=n, start=start, step=step, dtype=dtype)
+
+
+# ---------------------------------------------------------------- PyTorch (tg.to_torch)
+
+_TORCH_DTYPE = {"f32": "float32", "i32": "int32", "bool": "bool"}
+
+
+def torch_dtype(tc, dtype: str):
+    """The PyTorch dtype of a tgweb dtype (f32 follows the module's float type)."""
+    return tc.float if dtype == "f32" else getattr(tc.torch, _TORCH_DTYPE[dtype])
+
+
+def _torch_clamp(tc, a, n):
+    lo, hi = n.attrs["lo"], n.attrs["hi"]
+    return tc.torch.clamp(a[0], min=None if lo == -math.inf else lo, max=None if hi == math.inf else hi)
+
+
+set_torch(
+    {
+        "add": lambda tc, a, n: a[0] + a[1],
+        "sub": lambda tc, a, n: a[0] - a[1],
+        "mul": lambda tc, a, n: a[0] * a[1],
+        "div": lambda tc, a, n: a[0] / a[1],
+        "maximum": lambda tc, a, n: tc.torch.maximum(a[0], a[1]),
+        "minimum": lambda tc, a, n: tc.torch.minimum(a[0], a[1]),
+        "less": lambda tc, a, n: a[0] < a[1],
+        "greater": lambda tc, a, n: a[0] > a[1],
+        "less_equal": lambda tc, a, n: a[0] <= a[1],
+        "greater_equal": lambda tc, a, n: a[0] >= a[1],
+        "equal": lambda tc, a, n: a[0] == a[1],
+        "logical_and": lambda tc, a, n: tc.torch.logical_and(a[0], a[1]),
+        "logical_or": lambda tc, a, n: tc.torch.logical_or(a[0], a[1]),
+        "where": lambda tc, a, n: tc.torch.where(a[0], a[1], a[2]),
+        "neg": lambda tc, a, n: -a[0],
+        "abs": lambda tc, a, n: tc.torch.abs(a[0]),
+        "sign": lambda tc, a, n: tc.torch.sign(a[0]),
+        "square": lambda tc, a, n: a[0] * a[0],
+        "exp": lambda tc, a, n: tc.torch.exp(a[0]),
+        "log": lambda tc, a, n: tc.torch.log(a[0]),
+        "sqrt": lambda tc, a, n: tc.torch.sqrt(a[0]),
+        "rsqrt": lambda tc, a, n: tc.torch.rsqrt(a[0]),
+        "tanh": lambda tc, a, n: tc.torch.tanh(a[0]),
+        "sigmoid": lambda tc, a, n: tc.torch.sigmoid(a[0]),
+        "relu": lambda tc, a, n: tc.torch.relu(a[0]),
+        "leaky_relu": lambda tc, a, n: tc.F.leaky_relu(a[0], n.attrs["alpha"]),
+        "gelu": lambda tc, a, n: tc.F.gelu(a[0], approximate=n.attrs["approximate"]),
+        "silu": lambda tc, a, n: tc.F.silu(a[0]),
+        "softplus": lambda tc, a, n: tc.F.softplus(a[0]),
+        "erf": lambda tc, a, n: tc.torch.erf(a[0]),
+        "sin": lambda tc, a, n: tc.torch.sin(a[0]),
+        "cos": lambda tc, a, n: tc.torch.cos(a[0]),
+        "pow": lambda tc, a, n: tc.torch.pow(a[0], n.attrs["exponent"]),
+        "hardtanh": lambda tc, a, n: tc.F.hardtanh(a[0], n.attrs["lo"], n.attrs["hi"]),
+        "clamp": _torch_clamp,
+        "cast": lambda tc, a, n: (
+            tc.torch.trunc(a[0]).to(torch_dtype(tc, n.dtype))
+            if n.dtype == "i32" and a[0].is_floating_point()
+            else a[0].to(torch_dtype(tc, n.dtype))
+        ),
+        "full": lambda tc, a, n: tc.torch.full(
+            n.shape, n.attrs["value"], dtype=torch_dtype(tc, n.dtype), device=tc.device
+        ),
+        "arange": lambda tc, a, n: (
+            n.attrs["start"] + n.attrs["step"] * tc.torch.arange(n.attrs["n"], device=tc.device)
+        ).to(torch_dtype(tc, n.dtype)),
+    }
+)

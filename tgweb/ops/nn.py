@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, mul_idx
 from ..codegen.reduce import emit_embedding_grad, emit_softmax
-from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register, set_torch
 from .base import as_tensor, norm_axis, op, require_float
 
 
@@ -463,3 +463,41 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - 
     if a.shape != b.shape:
         raise OpError(f"input {a.shape} and target {b.shape} must have the same shape")
     return _reduce_loss(square(a - b), reduction)
+
+
+# ---------------------------------------------------------------- PyTorch (tg.to_torch)
+# indices outside their range give zeros, as in tgweb's kernels
+
+
+def _torch_causal(tc, a, n):
+    x = a[0]
+    t, s = x.shape[-2], x.shape[-1]
+    keep = tc.torch.ones(t, s, dtype=tc.torch.bool, device=x.device).tril()
+    return tc.torch.softmax(x.masked_fill(~keep, float("-inf")), -1).masked_fill(~keep, 0.0)
+
+
+def _torch_embedding(tc, a, n):
+    w, idx = a
+    ok = (idx >= 0) & (idx < w.shape[0])
+    return w[idx.clamp(0, w.shape[0] - 1).long()] * ok.unsqueeze(-1)
+
+
+def _torch_take(tc, a, n):
+    x, idx = a
+    size = x.shape[n.attrs["axis"]]
+    ok = (idx >= 0) & (idx < size)
+    return tc.torch.take_along_dim(x, idx.clamp(0, size - 1).long(), n.attrs["axis"]) * ok
+
+
+set_torch(
+    {
+        "softmax": lambda tc, a, n: tc.torch.softmax(a[0], n.attrs["axis"]),
+        "log_softmax": lambda tc, a, n: tc.torch.log_softmax(a[0], n.attrs["axis"]),
+        "causal_softmax": _torch_causal,
+        "one_hot": lambda tc, a, n: (
+            a[0].unsqueeze(-1) == tc.torch.arange(n.attrs["num_classes"], device=a[0].device)
+        ).to(tc.float),
+        "embedding": _torch_embedding,
+        "take_along_axis": _torch_take,
+    }
+)

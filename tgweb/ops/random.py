@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit
-from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register
+from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register, set_torch
 from .base import as_tensor, norm_axis, op
 
 M32 = 0xFFFFFFFF
@@ -226,3 +226,14 @@ def categorical(logits, axis: int = -1) -> Tensor:
     a = norm_axis(axis, x.ndim, x.shape)
     u = _random("rand", x.shape, x.graph)
     return argmax(x - log(-log(u)), a)
+
+
+# ---------------------------------------------------------------- PyTorch (tg.to_torch)
+# PyTorch's generator, not tgweb's counter hash: the same distribution, other numbers
+
+set_torch(
+    {
+        "rand": lambda tc, a, n: tc.torch.rand(n.shape, device=tc.device),
+        "randn": lambda tc, a, n: tc.torch.randn(n.shape, device=tc.device),
+    }
+)

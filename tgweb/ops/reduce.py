@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..codegen.reduce import emit_reduce
-from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
+from ..ir import NO_GRAD, OpError, Tensor, make, prod, register, set_torch
 from .base import as_tensor, norm_axes, norm_axis, op
 
 
@@ -163,3 +163,29 @@ def argmax(x, axis: int = -1, keepdims: bool = False) -> Tensor:
 def argmin(x, axis: int = -1, keepdims: bool = False) -> Tensor:
     x = as_tensor(x)
     return make("argmin", (x,), axis=norm_axis(axis, x.ndim, x.shape), keepdims=bool(keepdims))
+
+
+# ---------------------------------------------------------------- PyTorch (tg.to_torch)
+
+
+def _torch_reduce(fn):
+    return lambda tc, a, n: getattr(tc.torch, fn)(
+        a[0], dim=tuple(n.attrs["axes"]), keepdim=n.attrs["keepdims"]
+    )
+
+
+def _torch_arg(fn):
+    return lambda tc, a, n: getattr(tc.torch, fn)(
+        a[0], dim=n.attrs["axis"], keepdim=n.attrs["keepdims"]
+    ).int()
+
+
+set_torch(
+    {
+        "sum": _torch_reduce("sum"),
+        "max": _torch_reduce("amax"),
+        "min": _torch_reduce("amin"),
+        "argmax": _torch_arg("argmax"),
+        "argmin": _torch_arg("argmin"),
+    }
+)

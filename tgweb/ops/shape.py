@@ -4,7 +4,7 @@ broadcast_to, slice, pad and concat move data. The rest are built from these."""
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, u32_lit
-from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
+from ..ir import NO_GRAD, OpError, Tensor, make, prod, register, set_torch
 from .base import as_tensor, norm_axis, op
 
 # ---------------------------------------------------------------- WGSL
@@ -452,3 +452,27 @@ def getitem(x, idx) -> Tensor:
             out_shape.append(stop - start)
         axis += 1
     return reshape(x, tuple(out_shape))
+
+
+# ---------------------------------------------------------------- PyTorch (tg.to_torch)
+
+
+def _torch_pad(tc, a, n):
+    x, axis = a[0], n.attrs["axis"]
+    widths = [0, 0] * (x.dim() - 1 - axis) + [n.attrs["before"], n.attrs["after"]]  # last axis first
+    return tc.F.pad(x, widths)
+
+
+set_torch(
+    {
+        "reshape": lambda tc, a, n: a[0].reshape(n.shape),
+        "stop_gradient": lambda tc, a, n: a[0].detach(),
+        "permute": lambda tc, a, n: a[0].permute(*n.attrs["perm"]),
+        "broadcast_to": lambda tc, a, n: a[0].broadcast_to(n.shape),
+        "slice": lambda tc, a, n: a[0].narrow(
+            n.attrs["axis"], n.attrs["start"], n.attrs["stop"] - n.attrs["start"]
+        ),
+        "pad": _torch_pad,
+        "concat": lambda tc, a, n: tc.torch.cat(a, n.attrs["axis"]),
+    }
+)

@@ -1,0 +1,70 @@
+"""tg.to_torch: every sample's loss and gradients under PyTorch equal tgweb's reference
+backend; parameters move both ways bit for bit; a kind with no mapping is named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch  # noqa: E402 - the optional extra; build.py installs it, so CI runs this
+
+import tgweb as tg
+from tgweb import samples
+from tgweb.ir import REGISTRY
+from tgweb.trace import input_spec
+
+
+def _batch(mod, step=0):
+    out = {}
+    for name, spec in mod.INPUTS.items():
+        shape, dtype = input_spec(name, spec)
+        data = mod.batch(step)[name]
+        out[name] = np.asarray(data, {"f32": np.float32, "i32": np.int32, "bool": np.bool_}[dtype]).reshape(
+            shape
+        )
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(samples.SAMPLES))
+def test_sample_loss_and_gradients_match_the_reference(name):
+    mod = samples.get(name)
+    batch = _batch(mod)
+    want_loss, want_grads = tg.value_and_grad(mod.loss_fn, mod.Model(), precision="float64", **batch)
+    module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS).double()
+    feeds = {
+        k: torch.from_numpy(v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in batch.items()
+    }
+    loss = module(**feeds)
+    loss.backward()
+    # the module holds float32 parameters, the float64 reference their unrounded values
+    np.testing.assert_allclose(loss.item(), float(want_loss), rtol=1e-6)
+    grads = {n: p.grad.numpy() for n, p in module.named_parameters()}
+    assert set(grads) == set(want_grads)
+    for n, g in grads.items():
+        scale = max(1e-12, float(np.abs(want_grads[n]).max()))
+        np.testing.assert_allclose(g, want_grads[n], rtol=1e-5, atol=1e-6 * scale, err_msg=n)
+
+
+def test_float32_forward_is_close_and_parameters_round_trip_bitwise():
+    mod = samples.get("sin")
+    tr = tg.compile(mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend="reference")
+    for i in range(10):
+        tr.step(**mod.batch(i))
+    module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS)
+    module.load_params(tr.params())
+    state = {k: v.numpy() for k, v in module.state_dict().items()}
+    assert set(state) == set(tr.params())
+    for n, v in tr.params().items():
+        assert np.array_equal(state[n], v) and state[n].dtype == np.float32, n
+    batch = _batch(mod, 10)
+    want = tr.attach(mod.loss_fn, inputs=mod.INPUTS).run(**batch).output
+    got = module(**{k: torch.from_numpy(v) for k, v in batch.items()})
+    np.testing.assert_allclose(got.item(), float(want), rtol=1e-5)
+    tr.load_params({k: v.numpy() for k, v in module.state_dict().items()})  # and back
+    assert all(np.array_equal(tr.params()[n], state[n]) for n in state)
+
+
+def test_a_kind_without_a_mapping_is_named(monkeypatch):
+    monkeypatch.setattr(REGISTRY["tanh"], "torch", None)
+    mod = samples.get("addition")
+    with pytest.raises(tg.TraceError, match="no PyTorch mapping yet: \\['tanh'\\]"):
+        tg.to_torch(mod.Model(), lambda m, tokens, targets: tg.tanh(m(tokens)).sum(), inputs=mod.INPUTS)
