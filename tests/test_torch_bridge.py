@@ -68,3 +68,60 @@ def test_a_kind_without_a_mapping_is_named(monkeypatch):
     mod = samples.get("addition")
     with pytest.raises(tg.TraceError, match="no PyTorch mapping yet: \\['tanh'\\]"):
         tg.to_torch(mod.Model(), lambda m, tokens, targets: tg.tanh(m(tokens)).sum(), inputs=mod.INPUTS)
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        {
+            "name": "adamw",
+            "lr": 0.01,
+            "weight_decay": 0.1,
+            "schedule": {
+                "kind": "warmup",
+                "steps": 4,
+                "then": {"kind": "cosine", "start": 0.01, "steps": 30},
+            },
+        },
+        {"name": "adam", "lr": 0.01},
+        {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
+    ],
+    ids=["adamw-cosine", "adam", "sgd-momentum"],
+)
+def test_a_run_moves_to_pytorch_and_back_as_if_it_had_not_moved(optimizer):
+    mod = samples.get("sin")
+
+    def trainer():
+        return tg.compile(
+            mod.Model(),
+            mod.loss_fn,
+            inputs=mod.INPUTS,
+            optimizer=optimizer,
+            backend="reference",
+            clip_grad_norm=1.0,
+        )
+
+    still, moved = trainer(), trainer()
+    for i in range(24):
+        still.step(**mod.batch(i))
+    for i in range(8):
+        moved.step(**mod.batch(i))
+    module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS)
+    module.load_params(moved.params())
+    opt, sched = tg.to_torch_optimizer(moved, module)
+    for i in range(8, 16):
+        batch = _batch(mod, i)
+        module(**{k: torch.from_numpy(v) for k, v in batch.items()}).backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), moved.clip_grad_norm)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+    tg.load_from_torch(moved, module, opt, sched)
+    assert moved.steps == 16
+    for i in range(16, 24):
+        moved.step(**mod.batch(i))
+    for kind in ("params", "states"):
+        a, b = getattr(still, kind)(), getattr(moved, kind)()
+        assert set(a) == set(b)
+        for n in a:
+            np.testing.assert_allclose(b[n], a[n], rtol=2e-4, atol=2e-5, err_msg=f"{kind} {n}")

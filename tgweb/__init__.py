@@ -11,7 +11,7 @@ from .host import Array, InputError  # noqa: F401
 from .ir import Graph, Tensor, TraceError  # noqa: F401
 from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all  # noqa: F401
-from .torchbridge import to_torch  # noqa: F401
+from .torchbridge import load_from_torch, to_torch, to_torch_optimizer  # noqa: F401
 from .trace import trace, value_and_grad  # noqa: F401
 
 __version__ = "0.1.0"

@@ -124,3 +124,65 @@ def _unpack(out, vals):
 
 def _Module(graph, out):  # noqa: N802 - builds the class once torch is importable
     return _module_class()(graph, out)
+
+
+def to_torch_optimizer(trainer, module):
+    """(optimizer, scheduler) for training `module` (from to_torch) under PyTorch as
+    `trainer` trains: the same torch.optim optimizer and hyper-parameters (SGD, Adam,
+    AdamW; tgweb's weight-decay rule as two parameter groups), its state and step count
+    loaded from the trainer, and a LambdaLR giving the trainer's schedule from its
+    current step on. Call scheduler.step() after each optimizer.step(). Gradient
+    clipping (trainer.clip_grad_norm) is torch.nn.utils.clip_grad_norm_ before the step.
+    load_from_torch brings the run back."""
+    import torch
+
+    from .compile import decays
+
+    opt, t = trainer.optimizer, trainer.steps
+    named = dict(module.named_parameters())
+    decay = {n for n, p in trainer.model.named_parameters() if n in named and decays(p)}
+    wd = getattr(opt, "weight_decay", 0.0)
+    groups = [
+        {"params": [named[n] for n in named if n in decay], "weight_decay": wd},
+        {"params": [named[n] for n in named if n not in decay], "weight_decay": 0.0},
+    ]
+    groups = [g for g in groups if g["params"]]
+    if opt.name == "sgd":
+        topt = torch.optim.SGD(groups, lr=1.0, momentum=opt.momentum, nesterov=opt.nesterov)
+    elif opt.name in ("adam", "adamw"):
+        cls = torch.optim.AdamW if opt.name == "adamw" else torch.optim.Adam
+        topt = cls(groups, lr=1.0, betas=tuple(opt.betas), eps=opt.eps)
+    else:
+        raise ValueError(f"to_torch_optimizer: no PyTorch optimizer for {opt.name!r}")
+    states = trainer.states()
+    for n, p in named.items():
+        st = {k.rsplit(".", 1)[1]: v for k, v in states.items() if k.rsplit(".", 1)[0] == n}
+        if not st:
+            continue
+        state = {
+            k: torch.tensor(_floats(v), dtype=p.dtype, device=p.device).reshape(p.shape)
+            for k, v in st.items()
+        }
+        if opt.name != "sgd":
+            state["step"] = torch.tensor(float(t))
+        topt.state[p] = state
+    schedule, origin = trainer._schedule, trainer._origin
+    # lr = 1 times the schedule's value at the trainer's applied-step count, then one on per step
+    sched = torch.optim.lr_scheduler.LambdaLR(topt, lambda k: schedule(t + k - origin))
+    return topt, sched
+
+
+def load_from_torch(trainer, module, optimizer, scheduler) -> None:
+    """Bring a run back from PyTorch: the module's parameters, the optimizer's state, and
+    the step count (the trainer's, plus the scheduler's steps since to_torch_optimizer)
+    into `trainer`. Everything is validated before anything changes."""
+    names = {id(p): n for n, p in module.named_parameters()}
+    states = {}
+    for p, st in optimizer.state.items():
+        for k, v in st.items():
+            if k != "step":
+                states[f"{names[id(p)]}.{k}"] = v.detach().cpu().float().numpy()
+    params = {n: p.detach().cpu().float().numpy() for n, p in module.named_parameters()}
+    trainer._checked("params", params, trainer._pshape, "load_from_torch", "parameter")  # before either write
+    trainer.load_states(states, steps=trainer.steps + scheduler.last_epoch)
+    trainer.load_params(params)
