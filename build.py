@@ -80,7 +80,7 @@ def setup() -> None:
 
 # the repo's Python; README.md's code blocks and web/page/ (the samples shown on the page)
 # are not linted
-LINT_PATHS = ["tgweb", "tests", "benchmarks", "tools", "build.py"]
+LINT_PATHS = ["tgweb", "tests", "benchmarks", "tools", "examples", "build.py"]
 LINT_EXCLUDE = ".venv,node_modules,site,build"
 
 
