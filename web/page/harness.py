@@ -10,7 +10,7 @@ import base64
 import time
 
 from tgweb import web
-from tgweb.io import safetensors
+from tgweb.io import checkpoint, safetensors
 
 _spaces = {}
 _STATE = "optimizer."  # prefix of optimizer-state tensors in a saved file
@@ -89,11 +89,8 @@ def page_reset(name):
 
 def page_save(name):
     """Parameters and optimizer state as safetensors bytes, base64-encoded for the page."""
-    tr = _ns(name)["trainer"]
-    tensors = dict(tr.params())
-    tensors.update({_STATE + k: v for k, v in tr.states().items()})
-    meta = {"format": "tgweb", "sample": name, "steps": str(tr.steps)}
-    return base64.b64encode(safetensors.save(tensors, metadata=meta)).decode("ascii")
+    # the whole checkpoint: parameters, optimizer state, steps, the random stream, the schedule
+    return base64.b64encode(checkpoint.save(_ns(name)["trainer"], {"sample": name})).decode("ascii")
 
 
 def page_load(name, data):
@@ -115,11 +112,10 @@ def page_load(name, data):
             + ([f"wrong shape {wrong}"] if wrong else [])))
     swant = {k: tuple(t.shape) for k, t in tr.graph.states.items()}
     use_states = bool(states) and {k: tuple(v.shape) for k, v in states.items()} == swant
-    tr.load_params(params)
-    if use_states:
-        steps = int(meta.get("steps", "0") or 0)
-        tr.load_states(states, steps=steps)
+    if use_states:  # a checkpoint: restored as a whole, checked before anything changes
+        checkpoint.load(tr, blob)
     else:  # parameters only: the optimizer starts afresh
+        tr.load_params(params)
         tr.load_states({k: array.array("f", [t.attrs["init"]]) * _count([t.shape])
                         for k, t in tr.graph.states.items()},
                        steps=0)
