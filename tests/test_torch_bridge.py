@@ -63,6 +63,22 @@ def test_float32_forward_is_close_and_parameters_round_trip_bitwise():
     assert all(np.array_equal(tr.params()[n], state[n]) for n in state)
 
 
+def test_a_free_batch_axis_is_traced_once_per_size():
+    mod = samples.get("sin")
+    module = tg.to_torch(mod.Model(), mod.forward, inputs={"x": (None, 1)})
+    ref = tg.compile(
+        mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend="reference"
+    )
+    module.load_params(ref.params())
+    for n in (1, 7, 300, 7):
+        x = np.linspace(-3, 3, n, dtype=np.float32).reshape(n, 1)
+        want = ref.attach(mod.forward, inputs={"x": (n, 1)}).run(x=x).output
+        np.testing.assert_allclose(module(x=torch.from_numpy(x)).detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    assert len(module._graphs) == 3  # 1, 7 and 300
+    with pytest.raises(tg.TraceError, match="has shape \\(4, 2\\), expected \\(None, 1\\)"):
+        module(x=torch.zeros(4, 2))
+
+
 def test_a_kind_without_a_mapping_is_named(monkeypatch):
     monkeypatch.setattr(REGISTRY["tanh"], "torch", None)
     mod = samples.get("addition")
@@ -80,7 +96,7 @@ def test_a_kind_without_a_mapping_is_named(monkeypatch):
             "schedule": {
                 "kind": "warmup",
                 "steps": 4,
-                "then": {"kind": "cosine", "start": 0.01, "steps": 30},
+                "then": {"kind": "cosine", "start": 0.01, "steps": 300},
             },
         },
         {"name": "adam", "lr": 0.01},
@@ -102,14 +118,14 @@ def test_a_run_moves_to_pytorch_and_back_as_if_it_had_not_moved(optimizer):
         )
 
     still, moved = trainer(), trainer()
-    for i in range(24):
+    for i in range(250):
         still.step(**mod.batch(i))
-    for i in range(8):
+    for i in range(100):
         moved.step(**mod.batch(i))
     module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS)
     module.load_params(moved.params())
     opt, sched = tg.to_torch_optimizer(moved, module)
-    for i in range(8, 16):
+    for i in range(100, 200):
         batch = _batch(mod, i)
         module(**{k: torch.from_numpy(v) for k, v in batch.items()}).backward()
         torch.nn.utils.clip_grad_norm_(module.parameters(), moved.clip_grad_norm)
@@ -117,8 +133,8 @@ def test_a_run_moves_to_pytorch_and_back_as_if_it_had_not_moved(optimizer):
         sched.step()
         opt.zero_grad()
     tg.load_from_torch(moved, module, opt, sched)
-    assert moved.steps == 16
-    for i in range(16, 24):
+    assert moved.steps == 200
+    for i in range(200, 250):
         moved.step(**mod.batch(i))
     for kind in ("params", "states"):
         a, b = getattr(still, kind)(), getattr(moved, kind)()

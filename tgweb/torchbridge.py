@@ -20,30 +20,48 @@ from typing import Any, Callable
 
 from .ir import REGISTRY, Graph, Tensor, TraceError
 from .ops.elementwise import torch_dtype
-from .trace import trace
+from .trace import input_spec, trace
 
 
 def to_torch(model, fn: Callable, inputs: dict[str, Any]):
     """A torch.nn.Module whose forward(**inputs) computes fn(model, **inputs) with
-    PyTorch, holding the model's parameters (current initial values: see
-    load_params) under the same dotted names. inputs: name -> shape or
-    (shape, dtype), as for tg.compile."""
+    PyTorch, holding the model's parameters (their initial values: see load_params)
+    under the same dotted names. inputs: name -> shape or (shape, dtype), as for
+    tg.compile; an axis given as None is free (each new size is traced once)."""
     import torch
 
     from .nn.module import param_rng
 
-    graph, out = trace(fn, model, inputs)
-    missing = sorted(
-        {t.kind for t in graph.tensors if REGISTRY[t.kind].role != "leaf" and REGISTRY[t.kind].torch is None}
+    specs = {n: _spec(n, s) for n, s in inputs.items()}
+    graph, out = _traced(
+        fn, model, {n: (tuple(2 if d is None else d for d in sh), dt) for n, (sh, dt) in specs.items()}
     )
-    if missing:
-        raise TraceError(f"to_torch: op kinds with no PyTorch mapping yet: {missing}")
     module = _Module(graph, out)
+    module._retrace = (fn, model, specs)
     for name, p in model.named_parameters():
         if name in graph.params:
             value = p.init(p.shape, param_rng(0, name))
             module.set(name, torch.tensor(_floats(value), dtype=torch.float32).reshape(p.shape))
     return module
+
+
+def _spec(name: str, spec) -> tuple[tuple, str]:
+    """(shape with None on free axes, dtype), checked as tg.compile checks its inputs."""
+    pair = isinstance(spec, (tuple, list)) and len(spec) == 2 and isinstance(spec[1], str)
+    raw = tuple(spec[0] if pair else spec)
+    concrete = tuple(1 if d is None else d for d in raw)
+    shape, dtype = input_spec(name, (concrete, spec[1]) if pair else concrete)
+    return tuple(None if r is None else d for r, d in zip(raw, shape)), dtype
+
+
+def _traced(fn, model, specs):
+    graph, out = trace(fn, model, specs)
+    missing = sorted(
+        {t.kind for t in graph.tensors if REGISTRY[t.kind].role != "leaf" and REGISTRY[t.kind].torch is None}
+    )
+    if missing:
+        raise TraceError(f"to_torch: op kinds with no PyTorch mapping yet: {missing}")
+    return graph, out
 
 
 def _floats(value) -> list[float]:
@@ -58,7 +76,7 @@ def _module_class():
 
         def __init__(self, graph: Graph, out) -> None:
             super().__init__()
-            self._graph, self._out = graph, out
+            self._graph, self._graphs = graph, {}
             for name, t in graph.params.items():
                 parent, leaf = self._parent(name)
                 parent.register_parameter(leaf, torch.nn.Parameter(torch.zeros(t.shape)))
@@ -85,8 +103,24 @@ def _module_class():
                 t = self._graph.params[name]
                 self.set(name, torch.tensor(_floats(value), dtype=torch.float32).reshape(t.shape))
 
+        def _graph_for(self, inputs) -> tuple[Graph, Any]:
+            """The graph traced for these inputs' sizes on the free (None) axes."""
+            fn, model, specs = self._retrace
+            shapes = {}
+            for n, (sh, dt) in specs.items():
+                if n not in inputs:
+                    raise TraceError(f"forward: missing input {n!r} (inputs: {sorted(specs)})")
+                got = tuple(inputs[n].shape)
+                if len(got) != len(sh) or any(d is not None and d != e for d, e in zip(sh, got)):
+                    raise TraceError(f"forward: input {n!r} has shape {got}, expected {sh}")
+                shapes[n] = (got, dt)
+            key = tuple(sorted((n, s) for n, (s, _) in shapes.items()))
+            if key not in self._graphs:
+                self._graphs[key] = _traced(fn, model, shapes)
+            return self._graphs[key]
+
         def forward(self, **inputs):
-            g = self._graph
+            g, out = self._graph_for(inputs)
             first = next(self.parameters(), None)
             dev = first.device if first is not None else torch.device("cpu")
             # f32 tensors follow the module's float type (module.double() runs in float64)
@@ -94,8 +128,6 @@ def _module_class():
             tc = SimpleNamespace(torch=torch, F=torch.nn.functional, device=dev, float=flt)
             vals: dict[int, Any] = {}
             for n, t in g.inputs.items():
-                if n not in inputs:
-                    raise TraceError(f"forward: missing input {n!r}")
                 vals[t.id] = torch.as_tensor(inputs[n], dtype=torch_dtype(tc, t.dtype), device=dev)
             params = dict(self.named_parameters())
             for n, t in g.params.items():
@@ -107,7 +139,7 @@ def _module_class():
                     vals[t.id] = torch.zeros((), dtype=torch.int32, device=dev)
                     continue
                 vals[t.id] = REGISTRY[t.kind].torch(tc, [vals[i.id] for i in t.inputs], t)
-            return _unpack(self._out, vals)
+            return _unpack(out, vals)
 
     return TgwebModule
 
