@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from . import ops
 from .backends import make_engine
+from .backends.base import DeviceLost
 from .grad import append_grad
 from .host import F32_MAX, InputError, first_nonfinite, from_user
 from .ir import REGISTRY, Graph, Tensor, TraceError, prod, root, tracing, user_site
@@ -112,6 +113,7 @@ def compile(
     clip_grad_norm: float | None = None,
     normalize_grads: Any = None,
     precision: str = "float32",
+    recover_every: int | None = None,
 ) -> "Trainer":
     """Trace loss_fn(model, **inputs), append gradients and the optimizer update, and
     return a Trainer.
@@ -123,6 +125,10 @@ def compile(
       divide those parameters' gradients by their own L2 norm (after clipping).
     Parameters start from values drawn from `seed` (as reset() does); load others with
     Trainer.load_params. precision="float64" is for the reference backend only.
+    recover_every: keep a host copy of the whole state every that many applied steps;
+      when the GPU device is lost, step() continues on a new device from that copy
+      (at most that many steps lost) and says so in its result. None: a lost device
+      raises backends.base.DeviceLost.
     """
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be a tgweb.nn.Module, got {type(model).__name__}")
@@ -150,8 +156,15 @@ def compile(
         raise ValueError(f"precision={precision!r} is only available on the reference backend")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    if recover_every is not None and (
+        isinstance(recover_every, bool) or not isinstance(recover_every, int) or recover_every < 1
+    ):
+        raise ValueError(f"recover_every must be an int >= 1 or None, got {recover_every!r}")
     graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which)
-    return Trainer(model, graph, opt, backend, seed, precision, clip_grad_norm)
+    trainer = Trainer(model, graph, opt, backend, seed, precision, clip_grad_norm)
+    trainer.recover_every = recover_every
+    trainer._keep_host_copy()
+    return trainer
 
 
 def decays(p) -> bool:
@@ -270,6 +283,8 @@ class Trainer:
         self._calls = 0  # step() calls, applied or not (drives the seed scalar)
         self._bounds = index_bounds(graph)
         self._engine = make_engine(graph, backend, precision)
+        self.recover_every: int | None = None  # see compile()
+        self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
         self.reset()
 
     # ---------------------------------------------------------------- state
@@ -453,13 +468,20 @@ class Trainer:
         self._calls += 1
         caps = list(self.graph.captures)
         read = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
-        got = self._engine.run(data, batch, scalars, read + [("captures", n) for n in caps])
+        try:
+            got = self._engine.run(data, batch, scalars, read + [("captures", n) for n in caps])
+        except DeviceLost as e:
+            if self._host_copy is None:
+                raise
+            return self._recover(e)
         loss = float(_first(got[("outputs", "loss")]))
         ok = bool(_first(got[("outputs", "ok")]))
         norm = float(_first(got[("outputs", "grad_norm")]))
         reason = None
         if ok:
             self._t += 1
+            if self.recover_every and self._t % self.recover_every == 0:
+                self._keep_host_copy()
         elif not math.isfinite(loss):
             reason = f"non-finite loss ({loss}); step skipped, parameters unchanged"
         elif not math.isfinite(norm):
@@ -470,6 +492,25 @@ class Trainer:
                 f"lr {lr:.6g}, global gradient norm {norm:.6g}); step skipped, parameters unchanged"
             )
         return StepResult(loss, ok, reason, {n: got[("captures", n)] for n in caps}, norm, lr, self._t)
+
+    def _keep_host_copy(self) -> None:
+        if self.recover_every:
+            self._host_copy = self.checkpoint()
+
+    def _recover(self, e: Exception) -> StepResult:
+        """Continue on a new device from the last host copy (the step that failed, and
+        those since the copy, are lost). Inference programs attached before stay on
+        the old device: attach them again."""
+        tensors, meta = self._host_copy
+        lost = self._t - int(meta["steps"])
+        self._engine = make_engine(self.graph, self.backend, self.precision)
+        self.restore(tensors, meta)
+        reason = (
+            f"{e}; training continues on a new device from step {self._t} "
+            f"({lost} applied step(s) since the last host copy lost)"
+        )
+        nan = float("nan")
+        return StepResult(nan, False, reason, {}, nan, self.lr, self._t)
 
     def attach(self, forward_fn: Callable, inputs: dict[str, Any]) -> "Inference":
         """An inference program for forward_fn(model, **inputs) that shares this trainer's

@@ -33,6 +33,8 @@ let toJson = null;
 let queue = Promise.resolve();
 let ready = null;
 let fatal = null;
+let hooks = null; // what Python sees as the module tgweb_js
+let deviceReady = null; // after a loss: the promise of the replacement device
 
 function mark(name, since) {
   timings[name] = Math.round(performance.now() - since);
@@ -77,18 +79,38 @@ function cleanTraceback(tb) {
 
 async function setupGpu(options) {
   const s = performance.now();
+  device = await newDevice(options);
+  mark("gpu", s);
+}
+
+// A device with the adapter's maxima of the compute limits, so that every Program this
+// adapter can run fits (gpu.instantiate checks each Program against them). The adapter
+// is asked for afresh: one that has made a device may not make another.
+async function newDevice(options) {
   adapter = await gpu.requestAdapter(options); // says why when there is no WebGPU or no adapter
-  // no Program yet: ask for the adapter's maxima of the compute limits, so that every
-  // Program this adapter can run fits; gpu.instantiate checks each Program against them
-  device = await gpu.requestDevice({
+  const d = await gpu.requestDevice({
     adapter,
-    onLost: (info) => {
-      fatal = `the GPU device was lost (${info.reason || "unknown"}): ${info.message}`;
-      post({ type: "error", id: null, error: { name: "DeviceLost", message: fatal, fatal: true } });
-    },
+    onLost: (info) => replaceDevice(info, options),
     onError: (err) => post({ type: "event", event: "log", data: { stream: "gpu", level: "error", text: err.message } }),
   });
-  mark("gpu", s);
+  if (hooks) hooks.device = d;
+  return d;
+}
+
+// A lost device is reported to the page, and replaced: trainers made with recover_every
+// continue on the new one from their last host copy; other work fails naming the loss.
+function replaceDevice(info, options) {
+  const message = `the GPU device was lost (${info.reason || "unknown"}): ${info.message}`;
+  post({ type: "event", event: "error", data: { name: "DeviceLost", message, fatal: false } });
+  deviceReady = newDevice(options).then((d) => {
+    device = d;
+    post({ type: "event", event: "log", data: { stream: "gpu", text: "a new GPU device is ready" } });
+    return d;
+  }, (e) => {
+    fatal = `${message}; no new device could be made: ${e.message}`;
+    post({ type: "error", id: null, error: { name: "DeviceLost", message: fatal, fatal: true } });
+    throw e;
+  });
 }
 
 async function setupPython() {
@@ -117,13 +139,15 @@ async function init(options) {
   // the GPU and Python come up concurrently
   const [, manifest] = await Promise.all([setupGpu(options), setupPython()]);
   let s2 = performance.now();
-  pyodide.registerJsModule("tgweb_js", {
+  hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
     stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
     gpu,
     device,
     adapterInfo: gpu.adapterInfo(adapter),
-  });
+    nextDevice: () => deviceReady || Promise.resolve(device),
+  };
+  pyodide.registerJsModule("tgweb_js", hooks);
   // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide
   // interrupt too (KeyboardInterrupt anywhere, even in the middle of a step) is opt-in
   if (interrupt && options.interrupt) pyodide.setInterruptBuffer(interrupt);

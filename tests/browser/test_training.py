@@ -130,6 +130,19 @@ def test_addition_matches_native_losses(page, native_adapter):
         assert _rel(got, ref).max() <= 2 * _rel(nat, ref).max() + 1e-4
 
 
+RECOVER = """
+import tgweb as tg, tgweb_js
+from tgweb.samples import sin
+tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, recover_every=5)
+for i in range(7):
+    tr.step(**sin.batch(i))
+tgweb_js.device.destroy()
+r = tr.step(**sin.batch(7))
+after = [tr.step(**sin.batch(i)).loss for i in range(5, 10)]
+{"ok": r.ok, "reason": r.reason, "steps": tr.steps, "after": after}
+"""
+
+
 def test_example_page_trains_through_tgweb_mjs(browser, site_url):
     page = browser.new_page()
     errors = []
@@ -147,13 +160,22 @@ def test_example_page_trains_through_tgweb_mjs(browser, site_url):
         assert page.inner_text("#step") == "60 / 60"
         assert page.inner_text("#status").startswith("done in")
         assert not errors, errors
-        # a lost GPU device reaches the page as an "error" event, and later runs fail at once
+        # a lost GPU device reaches the page as an "error" event and is replaced: a trainer
+        # made with recover_every continues on the new device from its last host copy
         page.evaluate("window.tg.run('import tgweb_js\\ntgweb_js.device.destroy()')")
         page.wait_for_function(
             "document.getElementById('status').textContent.includes('device was lost')", timeout=20000
         )
-        err = page.evaluate("window.tg.run('1').then(() => null, (e) => e.message)")
-        assert err and "device was lost" in err
+        out = page.evaluate(
+            "window.tg.run(src).then((v) => v, (e) => 'failed: ' + e.message)".replace(
+                "src", json.dumps(RECOVER)
+            )
+        )
+        assert isinstance(out, dict), out
+        assert out["ok"] is False and "device was lost" in out["reason"] and "from step 5" in out["reason"], (
+            out
+        )
+        assert out["steps"] == 10 and all(np.isfinite(out["after"])), out
     finally:
         page.close()
 

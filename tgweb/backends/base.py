@@ -14,6 +14,12 @@ from typing import Any
 from ..program import Program
 
 
+class DeviceLost(RuntimeError):
+    """The GPU device went away (driver reset, a tab sent to the background, destroy()).
+    Everything on it is gone; a Trainer made with recover_every continues on a new
+    device from its last host copy."""
+
+
 class Runtime:
     """One instantiated Program: its buffers and pipelines on one device."""
 

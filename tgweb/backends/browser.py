@@ -85,9 +85,13 @@ class BrowserError(RuntimeError):
         self.kernel, self.ops, self.site = kernel, ops or [], site
 
 
-def _program_error(e) -> BrowserError:
+def _program_error(e) -> Exception:
     js = getattr(e, "js_error", None) or e  # the JS Error object (ProgramError)
     msg = str(getattr(js, "message", None) or e)
+    if getattr(js, "lost", False) is True:
+        return base.DeviceLost(
+            msg if msg.startswith("the GPU device was lost") else f"the GPU device was lost: {msg}"
+        )
     kernel = str(getattr(js, "kernel", "") or "") if js is not None else ""
     site = str(getattr(js, "site", "") or "") if js is not None else ""
     ops = getattr(js, "ops", None) if js is not None else None
@@ -125,7 +129,9 @@ class Runtime(base.Runtime):
         self._gpu = hooks.gpu
         js_shared = to_js(dict(shared or {}), dict_converter=Object.fromEntries)
         options = to_js({"shared": js_shared}, dict_converter=Object.fromEntries)
-        self._rt = _await(self._gpu.instantiate(hooks.device, program.to_json(), options))
+        # the worker's device, or its replacement once a lost one has been replaced
+        device = _await(hooks.nextDevice()) if hasattr(hooks, "nextDevice") else hooks.device
+        self._rt = _await(self._gpu.instantiate(device, program.to_json(), options))
         self.setup_ms = float(self._rt.setupMs)
         self._scalar_fmt = "<" + "".join("f" if s.type == "f32" else "I" for s in program.scalars)
 

@@ -10,6 +10,7 @@ staging buffer in the same encoder, submits once and maps once.
 from __future__ import annotations
 
 import array
+import contextlib
 import re
 import struct
 from typing import Any
@@ -28,6 +29,22 @@ TYPECODE = {"f32": "f", "i32": "i", "bool": "I"}
 
 class NativeError(RuntimeError):
     """No usable GPU adapter, or a GPU-side failure."""
+
+
+@contextlib.contextmanager
+def _lost_guard():
+    """A call on a lost device raises base.DeviceLost, and the next Runtime gets a new
+    device (wgpu-py reports the loss as a validation error naming it)."""
+    global _DEVICE, _ADAPTER
+    try:
+        yield
+    except Exception as e:
+        if "device is lost" not in str(e).lower():
+            raise
+        _DEVICE = _ADAPTER = None
+        _PIPELINES.clear()
+        why = str(e).strip().splitlines()[-1].strip()
+        raise base.DeviceLost(f"the GPU device was lost ({why})") from None
 
 
 class KernelCompileError(RuntimeError):
@@ -263,13 +280,18 @@ class Runtime(base.Runtime):
     # ------------------------------------------------------------ the interface
 
     def write(self, kind: str, name: str, data) -> None:
+        with _lost_guard():
+            self._write(kind, name, data)
+
+    def _write(self, kind: str, name: str, data) -> None:
         if kind not in ("params", "states", "inputs"):
             raise KeyError(f"cannot write {kind!r}; write params, states or inputs")
         s = self._slot(kind, name)
         self.device.queue.write_buffer(self.buffers[s.buffer], s.offset, self._bytes(s, data))
 
     def read(self, kind: str, name: str) -> array.array:
-        return self._read_many([(kind, name)], None)[(kind, name)]
+        with _lost_guard():
+            return self._read_many([(kind, name)], None)[(kind, name)]
 
     def _read_many(self, which, encoder):
         wgpu = self._wgpu
@@ -306,9 +328,13 @@ class Runtime(base.Runtime):
         return out
 
     def run(self, inputs, scalars, read):
+        with _lost_guard():
+            return self._run(inputs, scalars, read)
+
+    def _run(self, inputs, scalars, read):
         p = self.program
         for n, data in inputs.items():
-            self.write("inputs", n, data)
+            self._write("inputs", n, data)
         if p.scalars:
             words = []
             for s in p.scalars:
