@@ -277,7 +277,9 @@ def make_server(directory: Path, port: int = 0):
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Cross-Origin-Opener-Policy", "same-origin")
             self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
-            self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+            # other origins may load tgweb from here (a static host for embedding pages)
+            self.send_header("Cross-Origin-Resource-Policy", "cross-origin")
+            self.send_header("Access-Control-Allow-Origin", "*")
             super().end_headers()
 
         def log_message(self, fmt, *args):

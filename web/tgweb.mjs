@@ -53,7 +53,13 @@ export async function start(options = {}) {
       "and serve the page over https or from http://localhost / 127.0.0.1." });
   }
   const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
-  const tg = new Tgweb(new Worker(new URL("worker.mjs", base), { type: "module", name: "tgweb" }));
+  // a worker must be same-origin with the page: loading tgweb from another origin (a
+  // static host, with CORS), the worker is a same-origin module that imports it
+  let worker = new URL("worker.mjs", base);
+  if (worker.origin !== location.origin) {
+    worker = URL.createObjectURL(new Blob([`import ${JSON.stringify(worker.href)};`], { type: "text/javascript" }));
+  }
+  const tg = new Tgweb(new Worker(worker, { type: "module", name: "tgweb" }));
   for (const [event, fn] of Object.entries(options.on || {})) tg.on(event, fn);
   try {
     tg.info = await tg._start(options, options.timeout || DEFAULT_TIMEOUT_MS);
