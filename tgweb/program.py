@@ -52,7 +52,12 @@ spaces use x and y). The same WGSL text always comes with
 the same bindings (count and access), so a pipeline and its layout can be shared.
 More meta (optional for a backend): "dispatches", "pipelines" (unique WGSL
 texts), "limits" (what the Program needs, WebGPU names), "inplace_updates" and
-"copied_updates" (how parameter and state updates were written).
+"copied_updates" (how parameter and state updates were written), "target" (the
+adapter class its kernels were tuned for, "cpu" or "gpu", with the knobs used:
+tgweb.codegen.target; every class's kernels run on any adapter, only speed differs).
+
+Validation: Program.validate() checks the structure once, where a Program is made
+(tgweb.lower) or loaded (from_json); a backend checks only what its device can refuse.
 """
 
 from __future__ import annotations
