@@ -66,12 +66,16 @@ function overLimit(need, limits, what, program) {
   return null;
 }
 
+/** Why this context has no WebGPU, or null (tgweb.mjs asks before it starts a worker). */
+export function noWebGPU() {
+  return typeof navigator !== "undefined" && navigator.gpu ? null : "WebGPU is not available here " +
+    "(navigator.gpu is missing): use a browser with WebGPU enabled (Chrome/Edge 113+, Safari 26+, " +
+    "Firefox 141+), on a page served over https or from http://localhost";
+}
+
 /** The adapter, or a ProgramError saying why there is none (the worker asks here too). */
 export async function requestAdapter({ powerPreference } = {}) {
-  if (typeof navigator === "undefined" || !navigator.gpu) {
-    throw new ProgramError("WebGPU is not available here (navigator.gpu is missing): use a browser " +
-      "with WebGPU enabled (Chrome/Edge 113+, Safari 26+, Firefox 141+), over https or http://localhost");
-  }
+  if (noWebGPU()) throw new ProgramError(noWebGPU());
   const adapter = await navigator.gpu.requestAdapter(powerPreference ? { powerPreference } : {});
   if (!adapter) {
     throw new ProgramError("WebGPU is present but no GPU adapter was found (navigator.gpu.requestAdapter() " +
@@ -80,15 +84,16 @@ export async function requestAdapter({ powerPreference } = {}) {
   return adapter;
 }
 
-// device -> why it was lost (set from its `lost` promise): later calls fail naming it
+// device -> the sentence saying why it was lost, set from its `lost` promise (nothing
+// else reports a loss): later calls fail with it, and onLost(sentence) hears it
 const LOST = new WeakMap();
 
 function watchLoss(device, onLost) {
   if (LOST.has(device)) return;
   LOST.set(device, null);
   device.lost.then((info) => {
-    LOST.set(device, `${info.reason || "unknown"}: ${info.message || "no message"}`);
-    if (onLost) onLost(info);
+    LOST.set(device, `the GPU device was lost (${info.reason || "unknown"}: ${info.message || "no message"})`);
+    if (onLost) onLost(LOST.get(device));
   });
 }
 
@@ -120,9 +125,7 @@ export function adapterInfo(adapter) {
     device: i.device || "", isFallbackAdapter: i.isFallbackAdapter === true };
 }
 
-function slotBytes(slot) {
-  return 4 * slot.shape.reduce((a, d) => a * d, 1);
-}
+const slotBytes = (slot) => 4 * slot.shape.reduce((a, d) => a * d, 1);
 
 function toBytes(data, what, dtype = "f32") {
   if (data instanceof ArrayBuffer) return new Uint8Array(data);
@@ -142,8 +145,7 @@ function describeKernels(kernels) {
 
 async function createPipeline(device, kernels, layout) {
   const wgsl = kernels[0].wgsl;
-  const where = describeKernels(kernels);
-  const extra = { kernel: where.kernel, ops: where.ops, site: where.site };
+  const { text, ...extra } = describeKernels(kernels);
   device.pushErrorScope("validation");
   const module = device.createShaderModule({ code: wgsl, label: kernels[0].name });
   const info = module.getCompilationInfo ? await module.getCompilationInfo() : { messages: [] };
@@ -153,14 +155,14 @@ async function createPipeline(device, kernels, layout) {
     ? `  line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${(lines[m.lineNum - 1] || "").trim()}`
     : `  error: ${m.message}`));
   if (moduleError || messages.length) {
-    throw new ProgramError(`WGSL compile failed in ${where.text}\n` +
+    throw new ProgramError(`WGSL compile failed in ${text}\n` +
       (messages.length ? messages.join("\n") : `  ${moduleError.message}`), { ...extra, compiler: messages });
   }
   try {
     return await device.createComputePipelineAsync({ label: kernels[0].name, layout,
       compute: { module, entryPoint: "main" } });
   } catch (e) {
-    throw new ProgramError(`WebGPU pipeline creation failed in ${where.text}\n  ${e.message}`, extra);
+    throw new ProgramError(`WebGPU pipeline creation failed in ${text}\n  ${e.message}`, extra);
   }
 }
 
@@ -169,11 +171,7 @@ async function createPipeline(device, kernels, layout) {
 function allocate(device, program, shared) {
   const buffers = new Array(program.buffers.length);
   const owned = [];
-  for (const [name, buf] of Object.entries(shared || {})) {
-    const slot = program.params[name];
-    if (!slot) throw new ProgramError(`shared: the Program has no param "${name}"`);
-    buffers[slot.buffer] = buf;
-  }
+  for (const [name, buf] of Object.entries(shared)) buffers[program.params[name].buffer] = buf;
   for (const b of program.buffers) {
     if (buffers[b.id]) continue;
     buffers[b.id] = device.createBuffer({ size: b.size, usage: USAGE(), label: b.label || `${b.kind}#${b.id}` });
@@ -206,19 +204,17 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   const t0 = performance.now();
   const over = overLimit(programLimits(program), device.limits, "the device", program);
   if (over) throw new ProgramError(over);
+  const unknown = Object.keys(shared).filter((name) => !program.params[name]);
+  if (unknown.length) throw new ProgramError(`shared: the Program has no param ${unknown.join(", ")}`);
   device.pushErrorScope("out-of-memory");
   const { buffers, owned, uniform, slices } = allocate(device, program, shared);
   const allocError = await device.popErrorScope();
-  const release = () => owned.forEach((b) => b.destroy());
-  if (allocError) {
-    release();
-    throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
-  }
-  const pipelineKey = (k) => k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
-  const groups = new Map();
-  for (const k of program.kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
-  const layouts = new Map(), pipelines = new Map();
   try {
+    if (allocError) throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
+    const pipelineKey = (k) => k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
+    const groups = new Map();
+    for (const k of program.kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
+    const layouts = new Map(), pipelines = new Map();
     await Promise.all([...groups].map(async ([key, ks]) => {
       const entries = ks[0].bindings.map((b, i) => ({ binding: i, visibility: GPUShaderStage.COMPUTE,
         buffer: { type: b.access === "read" ? "read-only-storage" : "storage" } }));
@@ -229,23 +225,20 @@ export async function instantiate(device, program, { shared = {} } = {}) {
       const layout = device.createPipelineLayout({ bindGroupLayouts: [layouts.get(key)] });
       pipelines.set(key, await createPipeline(device, ks, layout));
     }));
+    device.pushErrorScope("validation");
+    const steps = program.kernels.map((k, i) => {
+      const entries = k.bindings.map((b, j) => ({ binding: j, resource: { buffer: buffers[b.buffer] } }));
+      if (k.offsets.length) entries.push({ binding: k.bindings.length, resource: { buffer: uniform, ...slices[i] } });
+      const bindGroup = device.createBindGroup({ layout: layouts.get(pipelineKey(k)), label: k.name, entries });
+      return { kernel: k, pipeline: pipelines.get(pipelineKey(k)), bindGroup, dispatch: k.dispatch };
+    });
+    const bindError = await device.popErrorScope();
+    if (bindError) throw new ProgramError(`creating bind groups failed: ${bindError.message}`);
+    return new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
   } catch (e) {
-    release();
+    owned.forEach((b) => b.destroy()); // a failed instance leaves nothing allocated
     throw e;
   }
-  device.pushErrorScope("validation");
-  const steps = program.kernels.map((k, i) => {
-    const entries = k.bindings.map((b, j) => ({ binding: j, resource: { buffer: buffers[b.buffer] } }));
-    if (k.offsets.length) entries.push({ binding: k.bindings.length, resource: { buffer: uniform, ...slices[i] } });
-    const bindGroup = device.createBindGroup({ layout: layouts.get(pipelineKey(k)), label: k.name, entries });
-    return { kernel: k, pipeline: pipelines.get(pipelineKey(k)), bindGroup, dispatch: k.dispatch };
-  });
-  const bindError = await device.popErrorScope();
-  if (bindError) {
-    release();
-    throw new ProgramError(`creating bind groups failed: ${bindError.message}`);
-  }
-  return new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
 }
 
 export class Runtime {
@@ -267,7 +260,7 @@ export class Runtime {
   _check() {
     if (this.closed) throw new ProgramError("this Program instance was destroyed");
     const lost = LOST.get(this.device);
-    if (lost) throw new ProgramError(`the GPU device was lost (${lost})`, { lost: true });
+    if (lost) throw new ProgramError(lost, { lost: true });
   }
 
   // host data for a slot as bytes of exactly its size (a wrong size would write past it)
@@ -306,8 +299,7 @@ export class Runtime {
 
   /** Read a slot back: resolves to an ArrayBuffer of its bytes. */
   async read(kind, name) {
-    const [out] = await this.readMany([[kind, name]]);
-    return out;
+    return (await this.readMany([[kind, name]]))[0];
   }
 
   /** Read several slots in one submit and one map: [[kind, name], ...] -> [ArrayBuffer, ...]. */
@@ -377,8 +369,8 @@ export class Runtime {
     } catch (e) {
       await Promise.race([device.lost, new Promise((r) => setTimeout(r, 50))]); // a loss says why
       const lost = LOST.get(device);
-      throw new ProgramError(`reading back results failed: ${e.message}` + (lost ? ` (device lost: ${lost})` : ""),
-        { lost: !!lost });
+      const why = lost ? `${lost}; reading back results failed` : `reading back results failed: ${e.message}`;
+      throw new ProgramError(why, { lost: !!lost });
     }
     const mapped = this.staging.getMappedRange(0, total);
     const out = spans.map((s) => mapped.slice(s.at, s.at + s.size));

@@ -20,6 +20,8 @@
 // and for GPU failures error.kernel, error.ops, error.site). Sources run one after
 // another in one persistent namespace, like cells of a notebook.
 
+import { noWebGPU } from "./gpu.mjs";
+
 const DEFAULT_TIMEOUT_MS = 180000;
 
 /** An error from the worker: a Python exception, a GPU failure or a startup failure. */
@@ -47,11 +49,8 @@ export class TgwebError extends Error {
  */
 export async function start(options = {}) {
   const t0 = performance.now();
-  if (typeof navigator === "undefined" || !navigator.gpu) {
-    throw new TgwebError({ name: "NoWebGPU", message: "tgweb needs WebGPU, and this browser does not offer it " +
-      "(navigator.gpu is missing). Use Chrome or Edge 113+ (or another browser with WebGPU enabled), " +
-      "and serve the page over https or from http://localhost / 127.0.0.1." });
-  }
+  // fail at once, before a worker loads Pyodide (gpu.mjs says why, for the worker too)
+  if (noWebGPU()) throw new TgwebError({ name: "NoWebGPU", message: `tgweb needs WebGPU: ${noWebGPU()}` });
   const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
   // a worker must be same-origin with the page: loading tgweb from another origin (a
   // static host, with CORS), the worker is a same-origin module that imports it

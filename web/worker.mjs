@@ -90,17 +90,17 @@ async function newDevice(options) {
   adapter = await gpu.requestAdapter(options); // says why when there is no WebGPU or no adapter
   const d = await gpu.requestDevice({
     adapter,
-    onLost: (info) => replaceDevice(info, options),
+    onLost: (why) => replaceDevice(why, options),
     onError: (err) => post({ type: "event", event: "log", data: { stream: "gpu", level: "error", text: err.message } }),
   });
   if (hooks) hooks.device = d;
   return d;
 }
 
-// A lost device is reported to the page, and replaced: trainers made with recover_every
-// continue on the new one from their last host copy; other work fails naming the loss.
-function replaceDevice(info, options) {
-  const message = `the GPU device was lost (${info.reason || "unknown"}): ${info.message}`;
+// A lost device is reported to the page (in gpu.mjs's words, as every later call on it
+// fails), and replaced: trainers made with recover_every continue on the new one from
+// their last host copy; other work fails naming the loss.
+function replaceDevice(message, options) {
   post({ type: "event", event: "error", data: { name: "DeviceLost", message, fatal: false } });
   deviceReady = newDevice(options).then((d) => {
     device = d;

@@ -191,15 +191,20 @@ def test_bad_inputs_are_rejected_before_the_gpu(page):
             try { await rt.run(inputs, {}, [["outputs", "c"]]); errs.push(null); } catch (e) { errs.push(e.message); }
         }
         try { await rt.read("outputs", "nope"); } catch (e) { errs.push(e.message); }
+        try { await gpu.instantiate(device, prog, {shared: {nope: rt.paramBuffer("b")}}); } catch (e) { errs.push(e.message); }
+        const [c] = await rt.run({a: new Float32Array(7)}, {}, [["outputs", "c"]]);  // still usable
         device.destroy();
-        return errs;
+        return [errs, c.byteLength];
     }""",
         vector_add(),
     )
-    assert "missing a" in r[0]
-    assert "expected 7 values" in r[1] and "got 6" in r[1]
-    assert "unknown z" in r[2]
-    assert 'no output "nope"' in r[3] and "c" in r[3]
+    errs, c_bytes = r
+    assert "missing a" in errs[0]
+    assert "expected 7 values" in errs[1] and "got 6" in errs[1]
+    assert "unknown z" in errs[2]
+    assert 'no output "nope"' in errs[3] and "c" in errs[3]
+    assert "shared: the Program has no param nope" in errs[4]
+    assert c_bytes == 28
 
 
 def test_wgsl_failure_names_op_site_and_line(page):
@@ -232,23 +237,32 @@ def test_limits_over_the_device_are_named(page):
 
 
 def test_device_loss_is_named_by_later_calls(page):
+    """gpu.mjs learns of a loss only from device.lost: onLost hears it, and every later call
+    fails naming it, including a readback already under way when the device went."""
     r = page.evaluate(
         """async (prog) => {
-        const device = await gpu.requestDevice({program: prog});
+        let heard = null;
+        const device = await gpu.requestDevice({program: prog, onLost: (why) => { heard = why; }});
         const rt = await gpu.instantiate(device, prog);
         await rt.run({a: new Float32Array(7)}, {}, [["outputs", "c"]]);
+        const a = new Float32Array(7);
+        const errs = [];
+        const inFlight = rt.run({a}, {}, [["outputs", "c"]]).then(() => null, (e) => [e.name, e.message, e.lost]);
         device.destroy();
         await device.lost;
-        const errs = [];
-        for (const f of [() => rt.run({a: new Float32Array(7)}, {}, []), () => rt.read("outputs", "c")]) {
+        for (const f of [() => rt.run({a}, {}, []), () => rt.read("outputs", "c"), () => rt.write("params", "b", a)]) {
             try { await f(); errs.push(null); } catch (e) { errs.push([e.name, e.message, e.lost]); }
         }
-        return errs;
+        return {heard, errs, inFlight: await inFlight};
     }""",
         vector_add(),
     )
-    for name, message, lost in r:
-        assert name == "ProgramError" and lost is True and "device was lost (destroyed" in message, r
+    assert r["heard"].startswith("the GPU device was lost (destroyed"), r
+    for name, message, lost in r["errs"]:
+        assert name == "ProgramError" and lost is True and message == r["heard"], r
+    # run() was called before destroy(), its submit and readback came after: the failed map
+    # waits for device.lost to name the loss
+    assert r["inFlight"][2] is True and r["inFlight"][1].startswith(r["heard"]), r
 
 
 # ---- the same through Python: tgweb.backends.browser in the worker ----------
