@@ -89,9 +89,7 @@ def _program_error(e) -> Exception:
     js = getattr(e, "js_error", None) or e  # the JS Error object (ProgramError)
     msg = str(getattr(js, "message", None) or e)
     if getattr(js, "lost", False) is True:
-        return base.DeviceLost(
-            msg if msg.startswith("the GPU device was lost") else f"the GPU device was lost: {msg}"
-        )
+        return base.DeviceLost(msg)  # gpu.mjs's one sentence: "the GPU device was lost (...)"
     kernel = str(getattr(js, "kernel", "") or "") if js is not None else ""
     site = str(getattr(js, "site", "") or "") if js is not None else ""
     ops = getattr(js, "ops", None) if js is not None else None
