@@ -31,7 +31,7 @@ from typing import Any
 from .. import ops
 from ..host import F32_MAX, InputError
 from ..ir import Graph, Tensor
-from .schedules import Schedule
+from .schedules import Schedule, Spec
 from .schedules import from_spec as schedule_from_spec
 
 STATE_MAX = 2.0**64  # the magnitude of parameters and state the bounds assume
@@ -69,8 +69,9 @@ def _lr(lr: Any) -> Schedule:
     return schedule_from_spec(lr)
 
 
-class Optimizer:
+class Optimizer(Spec):
     name = "abstract"
+    _spec_key = "name"
 
     def __init__(self, lr) -> None:
         self.lr = _lr(lr)
@@ -87,16 +88,6 @@ class Optimizer:
         """A bool scalar: the update cannot overflow (see the module docstring); None
         when the optimizer gives no such bound (its steps are checked on the gradients)."""
         return None
-
-    def to_dict(self) -> dict:
-        d = {"name": self.name}
-        for k, v in vars(self).items():
-            d[k] = v.to_dict() if isinstance(v, Schedule) else (list(v) if isinstance(v, tuple) else v)
-        return d
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
-        return f"{type(self).__name__}({args})"
 
 
 class SGD(Optimizer):

@@ -28,21 +28,28 @@ def _count(x: Any, what: str, minimum: int = 1) -> int:
     return x
 
 
-class Schedule:
-    kind = "abstract"
+class Spec:
+    """Plain-data form shared by schedules and optimizers: to_dict() is {key: its kind
+    or name, every attribute} (nested schedules as their dicts), repr() the constructor."""
 
-    def __call__(self, t: int) -> float:
-        raise NotImplementedError  # pragma: no cover - every subclass defines it
+    _spec_key = "kind"
 
     def to_dict(self) -> dict:
-        d = {"kind": self.kind}
+        d = {self._spec_key: getattr(self, self._spec_key)}
         for k, v in vars(self).items():
-            d[k] = v.to_dict() if isinstance(v, Schedule) else (list(v) if isinstance(v, tuple) else v)
+            d[k] = v.to_dict() if isinstance(v, Spec) else (list(v) if isinstance(v, tuple) else v)
         return d
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({args})"
+
+
+class Schedule(Spec):
+    kind = "abstract"
+
+    def __call__(self, t: int) -> float:
+        raise NotImplementedError  # pragma: no cover - every subclass defines it
 
     def __eq__(self, other) -> bool:
         return type(self) is type(other) and vars(self) == vars(other)
