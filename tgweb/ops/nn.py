@@ -1,5 +1,6 @@
 """Neural-network ops: softmax family, one_hot, gathers and their scatter-add
-gradients, and the losses (cross_entropy, nll_loss, mse_loss).
+gradients, scatter_add and index_add, and the losses (cross_entropy, nll_loss,
+mse_loss).
 
 Kinds and attrs (what a kernel must implement):
 
@@ -372,6 +373,7 @@ register(
     infer=_infer_take_grad,
     grad=_g_take_grad,
     ref=_ref_take_grad,
+    index_bounds=lambda t: [(1, t.attrs["size"])],
 )
 
 
@@ -381,6 +383,69 @@ def take_along_axis(x, indices, axis: int) -> Tensor:
     along axis; out-of-range indices give 0."""
     x, idx = as_tensor(x), as_tensor(indices)
     return make("take_along_axis", (x, idx), axis=norm_axis(axis, x.ndim, x.shape))
+
+
+# ---------------------------------------------------------------- scatter_add, index_add
+# Both are take_along_axis_grad (a scatter-add along one axis that loops over the index
+# axis per output element: deterministic, no atomics) added to x; the gradient for src
+# is the gather take_along_axis, for x the cotangent itself.
+
+
+def _dim(dim, x: Tensor) -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -x.ndim <= dim < x.ndim:
+        raise OpError(f"dim {dim!r} is out of range for x of shape {x.shape}")
+    return dim % x.ndim
+
+
+def _scatter_into(x: Tensor, a: int, idx: Tensor, src: Tensor) -> Tensor:
+    """x + the scatter-add of src (idx's shape) along axis a, zero-padded to x's shape."""
+    from .shape import pad
+
+    s = make("take_along_axis_grad", (src, idx), axis=a, size=x.shape[a])
+    for ax in range(x.ndim):
+        s = pad(s, ax, 0, x.shape[ax] - s.shape[ax])
+    return x + s
+
+
+@op
+def scatter_add(x, dim: int, index, src) -> Tensor:
+    """torch.scatter_add: out = x, then out[..., index[i, j, ...], ...] += src[i, j, ...]
+    along dim (index i32 of x's rank, no larger than src anywhere nor than x off dim).
+    An index outside [0, x.shape[dim]) adds nothing (the trainer refuses such inputs)."""
+    from .shape import narrow
+
+    x, idx, src = as_tensor(x), as_tensor(index), as_tensor(src)
+    require_float("scatter_add", x, src)
+    a = _dim(dim, x)
+    if idx.dtype != "i32":
+        raise OpError(f"index must be integers (i32), got {idx.dtype} of shape {idx.shape}")
+    if not idx.ndim == src.ndim == x.ndim:
+        raise OpError(f"x {x.shape}, index {idx.shape} and src {src.shape} must have the same rank")
+    if any(i > s for i, s in zip(idx.shape, src.shape)) or any(
+        i > n for d, (i, n) in enumerate(zip(idx.shape, x.shape)) if d != a
+    ):
+        raise OpError(f"index {idx.shape} is larger than src {src.shape}, or than x {x.shape} off dim {a}")
+    for ax in range(src.ndim):
+        src = narrow(src, ax, 0, idx.shape[ax])
+    return _scatter_into(x, a, idx, src)
+
+
+@op
+def index_add(x, dim: int, index, src, alpha: float = 1.0) -> Tensor:
+    """torch.index_add: out = x, then out[..., index[i], ...] += alpha * src[..., i, ...]
+    along dim, for a 1-D i32 index of length L and src of x's shape with L along dim."""
+    from .shape import broadcast_to, reshape
+
+    x, idx, src = as_tensor(x), as_tensor(index), as_tensor(src)
+    require_float("index_add", x, src)
+    a = _dim(dim, x)
+    if idx.dtype != "i32" or idx.ndim != 1:
+        raise OpError(f"index must be a 1-D integer (i32) tensor, got {idx.dtype} of shape {idx.shape}")
+    want = x.shape[:a] + idx.shape + x.shape[a + 1 :]
+    if src.shape != want:
+        raise OpError(f"src must have shape {want} (x's with index's length on dim {a}), got {src.shape}")
+    lined = reshape(idx, tuple(n if d == a else 1 for d, n in enumerate(want)))
+    return _scatter_into(x, a, broadcast_to(lined, want), src * alpha if alpha != 1.0 else src)
 
 
 # ---------------------------------------------------------------- losses
@@ -401,18 +466,7 @@ def _check_reduction(reduction) -> None:
         raise OpError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def _pick(logp: Tensor, targets: Tensor) -> Tensor:
-    """-logp[..., targets] for integer targets [...] or sum(-targets * logp) for
-    class probabilities [..., C]."""
-    from .reduce import sum
-    from .shape import reshape, unsqueeze
-
-    if targets.dtype == "f32":
-        if targets.shape != logp.shape:
-            raise OpError(
-                f"probability targets must have the logits' shape {logp.shape}, got {targets.shape}"
-            )
-        return -sum(targets * logp, -1)
+def _check_class_targets(logp: Tensor, targets: Tensor) -> None:
     if targets.dtype != "i32":
         raise OpError(
             f"targets must be class indices (i32) or probabilities (f32), "
@@ -423,33 +477,80 @@ def _pick(logp: Tensor, targets: Tensor) -> Tensor:
             f"targets of shape {targets.shape} do not match logits {logp.shape} "
             f"(class axis last: targets must have shape {logp.shape[:-1]})"
         )
-    picked = take_along_axis(logp, unsqueeze(targets, -1), -1)
+
+
+def _picked_nll(logp: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
+    """-logp[..., target]: the targets go to take_along_axis as they are, so the
+    trainer range-checks them on the host; an ignored (out-of-range) one picks 0."""
+    from .shape import reshape, unsqueeze
+
+    picked = make("take_along_axis", (logp, unsqueeze(targets, -1)), axis=logp.ndim - 1, ignore=ignore_index)
     return -reshape(picked, targets.shape)
 
 
-@op
-def cross_entropy(logits, targets, reduction: str = "mean") -> Tensor:
-    """Softmax cross-entropy. logits [..., C] (class axis LAST), targets [...] i32 class
-    indices (or f32 probabilities [..., C]). reduction 'mean' (over all targets), 'sum'
-    or 'none' (shape [...])."""
-    logits, targets = as_tensor(logits), as_tensor(targets)
+def _class_loss(logp: Tensor, targets: Tensor, ignore_index: int, smoothing: float, reduction: str) -> Tensor:
+    """PyTorch's loss at class-index targets: (1 - e) * nll + e * mean over classes of
+    -logp, 0 where the target is ignore_index; 'mean' divides by the targets kept."""
+    from .elementwise import where
+    from .reduce import mean, sum
+
+    _check_class_targets(logp, targets)
+    loss = _picked_nll(logp, targets, ignore_index)
+    if smoothing:
+        loss = loss * (1.0 - smoothing) - mean(logp, -1) * smoothing
+    dropped = targets == ignore_index
+    loss = where(dropped, 0.0, loss)
+    if reduction == "mean":
+        return sum(loss) / sum(where(dropped, 0.0, 1.0))  # all ignored: 0 / 0 = NaN, as in PyTorch
+    return _reduce_loss(loss, reduction)
+
+
+def _prob_loss(logp: Tensor, probs: Tensor, smoothing: float, reduction: str) -> Tensor:
+    """sum over classes of -p * logp, with p mixed towards uniform by label smoothing."""
+    from .reduce import sum
+
+    if probs.shape != logp.shape:
+        raise OpError(f"probability targets must have the logits' shape {logp.shape}, got {probs.shape}")
+    if smoothing:
+        probs = probs * (1.0 - smoothing) + smoothing / logp.shape[-1]
+    return _reduce_loss(-sum(probs * logp, -1), reduction)
+
+
+def _loss_args(x: Tensor, name: str, reduction, ignore_index=-100, smoothing=0.0) -> None:
     _check_reduction(reduction)
-    require_float("cross_entropy", logits)
-    if logits.ndim < 1:
-        raise OpError(f"logits need a class axis, got shape {logits.shape}")
-    return _reduce_loss(_pick(log_softmax(logits, -1), targets), reduction)
+    require_float(name, x)
+    if x.ndim < 1:
+        raise OpError(f"{name} needs a class axis, got shape {x.shape}")
+    if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
+        raise OpError(f"ignore_index must be an int, got {ignore_index!r}")
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing <= 1.0:
+        raise OpError(f"label_smoothing must be a number in [0, 1], got {smoothing!r}")
 
 
 @op
-def nll_loss(log_probs, targets, reduction: str = "mean") -> Tensor:
+def cross_entropy(
+    logits, target, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """Softmax cross-entropy with torch.nn.functional.cross_entropy's options, but the
+    class axis LAST: logits [..., C]; target [...] i32 class indices, or f32 class
+    probabilities [..., C]. Targets equal to ignore_index add nothing, and 'mean'
+    averages over the others; label_smoothing mixes the target with the uniform
+    distribution. reduction 'mean', 'sum' or 'none' (shape [...])."""
+    logits, target = as_tensor(logits), as_tensor(target)
+    _loss_args(logits, "cross_entropy", reduction, ignore_index, label_smoothing)
+    logp = log_softmax(logits, -1)
+    if target.dtype == "f32":
+        return _prob_loss(logp, target, float(label_smoothing), reduction)
+    return _class_loss(logp, target, ignore_index, float(label_smoothing), reduction)
+
+
+@op
+def nll_loss(log_probs, target, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of log-probabilities [..., C] (class axis LAST) at
-    integer targets [...]."""
-    log_probs, targets = as_tensor(log_probs), as_tensor(targets)
-    _check_reduction(reduction)
-    require_float("nll_loss", log_probs)
-    if log_probs.ndim < 1:
-        raise OpError(f"log_probs need a class axis, got shape {log_probs.shape}")
-    return _reduce_loss(_pick(log_probs, targets), reduction)
+    integer targets [...]; ignore_index and reduction as in cross_entropy."""
+    log_probs, target = as_tensor(log_probs), as_tensor(target)
+    _loss_args(log_probs, "nll_loss", reduction, ignore_index)
+    return _class_loss(log_probs, target, ignore_index, 0.0, reduction)
 
 
 @op
@@ -489,6 +590,16 @@ def _torch_take(tc, a, n):
     return tc.torch.take_along_dim(x, idx.clamp(0, size - 1).long(), n.attrs["axis"]) * ok
 
 
+def _torch_take_grad(tc, a, n):
+    g, idx = a
+    axis, size = n.attrs["axis"], n.attrs["size"]
+    ok = (idx >= 0) & (idx < size)
+    shape = list(g.shape)
+    shape[axis] = size
+    out = tc.torch.zeros(shape, dtype=g.dtype, device=g.device)
+    return out.scatter_add(axis, idx.clamp(0, size - 1).long(), g * ok)
+
+
 set_torch(
     {
         "softmax": lambda tc, a, n: tc.torch.softmax(a[0], n.attrs["axis"]),
@@ -499,5 +610,6 @@ set_torch(
         ).to(tc.float),
         "embedding": _torch_embedding,
         "take_along_axis": _torch_take,
+        "take_along_axis_grad": _torch_take_grad,  # scatter_add, index_add
     }
 )
