@@ -1,6 +1,7 @@
-"""Module and Parameter: parameters are found from attributes (also inside lists,
-tuples and dicts of modules, and under names that begin with `_`) and named by
-dotted path, as in PyTorch; colliding dotted names are an error."""
+"""Module, Parameter and the containers ModuleList and ModuleDict: parameters are
+found from attributes (also inside lists, tuples and dicts of modules, and under
+names that begin with `_`) and named by dotted path, as in PyTorch; colliding
+dotted names are an error."""
 
 from __future__ import annotations
 
@@ -150,3 +151,122 @@ def _walk(obj: Any, prefix: str, out: list, seen: set) -> None:
         for k, v, p in reversed(items):
             if isinstance(v, (Parameter, Module, list, tuple, dict)):
                 stack.append((v, f"{name}.{k}" if name else str(k), p))
+
+
+class ModuleList(Module):
+    """Modules held in order and named "0", "1", ... (PyTorch's state-dict keys:
+    ``layers.0.weight``); indexing, iteration, len, append, extend and insert."""
+
+    # the modules live only in the attributes "0", "1", ..., which parameter
+    # discovery walks (a list attribute would be walked too, under a second name)
+
+    def __init__(self, modules=()) -> None:
+        self._n = 0
+        self.extend(modules)
+
+    def _items(self) -> list[Module]:
+        return [vars(self)[str(i)] for i in range(self._n)]
+
+    def _set_all(self, items: list[Module]) -> None:
+        for i in range(self._n):
+            del vars(self)[str(i)]
+        self._n = 0
+        for m in items:
+            self.append(m)
+
+    def append(self, module: Module) -> "ModuleList":
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList holds Modules, got {type(module).__name__}")
+        vars(self)[str(self._n)] = module
+        self._n += 1
+        return self
+
+    def extend(self, modules) -> "ModuleList":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        items = self._items()
+        items.insert(index, module)
+        self._set_all(items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ModuleList(self._items()[i])
+        return self._items()[i]
+
+    def __setitem__(self, i: int, module: Module) -> None:
+        items = self._items()
+        items[i] = module
+        self._set_all(items)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward(); iterate over it in yours")
+
+
+class ModuleDict(Module):
+    """Modules by string key, in insertion order, named by key (``blocks.enc.weight``);
+    indexing, ``in``, len, iteration over keys, keys/values/items, update, pop."""
+
+    # each module lives in the instance dict under its key (not through setattr, so a
+    # key such as "forward" hides no method); _keys keeps the order
+
+    def __init__(self, modules=None) -> None:
+        self._keys: list[str] = []
+        if modules:
+            self.update(modules)
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        if not isinstance(key, str) or not key or "." in key or key == "_keys":
+            raise KeyError(f"ModuleDict keys must be non-empty strings without '.', got {key!r}")
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict holds Modules, got {type(module).__name__}")
+        if key not in vars(self):
+            self._keys.append(key)
+        vars(self)[key] = module
+
+    def __getitem__(self, key: str) -> Module:
+        if key not in self._keys:
+            raise KeyError(key)
+        return vars(self)[key]
+
+    def __delitem__(self, key: str) -> None:
+        self._keys.remove(key)
+        del vars(self)[key]
+
+    def pop(self, key: str) -> Module:
+        m = self[key]
+        del self[key]
+        return m
+
+    def update(self, modules) -> None:
+        for k, m in modules.items() if hasattr(modules, "items") else modules:
+            self[k] = m
+
+    def __contains__(self, key) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(list(self._keys))
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [vars(self)[k] for k in self._keys]
+
+    def items(self):
+        return [(k, vars(self)[k]) for k in self._keys]
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(); index it in yours")
