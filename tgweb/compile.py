@@ -515,12 +515,39 @@ class Trainer:
     def attach(self, forward_fn: Callable, inputs: dict[str, Any]) -> "Inference":
         """An inference program for forward_fn(model, **inputs) that shares this trainer's
         parameters (it sees every update)."""
-        return Inference(self, forward_fn, inputs)
+        inf = Inference(self, forward_fn, inputs)
+        self.__dict__.setdefault("_attached", []).append(inf)  # close() frees it too
+        return inf
+
+    def close(self) -> None:
+        """Free the GPU buffers and pipelines of this trainer and of the inference programs
+        attached to it. Afterwards every call on them raises; closing twice is harmless."""
+        for owner in self.__dict__.pop("_attached", []) + [self]:
+            close = getattr(owner._engine, "close", None)  # the reference engine holds no GPU memory
+            if close is not None:
+                close()
+            owner._engine = _Closed()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def memory_report(self) -> dict:
         """Planned GPU bytes by buffer kind, the total with and without pooling of
         intermediates, and the peak of live bytes (Program.meta["memory"])."""
         return dict(self.program.meta.get("memory", {}))
+
+
+class _Closed:
+    """Stands in for the engine of a closed trainer: any use says so."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("this trainer was closed (trainer.close()); compile a new one")
+
+    def close(self) -> None:  # closing again is harmless
+        pass
 
 
 class Inference:

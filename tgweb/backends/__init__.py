@@ -47,6 +47,10 @@ class RuntimeEngine:
             "captures": self.program.captures,
         }
 
+    def close(self) -> None:
+        """Free this program's buffers and pipelines (tgweb.compile.Trainer.close)."""
+        self.rt.close()
+
     def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
         if name in self._slots[kind]:  # a param the program does not use has no buffer
             self.rt.write(kind, name, data)

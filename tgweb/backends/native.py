@@ -23,6 +23,7 @@ _DEVICE: Any = None
 _ADAPTER: Any = None
 _ERROR: str | None = None
 _PIPELINES: dict[str, Any] = {}  # WGSL text -> (pipeline, bind group layout)
+_PIPELINE_USERS: dict[str, int] = {}  # WGSL text -> open Runtimes using it; closing the last frees it
 
 TYPECODE = {"f32": "f", "i32": "i", "bool": "I"}
 
@@ -240,6 +241,9 @@ class Runtime(base.Runtime):
                 )
             self.pipes.append(pipe)
             self.groups.append(self.device.create_bind_group(layout=bgl, entries=entries))
+        self._wgsl = {k.wgsl for k in program.kernels}
+        for w in self._wgsl:
+            _PIPELINE_USERS[w] = _PIPELINE_USERS.get(w, 0) + 1
         self._staging = None
 
     # ------------------------------------------------------------ helpers
@@ -363,7 +367,13 @@ class Runtime(base.Runtime):
                 b.destroy()
             except Exception:  # pragma: no cover
                 pass
-        self._owned = []
+        self._owned, self.buffers, self.pipes, self.groups = [], [], [], []
+        for w in getattr(self, "_wgsl", ()):
+            _PIPELINE_USERS[w] -= 1
+            if not _PIPELINE_USERS[w]:  # no open Runtime runs it: let the pipeline go
+                del _PIPELINE_USERS[w]
+                _PIPELINES.pop(w, None)
+        self._wgsl = set()
 
 
 def profile(rt: Runtime, repeat: int = 1) -> list[tuple[float, str, tuple]]:

@@ -1,0 +1,56 @@
+"""trainer.close() and `with tg.compile(...) as trainer:` free the trainer's GPU
+buffers, bind groups and pipelines (and those of programs attached to it), counted
+through wgpu-py's object counts after garbage collection."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+import tgweb as tg
+from tgweb.samples import sin
+
+pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
+
+
+def gpu_objects() -> dict:
+    import wgpu
+
+    gc.collect()
+    d = wgpu.diagnostics.object_counts.get_dict()
+    out = {k: d[k]["count"] for k in ("Buffer", "BindGroup", "ComputePipeline")}
+    out["bytes"] = d["Buffer"].get("resource_mem", 0)
+    return out
+
+
+def compile_sin():
+    return tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend="native")
+
+
+def test_close_frees_every_buffer_and_pipeline_and_a_new_model_leaves_nothing():
+    before = gpu_objects()
+    for _ in range(2):  # compiling again after closing leaves nothing behind either
+        with compile_sin() as trainer:
+            predict = trainer.attach(sin.forward, inputs=sin.EVAL_INPUTS)
+            trainer.step(**sin.batch(0))
+            predict.run(**sin.grid())
+            held = gpu_objects()
+            # (pipelines other tests' open programs share stay; so only >= there)
+            assert held["Buffer"] > before["Buffer"] and held["ComputePipeline"] >= before["ComputePipeline"]
+            assert held["BindGroup"] > before["BindGroup"] and held["bytes"] > before["bytes"]
+        assert gpu_objects() == before
+    with pytest.raises(RuntimeError, match="closed"):
+        trainer.step(**sin.batch(1))
+    with pytest.raises(RuntimeError, match="closed"):
+        predict.run(**sin.grid())
+    trainer.close()  # twice is harmless
+
+
+def test_closing_one_trainer_leaves_another_running():
+    a, b = compile_sin(), compile_sin()  # the same kernels: pipelines are shared
+    a.step(**sin.batch(0))
+    a.close()
+    r = b.step(**sin.batch(0))
+    assert r.ok
+    b.close()
