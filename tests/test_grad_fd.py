@@ -377,6 +377,99 @@ CASES: dict[str, list] = {
     ],
 }
 
+# issue 15: rope; dilation, transposed convolution (conv2d_grad_input) and the pools'
+# ceil_mode / count_include_pad, through the same kinds, second-order kinds included
+# (x shape, w shape, stride, padding, dilation, groups, conv output shape)
+DILATED = [
+    ((1, 2, 7, 6), (2, 2, 3, 2), 1, 1, 2, 1, (1, 2, 5, 6)),
+    ((1, 4, 8, 7), (2, 2, 2, 3), 2, 0, (3, 1), 2, (1, 2, 3, 3)),
+]
+# (x shape, kernel, stride, padding, ceil_mode, pooled shape)
+CEIL_POOLS = [
+    ((2, 1, 6, 5), (3, 2), (2, 3), (1, 1), True, (2, 1, 4, 2)),
+    ((1, 1, 5, 5), 2, 2, 1, True, (1, 1, 3, 3)),
+]
+
+
+def _dattrs(s, p, d, gr):
+    return {"stride": _pair(s), "padding": _pair(p), "dilation": _pair(d), "groups": gr}
+
+
+CASES["rope"] = [
+    (lambda x: tg.rope(x), {"x": normal(2, 3, 4)}, ["x"]),
+    (
+        lambda x, p: tg.rope(x, p, base=50.0, interleaved=True),
+        {"x": normal(3, 5, 6), "p": index(20, 5)},
+        ["x"],
+    ),
+    (lambda x, p: tg.rope(x, p, base=7.0), {"x": normal(2, 1, 3, 2), "p": index(9, 2, 1, 3)}, ["x"]),
+]
+CASES["conv2d"] += [
+    (
+        lambda x, w, c=c: tg.conv2d(x, w, stride=c[2], padding=c[3], dilation=c[4], groups=c[5]),
+        {"x": normal(*c[0]), "w": normal(*c[1])},
+        ["x", "w"],
+    )
+    for c in DILATED
+] + [
+    (
+        lambda x, w: tg.conv2d(x, w, padding="same"),
+        {"x": normal(1, 2, 5, 4), "w": normal(3, 2, 2, 3)},
+        ["x", "w"],
+    )
+]
+CASES["conv2d_grad_input"] += [
+    (
+        lambda g, w, c=c: make("conv2d_grad_input", (g, w), in_hw=c[0][2:], **_dattrs(*c[2:6])),
+        {"g": normal(*c[6]), "w": normal(*c[1])},
+        ["g", "w"],
+    )
+    for c in DILATED
+] + [
+    (lambda x, w, kw=kw: tg.conv_transpose2d(x, w, **kw), {"x": normal(*xs), "w": normal(*ws)}, ["x", "w"])
+    for xs, ws, kw in [
+        ((1, 4, 3, 4), (4, 3, 3, 2), {"stride": 2, "padding": 1, "output_padding": 1, "groups": 2}),
+        ((1, 2, 3, 3), (2, 1, 3, 2), {"dilation": 3, "output_padding": 2}),  # rows conv never sees
+    ]
+]
+CASES["conv2d_grad_weight"] += [
+    (
+        lambda x, g, c=c: make("conv2d_grad_weight", (x, g), kernel=c[1][2:], **_dattrs(*c[2:6])),
+        {"x": normal(*c[0]), "g": normal(*c[6])},
+        ["x", "g"],
+    )
+    for c in DILATED
+]
+for _xs, _k, _s, _p, _ceil, _out in CEIL_POOLS:
+    _a = dict(_pattrs(_k, _s, _p), ceil_mode=_ceil)
+    CASES["max_pool2d"].append((lambda x, a=_a: make("max_pool2d", (x,), **a), {"x": spaced(*_xs)}, ["x"]))
+    CASES["max_pool2d_grad"].append(
+        (
+            lambda x, g, a=_a: make("max_pool2d_grad", (x, g), **a),
+            {"x": spaced(*_xs), "g": normal(*_out)},
+            ["g"],
+        )
+    )
+    CASES["max_pool2d_select"].append(
+        (
+            lambda x, h, a=_a: make("max_pool2d_select", (x, h), **a),
+            {"x": spaced(*_xs), "h": normal(*_xs)},
+            ["h"],
+        )
+    )
+    for _cp in (True, False):
+        _b = dict(_a, count_include_pad=_cp)
+        CASES["avg_pool2d"].append(
+            (lambda x, b=_b: make("avg_pool2d", (x,), **b), {"x": normal(*_xs)}, ["x"])
+        )
+        CASES["avg_pool2d_grad"].append(
+            (
+                lambda g, b=_b, xs=_xs: make("avg_pool2d_grad", (g,), in_hw=xs[2:], **b),
+                {"g": normal(*_out)},
+                ["g"],
+            )
+        )
+
 # composite ops: checked end to end through the kinds they are built from
 COMPOSITE_CASES = {
     "cross_entropy": [
@@ -399,6 +492,47 @@ COMPOSITE_CASES = {
             ["x"],
         )
     ],
+    "cross_entropy_options": [
+        (
+            lambda x, t: tg.cross_entropy(x, t, ignore_index=2, label_smoothing=0.3),
+            {"x": normal(7, 3), "t": index(3, 7)},
+            ["x"],
+        ),
+        (
+            lambda x, t: tg.cross_entropy(x, tg.softmax(t), label_smoothing=0.2, reduction="none"),
+            {"x": normal(2, 3, 5), "t": normal(2, 3, 5)},
+            ["x", "t"],
+        ),
+        (
+            lambda x, t: tg.nll_loss(tg.log_softmax(x), t, ignore_index=0),
+            {"x": normal(3, 7), "t": index(7, 3)},
+            ["x"],
+        ),
+    ],
+    "scatter_add": [
+        (
+            lambda x, i, s: tg.scatter_add(x, 1, i, s),
+            {"x": normal(3, 4, 2), "i": index(4, 2, 5, 2), "s": normal(3, 6, 2)},
+            ["x", "s"],
+        ),
+        (
+            lambda x, i, s: tg.scatter_add(x, 0, i, s),
+            {"x": normal(3), "i": index(3, 7), "s": normal(7)},
+            ["x", "s"],
+        ),
+    ],
+    "index_add": [
+        (
+            lambda x, i, s: tg.index_add(x, 0, i, s, alpha=-2.0),
+            {"x": normal(3, 4), "i": index(3, 5), "s": normal(5, 4)},
+            ["x", "s"],
+        ),
+        (
+            lambda x, i, s: tg.index_add(x, -1, i, s),
+            {"x": normal(2, 3), "i": index(3, 4), "s": normal(2, 4)},
+            ["x", "s"],
+        ),
+    ],
     "mse_loss": [(lambda a, b: tg.mse_loss(a, b), {"a": normal(3, 7), "b": normal(3, 7)}, ["a", "b"])],
     "upsample_nearest2d": [
         (lambda x: tg.upsample_nearest2d(x, 2), {"x": normal(2, 3, 3, 1)}, ["x"]),
@@ -420,6 +554,9 @@ COMPOSITE_CASES = {
 COMPOSITE_KIND = {
     "cross_entropy": "log_softmax",
     "nll_loss": "take_along_axis",
+    "cross_entropy_options": "log_softmax",
+    "scatter_add": "take_along_axis_grad",
+    "index_add": "take_along_axis_grad",
     "mse_loss": "square",
     "upsample_nearest2d": "broadcast_to",
     "mean": "sum",

@@ -312,16 +312,76 @@ CASES = {
             {"x": f(1, 4, 9, 8), "w": f(6, 2, 3, 2)},
             {},
         ),
+        (
+            lambda x, w: conv_ops.conv2d(x, w, dilation=(2, 3), stride=(1, 2)),
+            {"x": f(1, 3, 9, 11), "w": f(2, 3, 3, 2)},
+            {},
+        ),
+        (
+            lambda x, w: conv_ops.conv2d(x, w, padding="same", dilation=2),
+            {"x": f(2, 2, 7, 6), "w": f(3, 2, 2, 3)},
+            {},
+        ),
     ],
     "max_pool2d": [
         (lambda x: conv_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
         (lambda x: conv_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
         (lambda x: conv_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}}),
+        (
+            lambda x: conv_ops.max_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True),
+            {"x": f(2, 1, 6, 5)},
+            {"doms": {"x": "distinct"}},
+        ),
     ],
     "avg_pool2d": [
         (lambda x: conv_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
         (lambda x: conv_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
         (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {}),
+        (lambda x: conv_ops.avg_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True), {"x": f(2, 1, 6, 5)}, {}),
+        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1, True, count_include_pad=False), {"x": f(1, 2, 8, 7)}, {}),
+    ],
+    # issue 15: rope, scatter_add / index_add (take_along_axis_grad), conv_transpose2d
+    # (conv2d_grad_input), dilation, padding="same", ceil_mode, count_include_pad
+    "rope": [
+        (lambda x: tg.rope(x), {"x": f(1, 2)}, {}),
+        (
+            lambda x, q: tg.rope(x, q, base=100.0, interleaved=True),
+            {"x": f(2, 3, 7, 10), "q": i(3, 7)},
+            {"doms": {"q": (0, 50)}},
+        ),
+        (lambda x: tg.rope(x * 2.0), {"x": f(3, 33, 6)}, {}),
+        # past 65,535 workgroups of 64
+        (lambda x: tg.rope(x), {"x": f(4100, 1024)}, {}),
+    ],
+    "take_along_axis_grad": [
+        (
+            lambda x, k, s: tg.scatter_add(x, 0, k, s),
+            {"x": f(1), "k": i(1), "s": f(1)},
+            {"doms": {"k": (0, 1)}},
+        ),
+        (
+            lambda x, k, s: tg.scatter_add(x, 1, k, s),
+            {"x": f(3, 5, 2), "k": i(2, 7, 2), "s": f(3, 9, 2)},
+            {"doms": {"k": (0, 5)}},
+        ),
+        (
+            lambda x, k, s: tg.index_add(x, 0, k, s, alpha=0.5),
+            {"x": f(33, 3), "k": i(40), "s": f(40, 3)},
+            {"doms": {"k": (0, 33)}},
+        ),
+    ],
+    "conv2d_grad_input": [
+        (lambda x, w: conv_ops.conv_transpose2d(x, w), {"x": f(1, 1, 1, 1), "w": f(1, 1, 1, 1)}, {}),
+        (
+            lambda x, w: conv_ops.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, groups=2),
+            {"x": f(2, 4, 5, 4), "w": f(4, 3, 3, 2)},
+            {},
+        ),
+        (
+            lambda x, w: conv_ops.conv_transpose2d(x, w, dilation=3, output_padding=2),
+            {"x": f(1, 2, 4, 3), "w": f(2, 3, 3, 2)},
+            {},
+        ),
     ],
     "rand": [
         (lambda x: x + rnd.rand((1,)), {"x": f(1)}, {}),
