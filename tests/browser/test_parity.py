@@ -84,6 +84,34 @@ def fn(x, w):
         {"x": ((2, 3, 9, 9), "f32"), "w": ((4, 3, 3, 3), "f32")},
         1e-4,
     ),
+    # WGSL allows sin/cos an absolute error of 2^-11; SwiftShader's reach 3e-4
+    "rope": (
+        """
+def fn(t, q):
+    return tg.rope(t, q), tg.rope(t * 2.0, interleaved=True, base=100.0)
+""",
+        {"t": ((2, 5, 8), "f32"), "q": ((5,), "i32")},
+        1e-3,
+    ),
+    "issue15": (
+        """
+def fn(x, w, q, s, k):
+    return (
+        tg.conv2d(x, w, padding="same", dilation=2),
+        tg.conv_transpose2d(x, tg.permute(w, (1, 0, 2, 3)), stride=2, padding=1, output_padding=1),
+        tg.max_pool2d(x, 3, 2, 1, ceil_mode=True), tg.avg_pool2d(x, 2, ceil_mode=True, count_include_pad=False),
+        tg.scatter_add(s, 0, k, s[:2] * 2.0), tg.index_add(s, 0, q[:4], s[:4]),
+    )
+""",
+        {
+            "x": ((2, 3, 9, 8), "f32"),
+            "w": ((4, 3, 3, 3), "f32"),
+            "q": ((5,), "i32"),
+            "s": ((11, 3), "f32"),
+            "k": ((2, 3), "i32"),
+        },
+        1e-4,
+    ),
     "stochastic": (
         """
 def fn(x):

@@ -14,6 +14,8 @@ Kind and attrs:
 
 from __future__ import annotations
 
+import math
+
 from ..codegen.common import f32_lit
 from ..ir import OpError, Tensor, make, register, set_torch
 from .base import as_tensor, op
@@ -82,7 +84,12 @@ def _rope_wgsl(g, m) -> str:
         pos = g.load_at(m.inputs[1], g.bcast_index(m.inputs[1].shape))
     else:
         pos = g.coord(nd - 2)
-    angle = g.let(f"f32({pos}) * {table}[{f}]")
+    # WGSL promises sin/cos accuracy only on [-pi, pi] (SwiftShader drifts by 3e-4 at 10
+    # rad): reduce by 2pi split in two parts, the first exact in k * hi (Cody-Waite)
+    turns = g.let(f"round(f32({pos}) * {table}[{f}] * {f32_lit(1 / (2 * math.pi))})")
+    angle = g.let(
+        f"(f32({pos}) * {table}[{f}] - {turns} * 6.28125) - {turns} * {f32_lit(2 * math.pi - 6.28125)}"
+    )
     lo, hi = ("-1.0", "1.0") if a["inverse"] else ("1.0", "-1.0")  # second, first of a pair
     s = g.let(f"select({lo}, {hi}, {first}) * sin({angle})")
     row = g.let(f"{g.ivar} - {c}")  # the flat index of the row's first element
