@@ -281,3 +281,37 @@ def test_computed_indices_out_of_range_follow_the_rule(backend):
     after = np.asarray(tr.params()["emb.weight"])
     np.testing.assert_array_equal(after[:3], before[:3])
     assert (after[3:] != before[3:]).all()
+
+
+def test_a_loss_ignore_index_target_is_accepted_and_other_values_are_not():
+    """cross_entropy's ignore_index (-100 by default) is a target the loss handles itself:
+    the trainer's range check lets exactly that value through, on every backend."""
+    import torch
+
+    class Lin(tg.nn.Module):
+        def __init__(self):
+            self.l = tg.nn.Linear(4, 5)
+
+        def forward(self, x):
+            return self.l(x)
+
+    tr = tg.compile(
+        Lin(),
+        lambda m, x, y: tg.cross_entropy(m(x), y),
+        inputs={"x": (6, 4), "y": ((6,), "i32")},
+        optimizer=tg.optim.SGD(0.1),
+        backend="reference",
+    )
+    x = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    y = np.array([1, -100, 3, 4, -100, 0], np.int32)
+    p = tr.params()
+    logits = torch.from_numpy(x) @ torch.from_numpy(np.asarray(p["l.weight"])).T + torch.from_numpy(
+        np.asarray(p["l.bias"])
+    )
+    assert tr.step(x=x, y=y).loss == pytest.approx(
+        float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(y).long())), rel=1e-6
+    )
+    before = tr.params()
+    with pytest.raises(tg.InputError, match=r"holds -99 at flat index 1, outside \[0, 5\) \(or \[-100\]\)"):
+        tr.step(x=x, y=np.array([1, -99, 3, 4, -100, 0], np.int32))
+    assert all(np.array_equal(before[n], v) for n, v in tr.params().items())

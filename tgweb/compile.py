@@ -604,9 +604,9 @@ def _first(x):
     return x.reshape(-1)[0] if hasattr(x, "reshape") else (x.data[0] if hasattr(x, "data") else x[0])
 
 
-def index_bounds(graph: Graph) -> dict[str, tuple[int, str]]:
+def index_bounds(graph: Graph) -> dict[str, tuple[int, str, frozenset]]:
     """Which inputs index something, and the smallest size they index: input name ->
-    (exclusive bound, "kind at site"). Asks the registry (OpDef.index_bounds) for the
+    (exclusive bound, "kind at site", values also allowed). Asks the registry (OpDef.index_bounds) for the
     index positions of each node and follows them back to graph inputs through the
     ops that only move values (family "shape": reshape, slice, concat, ...), so an
     input is checked whole even when only a slice of it reaches the index op.
@@ -615,12 +615,13 @@ def index_bounds(graph: Graph) -> dict[str, tuple[int, str]]:
     the host; out of range they follow the kinds' documented rule: a zero row from
     embedding and one_hot, 0 from take_along_axis (so a cross_entropy/nll target out
     of range contributes -0 to the loss), and no gradient."""
-    out: dict[str, tuple[int, str]] = {}
+    out: dict[str, tuple[int, str, frozenset]] = {}
     for t in graph.tensors:
         rule = REGISTRY[t.kind].index_bounds
         if rule is None:
             continue
-        for pos, bound in rule(t):
+        for pos, bound, *extra in rule(t):
+            allowed = frozenset(extra)  # values the kind handles itself (a loss's ignore_index)
             stack, seen = [t.inputs[pos]], set()
             while stack:
                 s = stack.pop()
@@ -629,8 +630,12 @@ def index_bounds(graph: Graph) -> dict[str, tuple[int, str]]:
                 seen.add(s.id)
                 if s.kind == "input":
                     name = s.attrs["name"]
-                    if name not in out or bound < out[name][0]:
-                        out[name] = (bound, f"{t.kind} at {t.site}")
+                    if name not in out:
+                        out[name] = (bound, f"{t.kind} at {t.site}", allowed)
+                    else:  # a value must suit every index op the input reaches
+                        b, where, a = out[name]
+                        where = f"{t.kind} at {t.site}" if bound < b else where
+                        out[name] = (min(b, bound), where, a & allowed)
                 elif REGISTRY[s.kind].family == "shape":
                     stack.extend(i for i in s.inputs if i.dtype == s.dtype)
     return out
@@ -653,12 +658,15 @@ def _check_inputs(
             )
         )
     data = {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
-    for n, (bound, where) in (bounds or {}).items():
+    for n, (bound, where, allowed) in (bounds or {}).items():
         vals = data[n]
         if vals and (min(vals) < 0 or max(vals) >= bound):
-            i = next(i for i, v in enumerate(vals) if not 0 <= v < bound)
-            raise InputError(
-                f"{what}: input {n!r} holds {vals[i]} at flat index {i}, outside [0, {bound}): "
-                f"it indexes {where}"
-            )
+            bad = [(i, v) for i, v in enumerate(vals) if not 0 <= v < bound and v not in allowed]
+            if bad:
+                i, v = bad[0]
+                also = f" (or {sorted(allowed)})" if allowed else ""
+                raise InputError(
+                    f"{what}: input {n!r} holds {v} at flat index {i}, outside [0, {bound}){also}: "
+                    f"it indexes {where}"
+                )
     return data

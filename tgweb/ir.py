@@ -100,9 +100,10 @@ class OpDef:
     rewrite(node, target, new_id) -> [nodes] or None: how the kind is computed for a
       target (tgweb.codegen.target), as nodes in topological order, the last one
       taking node's id (matmul splits a long k on a GPU); None keeps the node.
-    index_bounds(node) -> [(input position, exclusive bound)]: the integer inputs that
-      index something and the size they index; the trainer range-checks step inputs
-      that reach such a position (tgweb.compile.index_bounds). None: no index inputs.
+    index_bounds(node) -> [(input position, exclusive bound, *values also allowed)]: the
+      integer inputs that index something and the size they index (plus values the kind
+      handles itself, a loss's ignore_index); the trainer range-checks step inputs that
+      reach such a position (tgweb.compile.index_bounds). None: no index inputs.
     """
 
     kind: str

@@ -315,7 +315,11 @@ def _g_take(t, g):
     x, idx = t.inputs
     if x.dtype != "f32":
         return [None, None]
-    return [make("take_along_axis_grad", (g, idx), axis=t.attrs["axis"], size=x.shape[t.attrs["axis"]]), None]
+    keep = {"ignore": t.attrs["ignore"]} if "ignore" in t.attrs else {}  # still a handled target
+    return [
+        make("take_along_axis_grad", (g, idx), axis=t.attrs["axis"], size=x.shape[t.attrs["axis"]], **keep),
+        None,
+    ]
 
 
 def _g_take_grad(t, g):
@@ -363,7 +367,10 @@ register(
     infer=_infer_take,
     grad=_g_take,
     ref=_ref_take,
-    index_bounds=lambda t: [(1, t.inputs[0].shape[t.attrs["axis"]])],
+    # a loss's ignore_index is a target the loss handles itself (it picks 0 there)
+    index_bounds=lambda t: [
+        (1, t.inputs[0].shape[t.attrs["axis"]], *([t.attrs["ignore"]] if "ignore" in t.attrs else []))
+    ],
 )
 register(
     "take_along_axis_grad",
@@ -373,7 +380,7 @@ register(
     infer=_infer_take_grad,
     grad=_g_take_grad,
     ref=_ref_take_grad,
-    index_bounds=lambda t: [(1, t.attrs["size"])],
+    index_bounds=lambda t: [(1, t.attrs["size"], *([t.attrs["ignore"]] if "ignore" in t.attrs else []))],
 )
 
 
