@@ -143,6 +143,14 @@ def test_a_run_moves_to_pytorch_and_back_as_if_it_had_not_moved(optimizer):
             np.testing.assert_allclose(b[n], a[n], rtol=2e-4, atol=2e-5, err_msg=f"{kind} {n}")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_ddp_on_two_processes_equals_one_process_on_the_doubled_batch(tmp_path):
     """examples/ddp_train.py under torchrun with gloo: 2 ranks x 50 steps of sin equal
     one process training on both ranks' batches at once (the doubled batch)."""
@@ -161,7 +169,7 @@ def test_ddp_on_two_processes_equals_one_process_on_the_doubled_batch(tmp_path):
         "-m",
         "torch.distributed.run",
         "--nproc_per_node=2",
-        "--master_port=29517",
+        f"--master_port={_free_port()}",
         str(root / "examples" / "ddp_train.py"),
         "--sample",
         "sin",

@@ -514,8 +514,12 @@ class Trainer:
 
     def attach(self, forward_fn: Callable, inputs: dict[str, Any]) -> "Inference":
         """An inference program for forward_fn(model, **inputs) that shares this trainer's
-        parameters (it sees every update)."""
-        inf = Inference(self, forward_fn, inputs)
+        parameters (it sees every update). An axis given as None is free: each new size
+        compiles once, and the FreeInference.KEEP most recently used sizes stay compiled."""
+        if any(d is None for spec in inputs.values() for d in _spec_shape(spec)):
+            inf = FreeInference(self, forward_fn, inputs)
+        else:
+            inf = Inference(self, forward_fn, inputs)
         self.__dict__.setdefault("_attached", []).append(inf)  # close() frees it too
         return inf
 
@@ -582,6 +586,85 @@ class Inference:
         )
         o = {n: got[("outputs", n)] for n in outs}
         return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
+
+
+def _spec_shape(spec) -> tuple:
+    """The shape part of an input spec (a shape, or a (shape, dtype) pair)."""
+    pair = isinstance(spec, (tuple, list)) and len(spec) == 2 and not isinstance(spec[1], int)
+    pair = pair and not (spec[1] is None or isinstance(spec[1], (tuple, list)))
+    return tuple(spec[0]) if pair else tuple(spec)
+
+
+def _shape_of(value, name: str) -> tuple[int, ...]:
+    """The shape of an input given for a free axis: an array's, or a nested list's."""
+    if hasattr(value, "shape"):
+        return tuple(int(d) for d in value.shape)
+    shape, v = [], value
+    while isinstance(v, (list, tuple)):
+        shape.append(len(v))
+        v = v[0] if v else None
+    if not shape:
+        raise InputError(f"run: input {name!r} has a free axis, so it must be an array or a nested list")
+    return tuple(shape)
+
+
+class FreeInference:
+    """attach() with free (None) axes: one Inference per size seen, compiled on first use;
+    the KEEP most recently used stay compiled (older ones are closed)."""
+
+    KEEP = 8
+
+    def __init__(self, trainer: Trainer, forward_fn: Callable, inputs: dict[str, Any]) -> None:
+        self.trainer, self._fn, self._specs = trainer, forward_fn, dict(inputs)
+        self._compiled: dict[tuple, Inference] = {}
+
+    def _for(self, batch: dict) -> Inference:
+        concrete = {}
+        for n, spec in self._specs.items():
+            want = _spec_shape(spec)
+            if n not in batch:
+                raise InputError(f"run: missing input(s) [{n!r}]")
+            got = _shape_of(batch[n], n) if None in want else want
+            if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
+                raise InputError(f"run: input {n!r} has shape {got}, expected {want}")
+            shape = tuple(got)
+            concrete[n] = (shape, spec[1]) if _spec_shape(spec) != tuple(spec) else shape
+        key = tuple(sorted((n, c if isinstance(c[0], int) else c[0]) for n, c in concrete.items()))
+        inf = self._compiled.pop(key, None) or Inference(self.trainer, self._fn, concrete)
+        self._compiled[key] = inf  # most recently used last
+        while len(self._compiled) > self.KEEP:
+            old = self._compiled.pop(next(iter(self._compiled)))
+            close = getattr(old._engine, "close", None)
+            if close is not None:
+                close()
+        return inf
+
+    @property
+    def _engine(self):  # for Trainer.close(): the engines of every compiled size
+        return _Many([inf._engine for inf in self._compiled.values()])
+
+    @_engine.setter
+    def _engine(self, value) -> None:  # Trainer.close() marks it closed
+        self._compiled = {}
+        self._closed = value
+
+    def run(self, **batch) -> RunResult:
+        if hasattr(self, "_closed"):
+            raise RuntimeError("this trainer was closed (trainer.close()); compile a new one")
+        return self._for(batch).run(**batch)
+
+
+class _Many:
+    """Closes several engines as one."""
+
+    def __init__(self, engines) -> None:
+        self.engines = engines
+
+    def close(self) -> None:
+        for e in self.engines:
+            close = getattr(e, "close", None)
+            if close is not None:
+                close()
 
 
 def _checked_scalars(opt: Optimizer, t: int, lr: Any, schedule: Schedule, at: int) -> dict:

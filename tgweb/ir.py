@@ -14,6 +14,27 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 DTYPES = ("f32", "i32", "bool")
+# NumPy's and PyTorch's names for them, accepted wherever a dtype is named
+_DTYPE_NAMES = {
+    "float32": "f32",
+    "int32": "i32",
+    "bool_": "bool",
+    "torch.float32": "f32",
+    "torch.int32": "i32",
+    "torch.bool": "bool",
+}
+
+
+def dtype_name(dtype: Any) -> Any:
+    """tgweb's name of a dtype given as "f32", "float32", numpy.float32, torch.int32, ...;
+    anything else is returned as it is (and refused by the caller, naming it)."""
+    if isinstance(dtype, str):
+        return _DTYPE_NAMES.get(dtype, dtype)
+    name = getattr(dtype, "__name__", None) or str(dtype)  # numpy.float32, np.dtype, torch.int32
+    name = _DTYPE_NAMES.get(name, _DTYPE_NAMES.get(str(getattr(dtype, "name", "")), name))
+    return name if name in DTYPES else dtype
+
+
 ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}  # bool is stored as one u32 per element
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -439,6 +460,7 @@ class Graph:
         if name in self.inputs:
             raise TraceError(f"input {name!r} declared twice")
         check_shape(shape, f"input {name!r}")
+        dtype = dtype_name(dtype)
         if dtype not in DTYPES:
             raise TraceError(f"input {name!r}: dtype must be one of {DTYPES}, got {dtype!r}")
         t = self.add("input", (), {"name": name}, tuple(shape), dtype)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .ir import DTYPES, Graph, Tensor, TensorOps, TraceError, tracing
+from .ir import DTYPES, Graph, Tensor, TensorOps, TraceError, dtype_name, tracing
 
 
 def input_spec(name: str, spec: Any) -> tuple[tuple[int, ...], str]:
@@ -12,7 +12,7 @@ def input_spec(name: str, spec: Any) -> tuple[tuple[int, ...], str]:
     if (
         isinstance(spec, (tuple, list))
         and len(spec) == 2
-        and isinstance(spec[1], str)
+        and not isinstance(spec[1], (int, tuple, list))  # a dtype: "i32", "int32", numpy.int32, ...
         and isinstance(spec[0], (tuple, list))
     ):
         shape, dtype = tuple(spec[0]), spec[1]
@@ -20,6 +20,7 @@ def input_spec(name: str, spec: Any) -> tuple[tuple[int, ...], str]:
         shape, dtype = tuple(spec), "f32"
     else:
         raise TraceError(f"input {name!r}: expected a shape tuple or a (shape, dtype) pair, got {spec!r}")
+    dtype = dtype_name(dtype)
     if dtype not in DTYPES:
         raise TraceError(f"input {name!r}: dtype must be one of {DTYPES}, got {dtype!r}")
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit, i32_lit, lit
-from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, make, register, set_torch
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, dtype_name, make, register, set_torch
 from .base import as_tensor, broadcast_shapes, op
 
 # ---------------------------------------------------------------- WGSL expressions
@@ -678,6 +678,7 @@ register(
 @op
 def cast(x, dtype: str) -> Tensor:
     """Convert to 'f32', 'i32' or 'bool' (f32 -> i32 truncates toward zero)."""
+    dtype = dtype_name(dtype)
     if dtype not in DTYPES:
         raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     x = as_tensor(x)
@@ -713,6 +714,7 @@ def full(shape, value, dtype: str | None = None) -> Tensor:
     shape = _check_shape(shape)
     if dtype is None:
         dtype = "f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i32"
+    dtype = dtype_name(dtype)
     if dtype not in DTYPES:
         raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     value = float(value) if dtype == "f32" else bool(value) if dtype == "bool" else int(value)
