@@ -38,6 +38,16 @@ PIP_PACKAGES = [
     "torch==2.13.0",
 ]
 DEBIAN_PACKAGES = ["chromium", "mesa-vulkan-drivers", "libvulkan1"]
+# how the tests and the benchmarks launch Chromium: WebGPU on, and no network of its own
+CHROMIUM_ARGS = [
+    "--enable-unsafe-webgpu",
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 def run(cmd: list[str], **kw) -> None:

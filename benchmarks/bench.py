@@ -52,18 +52,18 @@ CHROMIUM = os.environ.get("TGWEB_CHROMIUM") or os.environ.get("GPU_CHROMIUM") or
 GPU_FLAGS = os.environ.get("GPU_CHROMIUM_FLAGS", "").split()
 # where the peers' files come from (node_modules, or a copy of just their dist files)
 NODE_MODULES = Path(os.environ.get("TGWEB_NODE_MODULES") or ROOT / "node_modules")
-# as tests/browser/conftest.py, plus developer features so that timestamp queries
+
+
+def _build_module():
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# as the tests (build.py), plus developer features so that timestamp queries
 # are not quantized to 100 us
-ARGS = GPU_FLAGS + [
-    "--enable-unsafe-webgpu",
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-    "--enable-webgpu-developer-features",
-]
+ARGS = GPU_FLAGS + _build_module().CHROMIUM_ARGS + ["--enable-webgpu-developer-features"]
 MODELS = ("sin", "addition")
 PEER_NAMES = {"tfjs": "TensorFlow.js 4.22.0 (webgpu)", "jaxjs": "jax-js 0.1.25 (webgpu, jit)"}
 NBATCH = 8
@@ -218,13 +218,6 @@ def initial_params(model: str, seed: int = 0) -> dict[str, dict]:
 
 # --------------------------------------------------------------------------
 # The server: the bundled site, plus node_modules at /nm/ and benchmarks/peers at /peers/
-
-
-def _build_module():
-    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def make_server(build, site: Path):

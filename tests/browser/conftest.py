@@ -19,15 +19,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--enable-unsafe-webgpu",
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-]
+
+
+def _build():
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ARGS = _build().CHROMIUM_ARGS
 COLD_START: dict = {}
 
 # the harness page: tgweb.mjs and gpu.mjs as globals, served at /__test__/ by a route
@@ -42,13 +43,6 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Embedder-Policy": "require-corp",
 }
-
-
-def _build():
-    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def pytest_collection_modifyitems(items):
