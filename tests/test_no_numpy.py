@@ -10,7 +10,8 @@ import textwrap
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SCRIPT = textwrap.dedent("""
+# blocks NumPy in a fresh interpreter, then runs the test's body there
+BLOCK_NUMPY = textwrap.dedent("""
     import sys
 
     class NoNumpy:
@@ -27,7 +28,23 @@ SCRIPT = textwrap.dedent("""
         raise SystemExit("numpy was importable")
     except ImportError:
         pass
+""")
 
+
+def run_without_numpy(body: str) -> str:
+    """Runs `body` (indented code is fine) with NumPy unimportable; returns its stdout
+    after checking that it exited cleanly and never imported NumPy."""
+    check = '\nassert not any(m == "numpy" or m.startswith("numpy.") for m in sys.modules)\n'
+    script = BLOCK_NUMPY + textwrap.dedent(body) + check
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+TRACE_AND_DIFFERENTIATE = """
     import tgweb as tg
     from tgweb.grad import append_grad
     from tgweb.samples import addition, sin
@@ -73,15 +90,46 @@ SCRIPT = textwrap.dedent("""
     g, out = trace(other, None, {"x": (2, 3, 8, 8), "i": ((2, 2), "i32")})
     append_grad(g, out, [g.inputs["x"]])
     assert g.rng_ops == 4 and "seed" in g.scalars
-    assert not any(m == "numpy" or m.startswith("numpy.") for m in sys.modules)
     print("ok")
-""")
+"""
 
 
 def test_trace_and_differentiate_without_numpy():
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip().endswith("ok"), r.stdout
+    assert run_without_numpy(TRACE_AND_DIFFERENTIATE).strip().endswith("ok")
+
+
+def test_training_graph_and_plan_without_numpy():
+    """compile's graph building, the optimizers and the planner (all the browser runs)."""
+    out = run_without_numpy("""
+        import tgweb as tg
+        from tgweb.program import Program
+        from tgweb.compile import build_training_graph
+        from tgweb.lower import lower
+        from tgweb.samples import addition as A
+
+        opt, clip = tg.optim.from_spec(A.OPTIMIZER)
+        g = build_training_graph(A.Model(), A.loss_fn, A.INPUTS, opt, clip)
+        prog = lower(g)
+        assert Program.from_json(prog.to_json()) == prog
+        print(prog.meta["memory"]["total_bytes"])
+    """)
+    assert int(out.split()[-1]) > 0
+
+
+def test_data_samples_without_numpy():
+    """The samples' data, splits, batches, baseline and metrics."""
+    from tgweb.samples import names
+
+    out = run_without_numpy("""
+        import math
+        from tgweb.samples import digits, names
+        from tgweb.trace import trace
+        for s in (digits, names):
+            assert set(s.batch(0, 1)) == set(s.INPUTS)
+            trace(s.loss_fn, s.Model(), s.INPUTS)
+        assert len(digits.test_inputs()["x"]) == 359 * 64
+        zeros = [0.0] * (names.EVAL_BATCH * names.CTX * names.VOCAB)
+        assert abs(names.metric(lambda b: zeros) - math.log(27)) < 1e-9
+        print(round(names.bigram_loss(), 4))
+    """)
+    assert out.split() == [f"{names.bigram_loss():.4f}".rstrip("0")]

@@ -17,7 +17,6 @@ import os
 import random
 import subprocess
 import sys
-import textwrap
 import zlib
 
 import pytest
@@ -212,29 +211,3 @@ def test_sample_reaches_success_through_the_cli(name, backend, seed, eval_every,
     )
     record_property("summary", line)
     print(line)
-
-
-def test_data_samples_work_without_numpy():
-    # as in a browser without Pyodide's NumPy: data, splits, batches, baseline, metrics
-    script = textwrap.dedent("""
-        import sys
-
-        class NoNumpy:
-            def find_spec(self, name, path=None, target=None):
-                if name == "numpy" or name.startswith("numpy."):
-                    raise ImportError("numpy is blocked")
-
-        sys.meta_path.insert(0, NoNumpy())
-        from tgweb.samples import digits, names
-        from tgweb.trace import trace
-        for s in (digits, names):
-            assert set(s.batch(0, 1)) == set(s.INPUTS)
-            trace(s.loss_fn, s.Model(), s.INPUTS)
-        assert len(digits.test_inputs()["x"]) == 359 * 64
-        zeros = [0.0] * (names.EVAL_BATCH * names.CTX * names.VOCAB)
-        assert abs(names.metric(lambda b: zeros) - __import__("math").log(27)) < 1e-9
-        print(round(names.bigram_loss(), 4), "numpy" in sys.modules)
-    """)
-    p = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == [f"{names.bigram_loss():.4f}".rstrip("0"), "False"]
