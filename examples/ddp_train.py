@@ -47,14 +47,7 @@ def main() -> None:
     device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if cuda else torch.device("cpu")
     mod = samples.get(args.sample)
     # the trainer holds the initial weights, the optimizer and the schedule; PyTorch trains
-    trainer = tg.compile(
-        mod.Model(),
-        mod.loss_fn,
-        inputs=mod.INPUTS,
-        optimizer=mod.OPTIMIZER,
-        backend="reference",
-        seed=args.seed,
-    )
+    trainer = samples.compile(mod, backend="reference", seed=args.seed)
     module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS)
     module.load_params(trainer.params())
     module.to(device)

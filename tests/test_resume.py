@@ -263,14 +263,7 @@ def test_every_sample_resumes_bitwise(name):
     mod = samples.get(name)
 
     def trainer(seed):
-        return tg.compile(
-            mod.Model(),
-            mod.loss_fn,
-            inputs=mod.INPUTS,
-            optimizer=mod.OPTIMIZER,
-            backend="reference",
-            seed=seed,
-        )
+        return samples.compile(mod, backend="reference", seed=seed)
 
     a = trainer(0)
     for i in range(3):

@@ -5,6 +5,7 @@ import time
 import pytest
 
 import tgweb as tg
+from tgweb import samples
 from tgweb.samples import addition, sin
 
 
@@ -24,13 +25,7 @@ def test_sin_trains_to_success():
 
 
 def test_addition_plan_pools_intermediates():
-    tr = tg.compile(
-        addition.Model(),
-        addition.loss_fn,
-        inputs=addition.INPUTS,
-        optimizer=addition.OPTIMIZER,
-        backend="reference",
-    )
+    tr = samples.compile(addition, backend="reference")
     assert tr.clip_grad_norm == 1.0 and isinstance(tr.optimizer, tg.optim.AdamW)
     rep = tr.memory_report()  # the GPU backends' plan: fused kernels, pooled intermediates
     assert rep["total_bytes"] * 2 < rep["unpooled_total_bytes"]
@@ -38,14 +33,7 @@ def test_addition_plan_pools_intermediates():
 
 
 def _train_addition(seed=0):
-    tr = tg.compile(
-        addition.Model(),
-        addition.loss_fn,
-        inputs=addition.INPUTS,
-        optimizer=addition.OPTIMIZER,
-        backend="reference",
-        seed=seed,
-    )
+    tr = samples.compile(addition, backend="reference", seed=seed)
     fwd = tr.attach(addition.forward, inputs=addition.EVAL_INPUTS)
     t0 = time.time()
     acc = 0.0

@@ -92,14 +92,10 @@ class _Run:
     """One training run of a sample: the trainer, its evaluations and timings."""
 
     def __init__(self, name: str, mod, backend: str, seed: int, out) -> None:
-        from .compile import compile as tg_compile
-
         self.name, self.mod, self.backend, self.seed, self.out = name, mod, backend, seed, out
         self.kind, self.bound = _samples.success_bound(mod)
         self.t0 = time.perf_counter()
-        self.trainer = tg_compile(
-            mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend=backend, seed=seed
-        )
+        self.trainer = _samples.compile(mod, backend=backend, seed=seed)
         self.inference = self.trainer.attach(mod.forward, inputs=mod.EVAL_INPUTS)
         self.compile_s = time.perf_counter() - self.t0
         self.n_params = sum(

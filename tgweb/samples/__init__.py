@@ -34,3 +34,12 @@ def get(name: str):
         return SAMPLES[name]
     except KeyError:
         raise KeyError(f"no sample {name!r}; known: {sorted(SAMPLES)}") from None
+
+
+def compile(sample, **options):
+    """A trainer for a sample (its name or its module), as the sample sets it up: its
+    Model, loss, INPUTS and OPTIMIZER. `options` go to `tg.compile` (backend, seed, ...)."""
+    from ..compile import compile as tg_compile
+
+    mod = get(sample) if isinstance(sample, str) else sample
+    return tg_compile(mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, **options)
