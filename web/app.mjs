@@ -3,22 +3,14 @@
 // page/harness.py (compiling the trainer) and then calls its train(steps), which emits
 // "metric" events (the loss) and "view" events (the sample's own view) back here.
 import { start } from "./tgweb.mjs";
-import { drawCurve, drawHeat, drawLossChart, fmt } from "./page/charts.mjs";
+import { drawLossChart, fmt } from "./page/charts.mjs";
+import { SAMPLES } from "./page/gallery.mjs";
+import { renderFigures as renderViewFigures, renderParts } from "./page/view.mjs";
 
-const SAMPLES = [
-  { name: "sin", title: "sin", kind: "MLP regression", steps: 1000,
-    blurb: "An MLP (1→64→64→1) fits y = sin x. The view plots the fit against sin x." },
-  { name: "addition", title: "addition", kind: "transformer", steps: 1500,
-    blurb: "A 3-block transformer learns two-digit addition; accuracy on held-out pairs and an attention map." },
-  { name: "digits", title: "digits", kind: "CNN", steps: 1500,
-    blurb: "A small CNN reads 8×8 handwritten digits; predictions on test images." },
-  { name: "names", title: "names", kind: "character LM", steps: 1500,
-    blurb: "A character-level transformer learns first names and makes up new ones." },
-];
 
 const $ = (id) => document.getElementById(id);
 const state = Object.fromEntries(SAMPLES.map((s) => [s.name, {
-  ...s, original: "", source: "", compiled: null, losses: [], view: null, info: null, error: null,
+  ...s, loaded: null, original: "", source: "", compiled: null, losses: [], view: null, info: null, error: null,
   stepsWanted: s.steps, rate: null,
 }]));
 let current = SAMPLES[0].name;
@@ -167,77 +159,22 @@ function renderView() {
     body.append(p);
     return;
   }
-  for (const [k, val] of Object.entries(v.figures || {})) {
-    const d = document.createElement("div");
-    const dt = document.createElement("dt"); dt.textContent = k;
-    const dd = document.createElement("dd");
-    dd.textContent = typeof val === "number" ? (Number.isInteger(val) ? String(val) : fmt(val)) : String(val);
-    dd.dataset.name = k;
-    d.append(dt, dd);
-    figs.append(d);
-  }
-  if (v.curve) {
-    const c = document.createElement("canvas");
-    c.className = "curve";
-    c.setAttribute("role", "img");
-    c.setAttribute("aria-label", "the model's fit: " + Object.keys(v.curve.series).join(" and "));
-    body.append(c);
-    drawCurve(c, v.curve);
-  }
-  if (v.heatmaps) {
-    const box = document.createElement("div");
-    box.className = "heat";
-    const t = document.createElement("p"); t.className = "muted"; t.textContent = v.heatmaps.title || "";
-    box.append(t);
-    const row = document.createElement("div"); row.className = "heat-row";
-    v.heatmaps.maps.forEach((m, k) => {
-      const f = document.createElement("figure");
-      const c = document.createElement("canvas");
-      c.setAttribute("role", "img");
-      c.setAttribute("aria-label", (v.heatmaps.names || [])[k] || `map ${k}`);
-      drawHeat(c, m, v.heatmaps.ticks || [], 132);
-      const cap = document.createElement("figcaption");
-      cap.textContent = (v.heatmaps.names || [])[k] || "";
-      f.append(c, cap);
-      row.append(f);
-    });
-    box.append(row);
-    body.append(box);
-  }
-  if (v.images) {
-    const grid = document.createElement("div");
-    grid.className = "images";
-    const { side, pixels, labels = [], ok = [] } = v.images;
-    pixels.forEach((px, k) => {
-      const f = document.createElement("figure");
-      f.className = ok[k] === false ? "bad" : ok[k] === true ? "good" : "";
-      const c = document.createElement("canvas");
-      c.width = side; c.height = side;
-      const g = c.getContext("2d"), img = g.createImageData(side, side);
-      px.forEach((p, i) => {
-        const val = 255 - Math.round(255 * Math.max(0, Math.min(1, p)));
-        img.data.set([val, val, val, 255], i * 4);
-      });
-      g.putImageData(img, 0, 0);
-      c.setAttribute("role", "img");
-      c.setAttribute("aria-label", `predicted ${labels[k] ?? "?"}${ok[k] === false ? " (wrong)" : ""}`);
-      const cap = document.createElement("figcaption");
-      cap.textContent = labels[k] ?? "";
-      f.append(c, cap);
-      grid.append(f);
-    });
-    body.append(grid);
-  }
-  if (v.text) {
-    const ul = document.createElement("ul");
-    ul.className = "text-list";
-    for (const t of v.text) {
-      const li = document.createElement("li");
-      li.textContent = t;
-      ul.append(li);
-    }
-    body.append(ul);
-  }
+  renderViewFigures(figs, v);
+  if (s.viewer) s.viewer.render(body, v, viewContext(s));
+  else renderParts(body, v);
+}
+
+/** What a sample's own view module gets: call(fn, kwargs) runs fn(**kwargs) from the
+ * sample's namespace (after Start) and resolves to its JSON result; setView(v) shows a
+ * new view; parts(body, v) draws the shared parts; running tells whether it trains. */
+function viewContext(s) {
+  return {
+    call: (fn, kwargs = {}) => call("page_call(PAGE_NAME, PAGE_FN, PAGE_ARGS)",
+      { PAGE_NAME: s.name, PAGE_FN: fn, PAGE_ARGS: kwargs }),
+    setView: (v) => { s.view = v; if (s.name === current) renderView(); },
+    parts: renderParts,
+    get running() { return !!(running && running.name === s.name); },
+  };
 }
 
 // ------------------------------------------------------------------ figures and gallery
@@ -309,7 +246,27 @@ function renderAll() {
 function select(name) {
   current = name;
   history.replaceState(null, "", `#${name}`);
+  loadSource(state[name]).catch(() => {});  // the status says why
   renderAll();
+}
+
+async function fetchText(path) {
+  const r = await fetch(path);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.text();
+}
+
+/** The sample's source, fetched once, when the sample is first opened. */
+function loadSource(s) {
+  s.loaded ||= fetchText(`page/samples/${s.name}.py`).then((text) => {
+    s.original = s.source = text;
+    if (s.name === current) renderAll();
+  }, (e) => {
+    s.loaded = null;
+    setStatus(`${s.title}: could not load its source (${e.message})`, "error");
+    throw e;
+  });
+  return s.loaded;
 }
 
 // ------------------------------------------------------------------ Python calls
@@ -353,6 +310,7 @@ async function trainSample(name) {
   job.promise = (async () => {
     renderGallery(); renderControls();
     try {
+      await loadSource(s);
       const fresh = await ensureCompiled(s);
       if (fresh && name === current) renderAll();
       setStatus(`${s.title}: training ${steps} steps…`, "busy");
@@ -482,15 +440,8 @@ async function boot() {
   setupEditor();
   const want = location.hash.slice(1);
   if (state[want]) current = want;
-  const sources = Promise.all([
-    fetch("page/harness.py").then((r) => r.text()),
-    ...SAMPLES.map((s) => fetch(`page/samples/${s.name}.py`).then((r) => {
-      if (!r.ok) throw new Error(`page/samples/${s.name}.py: HTTP ${r.status}`);
-      return r.text();
-    })),
-  ]);
-  const [harness, ...texts] = await sources;
-  SAMPLES.forEach((s, i) => { state[s.name].original = state[s.name].source = texts[i]; });
+  const harness = await fetchText("page/harness.py");
+  loadSource(state[current]).catch(() => {});
   renderAll();
   $("start").addEventListener("click", () => trainSample(current));
   $("stop").addEventListener("click", () => { if (running && running.name === current) tg.stop(); });

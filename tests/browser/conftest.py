@@ -129,3 +129,85 @@ def py(page, source: str, filename: str | None = None):
     if status != "ok":
         raise AssertionError("Python failed in the browser:\n" + value["message"])
     return value
+
+
+# ---------------------------------------------------------------- the trainer page
+
+OUT = ROOT / "test-output"
+SCREENSHOTS = OUT / "screenshots"  # one per sample's view: test artifacts, git-ignored
+
+
+def _site_is_stale(site: Path) -> bool:
+    manifest = site / "manifest.json"
+    if not manifest.exists():
+        return True
+    built = manifest.stat().st_mtime
+    for f in (ROOT / "web").rglob("*"):
+        if f.is_file() and "__pycache__" not in f.parts:
+            dst = site / f.relative_to(ROOT / "web")
+            if not dst.exists() or f.stat().st_mtime > built:
+                return True
+    return False
+
+
+def open_app(browser, site_url, sample: str = ""):
+    """The trainer page (web/index.html, opened at #sample), loaded and ready: Pyodide,
+    tgweb, the GPU device and the page harness. page.problems collects page errors and
+    console errors and warnings."""
+    build = _build()
+    if _site_is_stale(build.SITE):  # pytest run directly after editing web/: bundle again
+        build.bundle_site()
+    page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.on(
+        "console", lambda m: m.type in ("error", "warning") and problems.append(f"console {m.type}: {m.text}")
+    )
+    page.problems = problems
+    page.goto(f"{site_url}/" + (f"#{sample}" if sample else ""))
+    page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+    assert page.evaluate("window.app.startError || null") is None
+    return page
+
+
+def open_sample(page, name: str):
+    """Pick a sample in the gallery and wait for its source to load."""
+    page.click(f"#pick-{name}")
+    page.wait_for_function(
+        f"window.app.state[{json.dumps(name)}].source.length > 0 && "
+        f"document.getElementById('sample-title').textContent === {json.dumps(name)}",
+        timeout=30000,
+    )
+
+
+def losses(page, name: str) -> list[list[float]]:
+    """[[step, loss], ...] as the page received them for sample name."""
+    return page.evaluate(f"window.app.state[{json.dumps(name)}].losses")
+
+
+def train_app(page, steps: int, timeout: float = 120):
+    """Train the current sample `steps` more steps through the Start button, until done."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.fill("#steps", str(steps))
+    page.dispatch_event("#steps", "change")
+    page.click("#start")
+    page.wait_for_function("document.body.dataset.state === 'running'", timeout=10000)
+    try:
+        page.wait_for_function("document.body.dataset.state === 'ready'", timeout=timeout * 1000)
+    except PlaywrightTimeout:
+        # say where the page was, so that a slow or stuck run can be told apart
+        raise AssertionError(
+            f"training did not finish in {timeout} s; "
+            f"state={page.evaluate('document.body.dataset.state')!r}, "
+            f"step={page.inner_text('#fig-step')!r}, status={page.inner_text('#status')!r}, "
+            f"error={page.text_content('#error')!r}, log tail={page.inner_text('#log')[-600:]!r}"
+        ) from None
+
+
+def screenshot(page, name: str) -> Path:
+    """A full-page screenshot kept as a test artifact: test-output/screenshots/<name>.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -13,70 +13,20 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "test-output"
-
-
-def _site_is_stale(site: Path) -> bool:
-    manifest = site / "manifest.json"
-    if not manifest.exists():
-        return True
-    built = manifest.stat().st_mtime
-    for f in (ROOT / "web").rglob("*"):
-        if f.is_file() and "__pycache__" not in f.parts:
-            dst = site / f.relative_to(ROOT / "web")
-            if not dst.exists() or f.stat().st_mtime > built:
-                return True
-    return False
+from .conftest import OUT, losses, open_app, train_app
 
 
 @pytest.fixture(scope="module")
 def app(browser, site_url):
     """The trainer page, loaded and ready (Pyodide, tgweb, GPU device, page harness)."""
-    from .conftest import _build
-
-    build = _build()
-    if _site_is_stale(build.SITE):  # pytest run directly after editing web/: bundle again
-        build.bundle_site()
-    page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
-    problems: list[str] = []
-    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
-    page.on(
-        "console", lambda m: m.type in ("error", "warning") and problems.append(f"console {m.type}: {m.text}")
-    )
-    page.problems = problems
-    page.goto(f"{site_url}/")
-    page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
-    assert page.evaluate("window.app.startError || null") is None
+    page = open_app(browser, site_url)
     yield page
     page.close()
 
 
 def _figures(page) -> dict:
     return {k: page.inner_text(f"#fig-{k}") for k in ("step", "loss", "rate", "params", "compile", "adapter")}
-
-
-def _losses(page, name: str) -> list[list[float]]:
-    return page.evaluate(f"window.app.state[{json.dumps(name)}].losses")
-
-
-def _train(page, steps: int, timeout: float = 120):
-    page.fill("#steps", str(steps))
-    page.dispatch_event("#steps", "change")
-    page.click("#start")
-    page.wait_for_function("document.body.dataset.state === 'running'", timeout=10000)
-    try:
-        page.wait_for_function("document.body.dataset.state === 'ready'", timeout=timeout * 1000)
-    except PlaywrightTimeout:
-        # say where the page was, so that a slow or stuck run can be told apart
-        raise AssertionError(
-            f"training did not finish in {timeout} s; "
-            f"state={page.evaluate('document.body.dataset.state')!r}, "
-            f"step={page.inner_text('#fig-step')!r}, status={page.inner_text('#status')!r}, "
-            f"error={page.text_content('#error')!r}, log tail={page.inner_text('#log')[-600:]!r}"
-        ) from None
 
 
 def _view_figure(page, name: str) -> str:
@@ -119,9 +69,9 @@ def test_sin_trains_with_a_falling_loss_chart(app):
 
 def test_download_reset_load_continues(app, tmp_path):
     page = app
-    if not _losses(page, "sin"):
-        _train(page, 100)
-    before = _losses(page, "sin")
+    if not losses(page, "sin"):
+        train_app(page, 100)
+    before = losses(page, "sin")
     last_step, last_loss = before[-1]
     with page.expect_download() as dl:
         page.click("#download")
@@ -142,14 +92,14 @@ def test_download_reset_load_continues(app, tmp_path):
         "document.body.dataset.state === 'ready' && document.getElementById('fig-step').textContent === '0'",
         timeout=30000,
     )
-    assert _losses(page, "sin") == []
+    assert losses(page, "sin") == []
     assert float(_view_figure(page, "grid MSE")) > 20 * last_loss  # back to the untrained fit
 
     page.set_input_files("#load-file", str(path))
     page.wait_for_function("document.getElementById('status').textContent.includes('loaded')", timeout=30000)
     assert "with optimizer state" in page.inner_text("#status")
-    _train(page, 20)
-    after = _losses(page, "sin")
+    train_app(page, 20)
+    after = losses(page, "sin")
     print(
         f"\nloss before download {last_loss:.3g} (step {last_step}); after load: "
         f"{after[0][1]:.3g} (step {after[0][0]}) .. {after[-1][1]:.3g}"
@@ -192,7 +142,7 @@ def test_python_error_shows_message_and_line(app):
     # the page stays usable: the original source trains again
     page.click("#revert")
     assert page.input_value("#source") == original
-    _train(page, 10, timeout=60)
+    train_app(page, 10, timeout=60)
     assert page.is_hidden("#error")
     assert page.inner_text("#fig-step") == "10"
     assert "done at step 10" in page.inner_text("#status")
@@ -204,19 +154,19 @@ def test_addition_trains_on_the_page(app):
     page.click("#pick-addition")
     assert page.inner_text("#sample-title") == "addition"
     t = time.perf_counter()
-    _train(page, 12, timeout=480)
+    train_app(page, 12, timeout=480)
     wall = time.perf_counter() - t
-    losses = _losses(page, "addition")
+    got = losses(page, "addition")
     figs = _figures(page)
     print(
         f"\naddition on the page: {json.dumps(figs)} in {wall:.1f} s;",
         "losses",
-        [round(v, 3) for _, v in losses],
+        [round(v, 3) for _, v in got],
     )
     assert page.is_hidden("#error"), page.text_content("#error")
-    assert [s for s, _ in losses] == list(range(1, 13))
+    assert [s for s, _ in got] == list(range(1, 13))
     assert figs["step"] == "12"
-    assert min(v for _, v in losses[-4:]) < losses[0][1] - 0.2
+    assert min(v for _, v in got[-4:]) < got[0][1] - 0.2
     assert figs["params"] == "150,656"
     assert page.locator(".heat canvas").count() == 4  # the attention map of each head
     assert 0 <= float(_view_figure(page, "held-out accuracy")) <= 1

@@ -22,14 +22,21 @@ tests, the CLI and the benchmarks treat them alike:
 
 from __future__ import annotations
 
-from . import addition, digits, names, sin
+import importlib
+import pkgutil
+
 from ._util import flatten, make_rng, succeeded, success_bound  # noqa: F401
 
-SAMPLES = {"sin": sin, "addition": addition, "digits": digits, "names": names}
+# every module of this package not starting with "_" is a sample
+SAMPLES = {
+    m.name: importlib.import_module(f"{__name__}.{m.name}")
+    for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+    if not m.name.startswith("_")
+}
 
 
 def get(name: str):
-    """The sample module called name ('sin', 'addition', 'digits', 'names')."""
+    """The sample module called name (one of SAMPLES: 'sin', 'addition', ...)."""
     try:
         return SAMPLES[name]
     except KeyError:

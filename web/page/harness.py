@@ -2,7 +2,8 @@
 
 Each sample's source runs in a namespace of its own; it must define `trainer` (from
 tg.compile) and `train(steps)`, and may define `show()` (the sample's view, sent as a
-"view" event). The page calls the functions below by name through tgweb.mjs's run().
+"view" event) and functions its view module calls through page_call. The page calls
+the functions below by name through tgweb.mjs's run().
 """
 
 import array
@@ -78,6 +79,15 @@ def page_train(name, steps):
     out = page_info(name)
     out.update(stopped=stopped, ran=out["steps"] - s0, seconds=secs)
     return out
+
+
+def page_call(name, fn, kwargs):
+    """fn(**kwargs) from the sample's namespace, for its view (page/views/<name>.mjs)."""
+    ns = _ns(name)
+    f = ns.get(fn)
+    if not callable(f):
+        raise NameError(f"{name}.py defines no function {fn!r} for its view to call")
+    return f(**kwargs)
 
 
 def page_reset(name):

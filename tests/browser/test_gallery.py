@@ -1,0 +1,55 @@
+"""Every sample of the page's gallery (web/page/gallery.mjs), opened in headless Chromium:
+it is also a tgweb.samples module, it trains 20 steps through Start with a finite and
+falling loss, its view renders (figures and a drawing), and a screenshot of the page is
+kept in test-output/screenshots/<name>.png. One page serves all samples, in gallery order.
+
+Interactive views get tests of their own (test_view_<name>.py) that drive them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from tgweb import samples
+
+from .conftest import ROOT, losses, open_app, open_sample, screenshot, train_app
+
+GALLERY = re.findall(r'\{ name: "(\w+)"', (ROOT / "web" / "page" / "gallery.mjs").read_text())
+STEPS = 20
+
+
+def test_gallery_and_samples_agree():
+    assert sorted(GALLERY) == sorted(samples.SAMPLES), "web/page/gallery.mjs and tgweb.samples differ"
+    for name in GALLERY:
+        assert (ROOT / "web" / "page" / "samples" / f"{name}.py").exists(), name
+
+
+@pytest.fixture(scope="module")
+def app(browser, site_url):
+    page = open_app(browser, site_url)
+    yield page
+    page.close()
+
+
+@pytest.mark.parametrize("name", GALLERY)
+def test_sample_trains_and_shows_its_view(app, name):
+    page = app
+    open_sample(page, name)
+    train_app(page, STEPS, timeout=240)
+    assert page.inner_text("#error-text") == "" or page.is_hidden("#error"), page.inner_text("#error-text")
+    got = [v for _, v in losses(page, name)]
+    assert len(got) >= STEPS, f"{name}: {len(got)} losses after {STEPS} steps"
+    assert all(math.isfinite(v) for v in got), f"{name}: non-finite loss {got}"
+    k = max(1, len(got) // 4)
+    first, last = sum(got[:k]) / k, sum(got[-k:]) / k
+    assert last < first, f"{name}: the loss did not fall in {STEPS} steps: {got}"
+    # the view: at least one figure, and something drawn beside it
+    page.wait_for_selector("#view-figures dd", timeout=30000)
+    assert page.locator("#view-body canvas, #view-body svg, #view-body img, #view-body li").count() > 0, (
+        f"{name}: the view drew nothing: {page.inner_html('#view-body')[:400]}"
+    )
+    screenshot(page, name)
+    assert not [p for p in page.problems if "pageerror" in p], page.problems
