@@ -152,7 +152,7 @@ class _Run:
                 self.bar = None
         try:
             for i in range(self.start, self.start + steps):
-                self.step(self.mod.batch(i, self.seed))
+                self.step(self.batch(i))
                 if self.done % eval_every == 0 and self.done < steps:
                     if self.met(self.evaluate()) and until_success:
                         break
@@ -163,6 +163,13 @@ class _Run:
                 self.bar.close()
         if not self.history or self.history[-1][0] != self.done:
             self.evaluate()
+
+    def batch(self, i: int):
+        """The sample's batch of step i. A sample whose batches depend on the model being
+        trained (BATCH_NEEDS_POLICY: reinforcement learning) gets predict as its policy."""
+        if getattr(self.mod, "BATCH_NEEDS_POLICY", False):
+            return self.mod.batch(i, self.seed, policy=self.predict)
+        return self.mod.batch(i, self.seed)
 
     def step(self, batch) -> None:
         t = time.perf_counter()

@@ -11,6 +11,14 @@ tests, the CLI and the benchmarks treat them alike:
 - ``batch(step, rng=0)``: the training batch of one step as ``{name: array.array}``
   (flat, row-major, shaped as in INPUTS); the same (step, rng) always gives the
   same batch. ``rng`` is an int seed or a ``random.Random``.
+- ``BATCH_NEEDS_POLICY`` (optional, default False): True for a sample whose batches
+  are played by the model being trained (reinforcement learning: cartpole,
+  tictactoe). Its batch is ``batch(step, rng=0, policy=None)``, where ``policy`` is
+  a function like ``metric``'s: it runs ``forward`` on feeds shaped as EVAL_INPUTS and
+  returns the output (``lambda feeds: inference.run(**feeds).output`` for an
+  inference program from ``trainer.attach(forward, inputs=EVAL_INPUTS)``). Without a
+  policy the sample plays a fixed one (uniformly random moves), so ``batch(step)``
+  still works everywhere; with the same policy, (step, rng) gives the same batch.
 - ``metric(fn, ...)``: the success measure of SAMPLES.md given a function that
   runs ``forward`` on a batch shaped as EVAL_INPUTS (see each module).
 - ``OPTIMIZER``: optimizer settings as plain data (the trainer builds the objects).
