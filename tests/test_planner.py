@@ -249,7 +249,7 @@ def test_addition_sample_plans_at_most_12_MB():
     prog = lower(tr.graph)
     assert sum(b.size for b in prog.buffers) <= 12_000_000
     assert prog.meta["overwritten_intermediates"] > 0
-    assert len(prog.kernels) <= 234
+    assert len(prog.kernels) <= 235  # 234, and select_scalars (pipelined steps)
 
 
 def _chain(late_reads_exp_input: bool):

@@ -6,7 +6,7 @@ import pytest
 
 import tgweb as tg
 from tgweb import nn
-from tgweb.program import VERSION, Binding, Kernel, Program
+from tgweb.program import SKIPPED, VERSION, Binding, Kernel, Program
 
 
 class MLP(nn.Module):
@@ -48,7 +48,7 @@ def test_program_json_round_trip():
     assert isinstance(again.kernels[0].dispatch, tuple)
     planned, allocated = again.meta["memory"]["total_bytes"], sum(b.size for b in again.buffers)
     assert planned <= allocated < planned + 16 * len(again.buffers)  # buffers in whole 16-byte units
-    assert {s.name: s.type for s in again.scalars} == {"lr": "f32", "step_size": "f32", "bc2_sqrt": "f32"}
+    assert {s.name: s.type for s in again.scalars} == {k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
     assert again.bytes_by_kind() == prog.bytes_by_kind()
 
     d = json.loads(text)

@@ -10,6 +10,7 @@ import pytest
 import tgweb as tg
 from tgweb import nn
 from tgweb.compile import decays
+from tgweb.program import SKIPPED
 from tgweb.optim import schedules
 
 
@@ -292,7 +293,7 @@ def test_graph_conventions():
     assert all(u.kind == "where" for u in g.updates.values())
     sumsq = [t for t in g.tensors if t.kind == "global_sumsq"]
     assert len(sumsq) == 1 and {i.id for i in sumsq[0].inputs} == {t.id for t in g.grads.values()}
-    assert set(g.scalars) == {"lr", "step_size", "bc2_sqrt"}
+    assert set(g.scalars) == {"lr", "step_size", "bc2_sqrt"} | {k + SKIPPED for k in ("lr", "step_size", "bc2_sqrt")}
     assert all(g.scalars[n].dtype == "f32" for n in g.scalars)
 
 
@@ -320,7 +321,7 @@ def test_memory_report_and_program():
     prog = tr.program
     arena = prog.meta["grad_arena"]["buffer"]
     assert prog.buffers[arena].kind == "grad" and prog.buffers[arena].size >= kinds["param"]
-    assert {s.name: s.type for s in prog.scalars} == {"lr": "f32", "step_size": "f32", "bc2_sqrt": "f32"}
+    assert {s.name: s.type for s in prog.scalars} == {k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
     assert set(prog.outputs) == {"loss", "ok", "grad_norm"}
 
 

@@ -33,6 +33,7 @@ tgweb.InputError naming the input, before anything changes.
 from __future__ import annotations
 
 import array
+import functools
 import importlib
 import json
 import math
@@ -51,6 +52,7 @@ from .optim.optimizers import Optimizer, ParamInfo
 from .optim.optimizers import from_spec as _optimizer_from_spec
 from .optim.schedules import Schedule
 from .optim.schedules import from_spec as _schedule_from_spec
+from .program import SKIPPED
 from .trace import scalar_loss, trace
 
 BACKENDS = ("reference", "native", "browser")
@@ -58,15 +60,37 @@ _NO_DECAY_INITS = ("zeros", "ones", "constant")
 
 
 class StepResult:
-    """What one training step returns. ok is False when the step was skipped because the
-    loss or a gradient was not finite; reason says which. Parameters and optimizer state
-    are then exactly as before the step."""
+    """What one training step returns: loss, ok, reason, grad_norm, lr, step (the applied
+    steps after it) and captures. ok is False when the step was skipped because the loss,
+    a gradient or the update was not finite; reason says which. Parameters and optimizer
+    state are then exactly as before the step.
 
-    __slots__ = ("loss", "ok", "reason", "captures", "grad_norm", "lr", "step")
+    The fields are read back from the GPU when first used (Trainer.step says when that
+    costs a wait); `ready` tells whether they are in already."""
+
+    __slots__ = ("_loss", "_ok", "_reason", "_captures", "_grad_norm", "_lr", "_step", "_fill")
 
     def __init__(self, loss, ok, reason, captures, grad_norm, lr, step) -> None:
-        self.loss, self.ok, self.reason, self.captures = loss, ok, reason, captures
-        self.grad_norm, self.lr, self.step = grad_norm, lr, step
+        self._loss, self._ok, self._reason, self._captures = loss, ok, reason, captures
+        self._grad_norm, self._lr, self._step = grad_norm, lr, step
+        self._fill = None  # set while the step's results are still on the GPU
+
+    @property
+    def ready(self) -> bool:
+        return self._fill is None
+
+    def _get(self, value):
+        if self._fill is not None:
+            self._fill()
+        return getattr(self, value)
+
+    loss = property(lambda self: self._get("_loss"), doc="the loss (float)")
+    ok = property(lambda self: self._get("_ok"), doc="whether the step was applied")
+    reason = property(lambda self: self._get("_reason"), doc="why it was skipped (None if applied)")
+    captures = property(lambda self: self._get("_captures"), doc="captured tensors by name")
+    grad_norm = property(lambda self: self._get("_grad_norm"), doc="global gradient norm before clipping")
+    lr = property(lambda self: self._get("_lr"), doc="the learning rate the step used")
+    step = property(lambda self: self._get("_step"), doc="applied steps after this one")
 
     def __repr__(self) -> str:
         s = f"StepResult(loss={self.loss:.6g}, ok={self.ok}, step={self.step}, lr={self.lr:.3g}"
@@ -215,6 +239,12 @@ def build_training_graph(
     graph.outputs["loss"] = loss
     graph.outputs["ok"] = ok
     graph.outputs["grad_norm"] = norm
+    # pipelined steps (Trainer.step): each optimizer scalar also comes in the version for
+    # "the step before was skipped"; the Program's first kernel keeps that version when
+    # the last run's ok output says so (tgweb.lower), so a step can be sent before the
+    # one before it is read back
+    for k in [k for k in graph.scalars if k != "seed"]:
+        graph.scalar(k + SKIPPED)
     return graph
 
 
@@ -234,7 +264,7 @@ def _owned(grads: dict[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
-_HOST_SCALARS = ("lr", "step_size", "bc2_sqrt", "seed")
+_HOST_SCALARS = ("lr", "step_size", "bc2_sqrt", "seed", "lr@skipped", "step_size@skipped", "bc2_sqrt@skipped")
 STATE_PREFIX = "optimizer."  # optimizer state tensors in a checkpoint (the page's files too)
 
 
@@ -285,6 +315,7 @@ class Trainer:
         self._engine = make_engine(graph, backend, precision)
         self.recover_every: int | None = None  # see compile()
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
+        self._pending: StepResult | None = None  # the step in flight (see step())
         self.reset()
 
     # ---------------------------------------------------------------- state
@@ -298,16 +329,19 @@ class Trainer:
     @property
     def steps(self) -> int:
         """Applied (finite) steps so far; Adam's bias correction uses steps + 1 next."""
+        self._settle()
         return self._t
 
     @property
     def lr(self) -> float:
         """The learning rate the next step will use."""
+        self._settle()
         return self._schedule(self._t - self._origin)
 
     def reset(self) -> None:
         """Parameters drawn again from the seed, optimizer state to its initial values,
         step count and schedule back to zero."""
+        self._settle()
         for n, p in self.model.named_parameters():
             if n in self._pshape:
                 self._engine.write("params", n, p.init(p.shape, param_rng(self.seed, n)))
@@ -317,10 +351,12 @@ class Trainer:
 
     def params(self) -> dict[str, Any]:
         """Parameter arrays by name (copies)."""
+        self._settle()
         return {n: self._engine.read("params", n) for n in self._pshape}
 
     def states(self) -> dict[str, Any]:
         """Optimizer state arrays by name (e.g. 'fc.weight.exp_avg'); copies."""
+        self._settle()
         return {n: self._engine.read("states", n) for n in self._sshape}
 
     @property
@@ -331,11 +367,13 @@ class Trainer:
     def load_params(self, d: dict[str, Any]) -> None:
         """Set every parameter; strict (every name, exact shapes, finite values). On error
         nothing changes."""
+        self._settle()
         self._write(self._checked("params", d, self._pshape, "load_params", "parameter"))
 
     def load_states(self, d: dict[str, Any], steps: int | None = None) -> None:
         """Set every optimizer state (strict, finite), and optionally the applied-step
         count. On error nothing changes."""
+        self._settle()
         steps = _count(steps, "load_states: steps")
         new = self._checked("states", d, self._sshape, "load_states", "state")
         self._write(new)
@@ -349,6 +387,7 @@ class Trainer:
         "optimizer.<name>", and metadata (strings) with the applied steps, the step()
         calls (the random stream's position), the seed, and the learning-rate schedule
         in force with the step it started at. restore() takes it back exactly."""
+        self._settle()
         tensors = dict(self.params())
         tensors.update({STATE_PREFIX + k: v for k, v in self.states().items()})
         meta = {
@@ -374,6 +413,7 @@ class Trainer:
         optimizer state restarts the optimizer (state at its initial values, step 0); one
         without schedule metadata (an older file) uses the optimizer's own schedule from
         step 0."""
+        self._settle()
         if not isinstance(tensors, dict):
             raise InputError(f"restore: expected a dict of name -> array, got {type(tensors).__name__}")
         meta = dict(metadata or {})
@@ -444,6 +484,7 @@ class Trainer:
         """A number or a schedule (tg.optim.schedules, or its dict form); it starts at t = 0
         on the next step. InputError (nothing changed) for a negative, non-finite or
         over-f32 lr, or a schedule whose first lr is one."""
+        self._settle()
         try:
             sched = _schedule_from_spec(lr_or_schedule)
         except InputError:
@@ -459,21 +500,74 @@ class Trainer:
     # ---------------------------------------------------------------- steps
 
     def step(self, **batch) -> StepResult:
-        """One training step on the batch (every input by name)."""
+        """One training step on the batch (every input by name).
+
+        Pipelined: the step is sent to the GPU and its StepResult returned at once; its
+        loss and flags are read back while the caller prepares the next batch, and the
+        next step() goes out before waiting for them. The applied/skipped outcome stays
+        exact: the next step carries the optimizer scalars (t, lr) for both outcomes,
+        and the GPU picks by the flag it just computed. Reading a field of the result
+        waits for that step; trainer.steps, lr, params(), checkpoint() and the other
+        methods wait for the step in flight first. An error of a step (a lost device)
+        surfaces at the latest at the next call. With recover_every set, every step is
+        read back before step() returns."""
         data = _check_inputs(self.graph, batch, "step", self._bounds)
-        lr = self._schedule(self._t - self._origin)
-        scalars = _checked_scalars(self.optimizer, self._t + 1, lr, self._schedule, self._t - self._origin)
+        prev = self._pending
+        try:
+            # the applied steps before this one: self._t, plus one if prev is applied
+            ok_scalars, lr_ok = self._host_scalars(self._t + (prev is not None))
+            skip_scalars, lr_skip = self._host_scalars(self._t) if prev is not None else (ok_scalars, lr_ok)
+        except InputError:
+            if prev is None:
+                raise
+            self._settle()  # an lr only one of the two outcomes gives: decide exactly
+            return self.step(**batch)
+        scalars = {**ok_scalars, **{k + SKIPPED: v for k, v in skip_scalars.items()}}
         scalars["seed"] = (self.seed * 0x9E3779B1 + self._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
         scalars = {k: scalars[k] for k in self.graph.scalars}
         self._calls += 1
         caps = list(self.graph.captures)
         read = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
         try:
-            got = self._engine.run(data, batch, scalars, read + [("captures", n) for n in caps])
+            wait = self._engine.submit(data, batch, scalars, read + [("captures", n) for n in caps])
         except DeviceLost as e:
             if self._host_copy is None:
                 raise
             return self._recover(e)
+        result = StepResult(None, None, None, None, None, None, None)
+        if prev is not None:
+            self._settle()
+        result._lr = lr_ok if prev is None or prev._ok else lr_skip
+        result._fill = lambda: self._finish(result, wait, caps)
+        self._pending = result
+        if self.recover_every:  # a lost device must be seen at the step it hit
+            try:
+                result._fill()
+            except DeviceLost as e:
+                if self._host_copy is None:
+                    raise
+                return self._recover(e)
+        return result
+
+    def _host_scalars(self, applied: int) -> tuple[dict, float]:
+        """The optimizer scalars and lr of a step that follows `applied` applied steps."""
+        lr = self._schedule(applied - self._origin)
+        return _checked_scalars(self.optimizer, applied + 1, lr, self._schedule, applied - self._origin), lr
+
+    def _settle(self) -> None:
+        """Wait for the step in flight, if any (its result then holds its values)."""
+        if self._pending is not None:
+            self._pending._fill()
+
+    def _finish(self, r: StepResult, wait, caps) -> None:
+        """Read back step r's results and count it if it was applied."""
+        self._pending = None
+        r._fill = None
+        try:
+            got = wait()
+        except Exception as e:
+            r._fill = functools.partial(_raise, e)  # every later read of this result says why
+            raise
         loss = float(_first(got[("outputs", "loss")]))
         ok = bool(_first(got[("outputs", "ok")]))
         norm = float(_first(got[("outputs", "grad_norm")]))
@@ -489,9 +583,10 @@ class Trainer:
         else:
             reason = (
                 f"non-finite update (a new parameter or optimizer state could overflow f32 at "
-                f"lr {lr:.6g}, global gradient norm {norm:.6g}); step skipped, parameters unchanged"
+                f"lr {r._lr:.6g}, global gradient norm {norm:.6g}); step skipped, parameters unchanged"
             )
-        return StepResult(loss, ok, reason, {n: got[("captures", n)] for n in caps}, norm, lr, self._t)
+        r._loss, r._ok, r._reason, r._grad_norm, r._step = loss, ok, reason, norm, self._t
+        r._captures = {n: got[("captures", n)] for n in caps}
 
     def _keep_host_copy(self) -> None:
         if self.recover_every:
@@ -526,6 +621,10 @@ class Trainer:
     def close(self) -> None:
         """Free the GPU buffers and pipelines of this trainer and of the inference programs
         attached to it. Afterwards every call on them raises; closing twice is harmless."""
+        try:
+            self._settle()
+        except Exception:  # a step that failed in flight: closing is still wanted
+            pass
         for owner in self.__dict__.pop("_attached", []) + [self]:
             close = getattr(owner._engine, "close", None)  # the reference engine holds no GPU memory
             if close is not None:
@@ -681,6 +780,10 @@ def _checked_scalars(opt: Optimizer, t: int, lr: Any, schedule: Schedule, at: in
         if not abs(v) <= F32_MAX:
             raise InputError(f"step: {k} = {v!r} (from lr {lr!r}) does not fit f32; nothing changed")
     return scalars
+
+
+def _raise(e: Exception):
+    raise e
 
 
 def _first(x):

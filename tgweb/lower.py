@@ -24,7 +24,7 @@ from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
 from .passes.remat import rematerialize
 from .passes.views import fold_views
-from .program import Kernel, Program, Scalar, Slot, limits_of
+from .program import SKIPPED, Binding, Kernel, Program, Scalar, Slot, limits_of
 
 
 class IdSource:
@@ -49,7 +49,7 @@ def lower(graph: Graph, limits=None, name: str = "step", target: Target | None =
     sched = schedule(graph, nodes, lim["maxStorageBuffersPerShaderStage"], ids)
     ups = place_updates(graph, sched)
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
-    kernels = emit(sched, ups, store, target)
+    kernels = select_kernel(graph, store) + emit(sched, ups, store, target)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
     prog.meta.update(
@@ -411,6 +411,26 @@ def emit(sched: Schedule, ups: Updates, store: Storage, target: Target) -> list[
         body, disp = emit_copy(kc, leaf, u)
         kernels.append(kc.kernel(f"k{len(kernels)}_copy", body, 256, disp))
     return kernels
+
+
+def select_kernel(graph: Graph, store: Storage) -> list[Kernel]:
+    """[the select_scalars kernel] when the graph has "@skipped" scalars (a training
+    step; see tgweb.program): keep those when the ok output still says the last run
+    was skipped. [] otherwise."""
+    word = {n: store.where(t)[1] for n, t in graph.scalars.items()}
+    pairs = [(word[n[: -len(SKIPPED)]], k) for n, k in word.items() if n.endswith(SKIPPED)]
+    if not pairs:
+        return []
+    ok_buffer, ok_at = store.where(graph.outputs["ok"])
+    copies = " ".join(f"s[{a}u] = s[{b}u];" for a, b in pairs)
+    wgsl = (
+        "@group(0) @binding(0) var<storage, read_write> s: array<u32>;\n"
+        "@group(0) @binding(1) var<storage, read> ok: array<u32>;\n"
+        "@compute @workgroup_size(1)\n"
+        f"fn main() {{\n  if (ok[{ok_at}u] == 0u) {{ {copies} }}\n}}\n"
+    )
+    bindings = [Binding(store.scalars_buffer, "read_write"), Binding(ok_buffer, "read")]
+    return [Kernel("k_select_scalars", wgsl, bindings, (1, 1, 1), ["select_scalars"], "tgweb.compile")]
 
 
 def _emit_group(g: Group, k: int, sched: Schedule, store: Storage, target: Target) -> Kernel:

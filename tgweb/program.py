@@ -34,7 +34,11 @@ A training step (tgweb.compile) has the outputs "loss" (f32), "ok" (bool: the
 loss and every gradient were finite, so the step was applied; parameters and
 states are otherwise left exactly as they were) and "grad_norm" (f32, the global
 gradient norm before clipping); its scalars are "lr", "step_size" and
-"bc2_sqrt" (Adam/AdamW) and "seed" (u32), whichever the graph uses. States start
+"bc2_sqrt" (Adam/AdamW) and "seed" (u32), whichever the graph uses, and each
+optimizer scalar again as "<name>@skipped": its value should the step before turn
+out skipped. The first kernel, "select_scalars", copies those over the plain ones
+when the `ok` output still holds false from the last run; so the host can send a
+step before it has read the previous one back (Trainer.step). States start
 at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
 planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
 intermediate in its own buffer) and peak_live_bytes.
@@ -69,6 +73,7 @@ from typing import Any
 from .ir import prod
 
 VERSION = 2
+SKIPPED = "@skipped"  # suffix of a host scalar's value for "the step before was skipped"
 BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
 ACCESS = ("read", "read_write")
 SLOT_DTYPES = ("f32", "i32", "bool")
@@ -280,3 +285,12 @@ class Program:
         for b in self.buffers:
             out[b.kind] = out.get(b.kind, 0) + b.size
         return out
+
+
+def selected_scalars(scalars: dict[str, Any], prev_ok: bool) -> dict[str, Any]:
+    """The scalars a step uses, given the last run's ok output: what a Program's
+    select_scalars kernel does on the GPU (see the module docstring)."""
+    out = {k: v for k, v in scalars.items() if not k.endswith(SKIPPED)}
+    if not prev_ok:
+        out.update({k[: -len(SKIPPED)]: v for k, v in scalars.items() if k.endswith(SKIPPED)})
+    return out

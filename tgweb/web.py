@@ -8,9 +8,14 @@ so one script runs unchanged in both places::
     from tgweb import web
     for step in range(n):
         r = trainer.step(**batch)
-        web.progress(step + 1, n, loss=r.loss)
-        web.metric("loss", r.loss, step=step)
+        web.metric("loss", r)     # the step's loss, sent once it is read back
         web.check_stop()          # raises web.Stopped once the page asked to stop
+    web.flush()                   # the last step's metric
+
+A metric given a StepResult (trainer.step's result) does not wait for the GPU: the
+event goes out once the step's results are in, which the next trainer.step brings
+(steps are pipelined, see Trainer.step); flush() waits for and sends what is left.
+Reading r.loss yourself waits for that step, which costs a GPU round trip each step.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import math
 from typing import Any, Callable
 
 _handler: Callable[[str, Any], None] | None = None
+_deferred: list[tuple[Any, dict]] = []  # metrics of steps still on the GPU, in order
 
 
 class Stopped(Exception):
@@ -91,9 +97,29 @@ def progress(step: int, total: int | None = None, **extra: Any) -> None:
     emit("progress", {"step": step, "total": total, **extra})
 
 
-def metric(name: str, value: float, step: int | None = None, **extra: Any) -> None:
-    """A 'metric' event: {name, value, step, ...extra}."""
-    emit("metric", {"name": name, "value": value, "step": step, **extra})
+def metric(name: str, value: Any, step: int | None = None, **extra: Any) -> None:
+    """A 'metric' event: {name, value, step, ...extra}. value may be a StepResult: then
+    value is its loss and step (if not given) its applied-step count, and the event is
+    sent once the step is read back, without waiting for it (flush() sends the rest)."""
+    if hasattr(value, "ready") and hasattr(value, "loss"):  # a StepResult
+        _deferred.append((value, {"name": name, "step": step, **extra}))
+        _send_ready(wait=False)
+    else:
+        emit("metric", {"name": name, "value": value, "step": step, **extra})
+
+
+def _send_ready(wait: bool) -> None:
+    while _deferred and (wait or _deferred[0][0].ready):
+        r, data = _deferred.pop(0)
+        data["value"] = r.loss
+        if data["step"] is None:
+            data["step"] = r.step
+        emit("metric", data)
+
+
+def flush() -> None:
+    """Send the metrics still waiting for their steps' results (waits for the GPU)."""
+    _send_ready(wait=True)
 
 
 def log(*args: Any, level: str = "info") -> None:

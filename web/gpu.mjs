@@ -244,8 +244,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
 export class Runtime {
   constructor(device, program, buffers, owned, steps, setupMs, pipelineCount) {
     Object.assign(this, { device, program, buffers, owned, steps, setupMs, pipelineCount, closed: false });
-    this.staging = null;
-    this.queue = Promise.resolve(); // one readback at a time: the staging buffer is reused
+    this.spare = []; // staging buffers not being mapped: a step is submitted while the last maps
   }
 
   slot(kind, name) {
@@ -304,8 +303,6 @@ export class Runtime {
 
   /** Read several slots in one submit and one map: [[kind, name], ...] -> [ArrayBuffer, ...]. */
   async readMany(reads) {
-    this._check();
-    for (const [kind, name] of reads) this.slot(kind, name);
     return this._submit(false, reads);
   }
 
@@ -329,13 +326,8 @@ export class Runtime {
     return this._submit(true, reads);
   }
 
+  // encode and submit now, in call order; the promise resolves once the reads are mapped
   _submit(dispatch, reads) {
-    const job = this.queue.then(() => this._submitNow(dispatch, reads));
-    this.queue = job.catch(() => {});
-    return job;
-  }
-
-  async _submitNow(dispatch, reads) {
     this._check();
     const device = this.device;
     const enc = device.createCommandEncoder();
@@ -354,27 +346,37 @@ export class Runtime {
       total += slotBytes(slot);
       return { slot, at: total - slotBytes(slot), size: slotBytes(slot) };
     });
-    if (total && (!this.staging || this.staging.size < total)) {
-      if (this.staging) this.staging.destroy();
-      this.staging = device.createBuffer({ size: Math.max(total, this.staging ? this.staging.size * 2 : 256),
+    let staging = null;
+    if (total) {
+      const k = this.spare.findIndex((b) => b.size >= total);
+      staging = k >= 0 ? this.spare.splice(k, 1)[0] : device.createBuffer({ size: Math.max(total, 256),
         usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: "tgweb readback" });
-    }
-    for (const s of spans) {
-      enc.copyBufferToBuffer(this.buffers[s.slot.buffer], s.slot.offset || 0, this.staging, s.at, s.size);
+      for (const s of spans) {
+        enc.copyBufferToBuffer(this.buffers[s.slot.buffer], s.slot.offset || 0, staging, s.at, s.size);
+      }
     }
     device.queue.submit([enc.finish()]);
-    if (!total) return spans.map(() => new ArrayBuffer(0));
+    if (!total) return Promise.resolve(spans.map(() => new ArrayBuffer(0)));
+    const mapped = this._map(staging, spans, total);
+    mapped.catch(() => {}); // awaited later (a pipelined step): not an unhandled rejection meanwhile
+    return mapped;
+  }
+
+  async _map(staging, spans, total) {
     try {
-      await this.staging.mapAsync(GPUMapMode.READ, 0, total);
+      await staging.mapAsync(GPUMapMode.READ, 0, total);
     } catch (e) {
-      await Promise.race([device.lost, new Promise((r) => setTimeout(r, 50))]); // a loss says why
-      const lost = LOST.get(device);
+      staging.destroy();
+      await Promise.race([this.device.lost, new Promise((r) => setTimeout(r, 50))]); // a loss says why
+      const lost = LOST.get(this.device);
       const why = lost ? `${lost}; reading back results failed` : `reading back results failed: ${e.message}`;
       throw new ProgramError(why, { lost: !!lost });
     }
-    const mapped = this.staging.getMappedRange(0, total);
+    const mapped = staging.getMappedRange(0, total);
     const out = spans.map((s) => mapped.slice(s.at, s.at + s.size));
-    this.staging.unmap();
+    staging.unmap();
+    if (this.closed) staging.destroy();
+    else this.spare.push(staging);
     return out;
   }
 
@@ -387,6 +389,6 @@ export class Runtime {
     if (this.closed) return;
     this.closed = true;
     for (const b of this.owned) b.destroy();
-    if (this.staging) this.staging.destroy();
+    for (const b of this.spare) b.destroy();
   }
 }

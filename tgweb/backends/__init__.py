@@ -1,7 +1,8 @@
 """Backends: reference (NumPy interpreter), native (wgpu-py), browser (gpu.mjs).
 
 An engine holds a compiled graph's parameters and state and runs it: write(kind,
-name, data), read(kind, name), run(data, raw, scalars, read) and .program.
+name, data), read(kind, name), run(data, raw, scalars, read), submit(...) (the same,
+returning a function that waits for the results) and .program.
 """
 
 from __future__ import annotations
@@ -60,10 +61,18 @@ class RuntimeEngine:
         return to_user(self.rt.read(kind, name), tuple(s.shape), s.dtype)
 
     def run(self, data, raw, scalars, read):
+        return self.submit(data, raw, scalars, read)()
+
+    def submit(self, data, raw, scalars, read):
+        """Send one execution to the GPU; returns wait() -> {(kind, name): array}."""
         names = {s.name for s in self.program.scalars}
-        got = self.rt.run(data, {k: v for k, v in scalars.items() if k in names}, read)
-        out = {}
-        for (k, n), v in got.items():
-            s = self._slots[k][n]
-            out[(k, n)] = to_user(v, tuple(s.shape), s.dtype)
-        return out
+        pending = self.rt.submit(data, {k: v for k, v in scalars.items() if k in names}, read)
+
+        def wait():
+            out = {}
+            for (k, n), v in pending().items():
+                s = self._slots[k][n]
+                out[(k, n)] = to_user(v, tuple(s.shape), s.dtype)
+            return out
+
+        return wait

@@ -1,7 +1,9 @@
 """The interface every GPU backend implements to run a Program (native: wgpu-py;
 browser: gpu.mjs through Pyodide). All calls are plain synchronous calls: in the
 browser worker, GPU readbacks are awaited with pyodide.ffi.run_sync (JSPI), so one
-user script runs unchanged in CPython and in the browser.
+user script runs unchanged in CPython and in the browser. submit() queues an execution
+and returns a function that waits for its read-backs, so the host can prepare the next
+step while the GPU runs this one.
 
 Host data crosses as flat array.array buffers ('f' for f32, 'i' for i32, 'I' for bool).
 """
@@ -9,7 +11,7 @@ Host data crosses as flat array.array buffers ('f' for f32, 'i' for i32, 'I' for
 from __future__ import annotations
 
 import array
-from typing import Any
+from typing import Any, Callable
 
 from ..program import Program
 
@@ -43,6 +45,13 @@ class Runtime:
     ) -> dict[tuple[str, str], array.array]:
         """One execution: write inputs and scalars, dispatch every kernel in one pass,
         one submit, then read back the (kind, name) slots listed in `read`."""
+        return self.submit(inputs, scalars, read)()
+
+    def submit(
+        self, inputs: dict[str, array.array], scalars: dict[str, float | int], read: list[tuple[str, str]]
+    ) -> Callable[[], dict[tuple[str, str], array.array]]:
+        """run() without waiting: the execution is queued on the device and the returned
+        function waits for the read-back values. Executions run in submission order."""
         raise NotImplementedError
 
     def param_handle(self, name: str) -> Any:

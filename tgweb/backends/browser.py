@@ -166,9 +166,7 @@ class Runtime(base.Runtime):
         bufs = _await(self._rt.readMany(to_js([[k, n] for k, n in which])))
         return {kn: _from_js(b, TYPECODE[s.dtype]) for kn, s, b in zip(which, slots, bufs)}
 
-    def run(
-        self, inputs: dict[str, array.array], scalars: dict[str, float | int], read: list[tuple[str, str]]
-    ) -> dict[tuple[str, str], array.array]:
+    def submit(self, inputs, scalars, read):
         from js import Object
         from pyodide.ffi import to_js
 
@@ -193,11 +191,13 @@ class Runtime(base.Runtime):
         )
         js_inputs = to_js({n: _to_js_bytes(v) for n, v in inputs.items()}, dict_converter=Object.fromEntries)
         js_read = to_js([[k, n] for k, n in read])
-        bufs = _await(self._rt.run(js_inputs, to_js(memoryview(words)), js_read))
-        out = {}
-        for (k, n), slot, buf in zip(read, slots, bufs):
-            out[(k, n)] = _from_js(buf, TYPECODE[slot.dtype])
-        return out
+        promise = self._rt.run(js_inputs, to_js(memoryview(words)), js_read)  # submitted now
+
+        def wait():
+            bufs = _await(promise)
+            return {kn: _from_js(buf, TYPECODE[slot.dtype]) for kn, slot, buf in zip(read, slots, bufs)}
+
+        return wait
 
     def param_handle(self, name: str) -> Any:
         return self._rt.paramBuffer(name)

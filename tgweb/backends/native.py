@@ -295,14 +295,15 @@ class Runtime(base.Runtime):
 
     def read(self, kind: str, name: str) -> array.array:
         with _lost_guard():
-            return self._read_many([(kind, name)], None)[(kind, name)]
+            return self._read_many([(kind, name)], None)()[(kind, name)]
 
     def _read_many(self, which, encoder):
+        """Copy the slots `which` to a staging buffer in `encoder` (a new one if None),
+        submit it, and start mapping: returns wait() -> {key: array}."""
         wgpu = self._wgpu
         slots = [(key, self._slot(*key)) for key in which]
         total = sum((self._nbytes(s) + 3) // 4 * 4 for _, s in slots)
-        own = encoder is None
-        if own:
+        if encoder is None:
             encoder = self.device.create_command_encoder()
         staging = None
         if total:
@@ -315,27 +316,32 @@ class Runtime(base.Runtime):
                 encoder.copy_buffer_to_buffer(self.buffers[s.buffer], s.offset, staging, off, n)
                 off += n
         self.device.queue.submit([encoder.finish()])
-        out = {}
-        if staging is not None:
-            staging.map_sync(wgpu.MapMode.READ)
-            raw = staging.read_mapped()
-            mv = memoryview(raw).cast("B")
-            off = 0
-            for key, s in slots:
-                n = self._nbytes(s)
-                a = array.array(TYPECODE[s.dtype])
-                a.frombytes(bytes(mv[off : off + n]))
-                out[key] = a
-                off += n
-            staging.unmap()
-            staging.destroy()
-        return out
+        if staging is None:
+            return dict
+        mapping = staging.map_async(wgpu.MapMode.READ)
 
-    def run(self, inputs, scalars, read):
+        def wait():
+            with _lost_guard():
+                mapping.sync_wait()
+                mv = memoryview(staging.read_mapped()).cast("B")
+                out, off = {}, 0
+                for key, s in slots:
+                    n = self._nbytes(s)
+                    a = array.array(TYPECODE[s.dtype])
+                    a.frombytes(bytes(mv[off : off + n]))
+                    out[key] = a
+                    off += n
+                staging.unmap()
+                staging.destroy()
+                return out
+
+        return wait
+
+    def submit(self, inputs, scalars, read):
         with _lost_guard():
-            return self._run(inputs, scalars, read)
+            return self._submit(inputs, scalars, read)
 
-    def _run(self, inputs, scalars, read):
+    def _submit(self, inputs, scalars, read):
         p = self.program
         for n, data in inputs.items():
             self._write("inputs", n, data)

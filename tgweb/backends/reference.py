@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..ir import REGISTRY, Graph, Tensor
+from ..program import selected_scalars
 
 
 class Context:
@@ -99,6 +100,7 @@ class Engine:
             for n, t in d.items()
         ]
         self._upd = list(graph.updates.items())
+        self._prev_ok = False  # the last run's ok output (a GPU's zeroed buffer at first)
 
     @property
     def program(self):
@@ -133,7 +135,7 @@ class Engine:
             feeds[t.id] = self.values["params"][n]
         for n, t in g.states.items():
             feeds[t.id] = self.values["states"][n]
-        self.ctx.scalars = dict(scalars)
+        self.ctx.scalars = selected_scalars(scalars, self._prev_ok)
         want = {(k, n) for k, n in read}
         outs = [(k, n, t) for k, n, t in self._out if (k, n) in want]
         with self.np.errstate(all="ignore"):  # a non-finite step is detected in the graph
@@ -142,4 +144,11 @@ class Engine:
         for (n, _), v in zip(self._upd, vals[len(outs) :]):
             kind = "params" if n in g.params else "states"
             self.values[kind][n] = v
+        if ("outputs", "ok") in got:  # what the select_scalars kernel would read next time
+            self._prev_ok = bool(got[("outputs", "ok")])
         return got
+
+    def submit(self, data, raw, scalars, read):
+        """run() at once; the wait is free (the interface of a GPU engine's submit)."""
+        got = self.run(data, raw, scalars, read)
+        return lambda: got

@@ -74,6 +74,7 @@ def page_train(name, steps):
         ns["train"](int(steps))
     except web.Stopped:
         stopped = True
+    web.flush()  # the metrics of the last steps (train() may leave them waiting)
     secs = time.perf_counter() - t0
     _show(ns)
     out = page_info(name)

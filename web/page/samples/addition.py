@@ -42,8 +42,8 @@ def show():
 
 def train(steps):
     for _ in range(steps):
-        r = trainer.step(**add.batch(trainer.steps, rng=2))
-        web.metric("loss", r.loss, step=trainer.steps)
-        if trainer.steps % 100 == 0:
+        r = trainer.step(**add.batch(trainer.calls, rng=2))
+        web.metric("loss", r)  # sent once read back: no GPU wait here
+        if trainer.calls % 100 == 0:
             show()
         web.check_stop()

@@ -28,8 +28,8 @@ def show():
 
 def train(steps):
     for _ in range(steps):
-        r = trainer.step(**names.batch(trainer.steps))
-        web.metric("loss", r.loss, step=trainer.steps)
-        if trainer.steps % 200 == 0:
+        r = trainer.step(**names.batch(trainer.calls))
+        web.metric("loss", r)  # sent once read back: no GPU wait here
+        if trainer.calls % 200 == 0:
             show()
         web.check_stop()

@@ -25,8 +25,8 @@ def show():
 
 def train(steps):
     for _ in range(steps):
-        r = trainer.step(**sin.batch(trainer.steps))
-        web.metric("loss", r.loss, step=trainer.steps)
-        if trainer.steps % 100 == 0:
+        r = trainer.step(**sin.batch(trainer.calls))
+        web.metric("loss", r)  # sent once read back: no GPU wait here
+        if trainer.calls % 100 == 0:
             show()
         web.check_stop()

@@ -1,0 +1,117 @@
+"""Pipelined steps (issue 13, item 3): trainer.step sends a step before the one before it
+is read back, and the GPU picks the optimizer scalars (t, lr) for that step's outcome.
+Skips in the middle of a pipelined run must give bit for bit the parameters, states,
+step counts and learning rates of a run that reads every step back at once; reading
+waits lazily; web.metric(name, StepResult) sends each loss once it is in, in order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tgweb as tg
+from tgweb import nn, web
+from tgweb.optim import schedules
+
+BACKENDS = ["reference", pytest.param("native", marks=pytest.mark.native)]
+
+
+class M(nn.Module):
+    def __init__(self):
+        self.l1 = nn.Linear(4, 8)
+        self.l2 = nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.l2(self.l1(x).tanh())
+
+
+def loss_fn(m, x, y):
+    return ((m(x) - y) ** 2).mean()
+
+
+def batches(n, bad=(3, 4, 9)):
+    """n batches; those at `bad` hold a NaN (skipped steps), two of them back to back."""
+    rng = np.random.default_rng(1)
+    out = []
+    for i in range(n):
+        x = rng.normal(size=(16, 4)).astype(np.float32)
+        y = np.sin(x.sum(1, keepdims=True)).astype(np.float32)
+        if i in bad:
+            x[2, 1] = np.nan
+        out.append({"x": x, "y": y})
+    return out
+
+
+def make(backend):
+    # a warm-up schedule and Adam: lr, step_size and bc2_sqrt all depend on the applied steps
+    opt = tg.optim.Adam(schedules.Warmup(5, schedules.Cosine(1e-2, 20)))
+    return tg.compile(M(), loss_fn, {"x": (16, 4), "y": (16, 1)}, opt, backend=backend, seed=3)
+
+
+def run(backend, read_at_once: bool):
+    tr = make(backend)
+    results = []
+    for b in batches(14):
+        r = tr.step(**b)
+        if read_at_once:
+            r.loss  # waits for this step before the next is sent
+        results.append(r)
+    got = [(r.loss, r.ok, r.step, r.lr, r.grad_norm) for r in results]
+    return tr, got
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_skips_in_a_pipelined_run_match_reading_every_step_at_once(backend):
+    a, got_a = run(backend, read_at_once=False)
+    b, got_b = run(backend, read_at_once=True)
+    assert [g[1] for g in got_a] == [i not in (3, 4, 9) for i in range(14)]
+    assert [g[2] for g in got_a] == [1, 2, 3, 3, 3, 4, 5, 6, 7, 7, 8, 9, 10, 11]
+    for ga, gb in zip(got_a, got_b):
+        assert ga[1:4] == gb[1:4]
+        assert (math.isnan(ga[0]) and math.isnan(gb[0])) or ga[0] == gb[0]
+    assert a.steps == b.steps == 11 and a.calls == b.calls == 14
+    for kind in ("params", "states"):
+        pa, pb = getattr(a, kind)(), getattr(b, kind)()
+        for k in pa:
+            assert np.asarray(pa[k]).tobytes() == np.asarray(pb[k]).tobytes(), (kind, k)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_results_wait_lazily_and_methods_settle_the_step_in_flight(backend):
+    tr = make(backend)
+    bs = batches(3, bad=())
+    r1 = tr.step(**bs[0])
+    r2 = tr.step(**bs[1])  # sending r2 brings r1's results in
+    assert r1.ready and not r2.ready
+    assert tr.steps == 2 and r2.ready  # steps waits for the step in flight
+    r3 = tr.step(**bs[2])
+    assert not r3.ready
+    params = tr.params()  # so do params(), states(), checkpoint(), ...
+    assert r3.ready and r3.step == 3
+    again = tg.compile(M(), loss_fn, {"x": (16, 4), "y": (16, 1)}, make(backend).optimizer, backend=backend, seed=3)
+    for b in bs:
+        again.step(**b).loss
+    for k, v in again.params().items():
+        assert np.asarray(v).tobytes() == np.asarray(params[k]).tobytes(), k
+
+
+def test_metric_of_a_step_result_is_sent_in_order_once_read_back():
+    tr = make("reference")
+    seen = []
+    web.set_handler(lambda event, data: seen.append((data["step"], data["value"])))
+    try:
+        rs = []
+        for b in batches(6, bad=(2,)):
+            r = tr.step(**b)
+            rs.append(r)
+            web.metric("loss", r)
+            # at most the step in flight is still waiting
+            assert len(seen) >= len(rs) - 1
+        web.flush()
+    finally:
+        web.set_handler(None)
+    assert [s for s, _ in seen] == [1, 2, 2, 3, 4, 5]
+    assert seen[2][1] is None  # the skipped step's NaN loss goes out as null
+    assert [v for _, v in seen if v is not None] == [r.loss for r in rs if r.ok]
