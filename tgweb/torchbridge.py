@@ -77,6 +77,9 @@ def _module_class():
         def __init__(self, graph: Graph, out) -> None:
             super().__init__()
             self._graph, self._graphs = graph, {}
+            # the PRNG seed scalar's value: random ops (dropout, randn) draw tgweb's numbers
+            # for it; set a new one before each training step for fresh ones, as tgweb does
+            self.rng_seed = 0
             for name, t in graph.params.items():
                 parent, leaf = self._parent(name)
                 parent.register_parameter(leaf, torch.nn.Parameter(torch.zeros(t.shape)))
@@ -136,7 +139,7 @@ def _module_class():
                 if t.id in vals or t.kind == "param":
                     continue
                 if t.kind == "scalar":  # only the PRNG seed can appear in a forward graph
-                    vals[t.id] = torch.zeros((), dtype=torch.int32, device=dev)
+                    vals[t.id] = torch.tensor(self.rng_seed, dtype=torch.int32, device=dev)
                     continue
                 vals[t.id] = REGISTRY[t.kind].torch(tc, [vals[i.id] for i in t.inputs], t)
             return _unpack(out, vals)
