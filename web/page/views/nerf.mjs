@@ -9,6 +9,7 @@
 let message = "";        // the last thing the drop zone said, kept across re-renders
 let messageKind = "";    // "" | "busy" | "error"
 let switching = false;   // a set_image / use_builtin call is under way
+let shown = null;        // the view last rendered: a message re-renders it, not an older one
 
 function paint(canvas, side, rgb) {
   canvas.width = side; canvas.height = side;
@@ -101,7 +102,9 @@ async function takeFile(ctx, file, rerender) {
 export function render(body, view, ctx) {
   const n = view.nerf;
   if (!n) { ctx.parts(body, view); return; }
-  const rerender = () => { if (body.isConnected) { body.replaceChildren(); render(body, view, ctx); } };
+  shown = view;
+  // draw the latest view again (a new one may have come while a call was under way)
+  const rerender = () => ctx.setView(shown);
 
   const row = document.createElement("div");
   row.className = "nerf-images";
