@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The project's one tool: set-up, lint, bundle, serve, test, bench.
 
-    python3 build.py setup          install everything (venv, pip, Debian, npm)
+    python3 build.py setup          install everything (venv, pip, Debian, npm) and write
+                                    web/disk/, so that web/index.html opens from disk
     python3 build.py lint           setup, then ruff check + ruff format --check (no changes made)
     python3 build.py test [ARGS]    setup, lint, then the whole test suite (pytest ARGS); a lint
                                     failure fails it, and so does a kernel test that finds no
                                     WebGPU adapter (TGWEB_REQUIRE_GPU=1; tests/conftest.py)
     python3 build.py bundle         setup, then assemble the site into site/
+    python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
+    python3 build.py disk           setup, then rebuild web/disk/ even when nothing changed
     python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
 
@@ -16,6 +19,7 @@ Everything it installs is pinned here so that a fresh machine gets the same.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +90,12 @@ def setup() -> None:
         if not lock.exists() or lock.stat().st_mtime < (ROOT / "package-lock.json").stat().st_mtime:
             run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT)
             lock.touch()
+    # web/index.html opened from disk runs from web/disk/; a failure here (a sample's view
+    # being written with a syntax error) must not stop lint or the tests of everything else
+    try:
+        bundle_disk()
+    except (Exception, SystemExit) as e:
+        print(f"warning: web/disk/ (the page opened from disk) was not built: {e}", flush=True)
 
 
 # the repo's Python; README.md's code blocks and web/page/ (the samples shown on the page)
@@ -205,20 +215,36 @@ def _tgweb_wheel(out: Path) -> Path:
 
 def bundle_site() -> Path:
     """Assemble the served site in site/ (git-ignored) and write site/manifest.json."""
-    import json
     import time
 
     t0 = time.time()
+    tmp = ROOT / "build" / "site.tmp"
+    files = _assemble_site(tmp)
+    old = ROOT / "build" / "site.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if SITE.exists():
+        SITE.rename(old)
+    tmp.rename(SITE)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"bundled the site into {SITE} ({len(files)} files, {time.time() - t0:.1f} s)", flush=True)
+    return SITE
+
+
+def _assemble_site(tmp: Path, web: bool = True) -> dict:
+    """Write the site into tmp (emptied first); returns manifest.json's files. web=False:
+    of web/, only the page's Python (page/*.py)."""
+    import json
+    import time
+
     pyodide_dir = ROOT / "node_modules" / "pyodide"
     if not (pyodide_dir / "pyodide.mjs").exists():
         sys.exit("node_modules/pyodide is missing: run `python3 build.py setup` (npm ci)")
-    tmp = ROOT / "build" / "site.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "pyodide").mkdir(parents=True)
     (tmp / "wheels").mkdir()
 
     for f in (ROOT / "web").rglob("*"):
-        if f.is_file() and "__pycache__" not in f.parts:
+        if f.is_file() and "__pycache__" not in f.parts and (web or f.suffix == ".py"):
             dst = tmp / f.relative_to(ROOT / "web")
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, dst)
@@ -253,14 +279,150 @@ def bundle_site() -> Path:
         "files": files,
     }
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    old = ROOT / "build" / "site.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if SITE.exists():
-        SITE.rename(old)
-    tmp.rename(SITE)
-    shutil.rmtree(old, ignore_errors=True)
-    print(f"bundled the site into {SITE} ({len(files)} files, {time.time() - t0:.1f} s)", flush=True)
-    return SITE
+    return files
+
+
+# --------------------------------------------------------------------------
+# The page opened from disk, and the single file (dist/tgweb.html). On file:// Chromium
+# refuses module scripts, module workers and fetch, but runs classic scripts and Blob
+# workers, and file:// is a secure context (WebGPU is there). So setup writes web/disk/
+# (git-ignored), two classic scripts that web/disk-loader.js loads: app.js (app.mjs and
+# its imports, bundled by esbuild through tools/disk_bundle.mjs) and data.js (the
+# worker's script and every file it would fetch, gzip in base64). `standalone` inlines
+# these and the page into one HTML file.
+
+DISK = ROOT / "web" / "disk"
+DIST = ROOT / "dist"
+FILES_BASE = "https://tgweb.invalid/"  # worker.mjs's made-up base of the in-memory files
+# site files the disk worker does not need (it gets Pyodide's module code as pyodide.asm.js)
+DISK_SKIP = {"pyodide/pyodide.mjs", "pyodide/pyodide.asm.mjs", "pyodide/package.json"}
+
+
+def _disk_inputs() -> str:
+    """What web/disk/ is made from, as one line per file (path, size, mtime)."""
+    skip = {DISK, ROOT / "tgweb" / "_gpu.mjs"}
+    paths = [
+        ROOT / "build.py",
+        ROOT / "pyproject.toml",
+        ROOT / "package-lock.json",
+        ROOT / "tools" / "disk_bundle.mjs",
+    ]
+    for folder in ("web", "tgweb", "node_modules/pyodide"):
+        for f in (ROOT / folder).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts and not any(p in skip for p in (f, *f.parents)):
+                paths.append(f)
+    lines = []
+    for f in sorted(paths):
+        if f.exists():
+            st = f.stat()
+            lines.append(f"{f.relative_to(ROOT).as_posix()} {st.st_size} {st.st_mtime_ns}")
+    return "\n".join(lines)
+
+
+def _classic_pyodide_asm(text: str) -> str:
+    """pyodide.asm.mjs as a classic script: a module only by import.meta.url (its own URL,
+    which names the wasm when Pyodide passes no locateFile) and its default export."""
+    export = "export default _createPyodideModule;"
+    out = text.replace("import.meta.url", '"' + FILES_BASE + 'pyodide/pyodide.asm.mjs"').replace(export, "")
+    if text.count(export) != 1 or "import.meta" in out or re.search(r"^\s*(import|export)\s", out, re.M):
+        sys.exit("pyodide.asm.mjs is not the module build.py knows how to make classic (Pyodide upgraded?)")
+    return out
+
+
+def _js_string(text: str) -> str:
+    import json
+
+    # ASCII only, and no "</" so that the string can sit inside an inline <script>
+    return json.dumps(text).replace("</", "<\\/")
+
+
+def bundle_disk(force: bool = False) -> Path:
+    """Write web/disk/ (app.js, data.js) unless it is there and its inputs have not changed."""
+    import base64
+    import gzip
+    import tempfile
+    import time
+
+    stamp = DISK / "inputs.txt"
+    inputs = _disk_inputs()
+    if not force and stamp.exists() and stamp.read_text() == inputs:
+        return DISK
+    t0 = time.time()
+    (ROOT / "build").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="disk.", dir=ROOT / "build"))
+    try:
+        site, out = work / "site", work / "disk"
+        _assemble_site(site, web=False)
+        out.mkdir()
+        run(["node", ROOT / "tools" / "disk_bundle.mjs", out])
+        files = {"worker.js": ("t", (out / "worker.js").read_text())}
+        asm = _classic_pyodide_asm((site / "pyodide" / "pyodide.asm.mjs").read_text())
+        files["pyodide/pyodide.asm.js"] = ("z", gzip.compress(asm.encode(), 6, mtime=0))
+        for f in sorted(site.rglob("*")):
+            name = f.relative_to(site).as_posix()
+            if not f.is_file() or name in DISK_SKIP:
+                continue
+            if f.suffix in (".py", ".json"):
+                files[name] = ("t", f.read_text())
+            else:
+                files[name] = ("z", gzip.compress(f.read_bytes(), 6, mtime=0))
+        (out / "worker.js").unlink()
+        with open(out / "data.js", "w") as w:
+            w.write(
+                "// web/disk/data.js, written by `python3 build.py setup`: the files of the page opened\n"
+            )
+            w.write("// from disk (see web/disk-loader.js)\n")
+            w.write("(globalThis.tgwebDisk = globalThis.tgwebDisk || {}).files = {\n")
+            for name, (kind, data) in files.items():
+                value = _js_string(data) if kind == "t" else '"' + base64.b64encode(data).decode() + '"'
+                w.write(f'{_js_string(name)}: ["{kind}", {value}],\n')
+            w.write("};\n")
+        (out / "inputs.txt").write_text(inputs)
+        old = work / "old"
+        if DISK.exists():
+            DISK.rename(old)
+        out.rename(DISK)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    size = sum(f.stat().st_size for f in DISK.iterdir())
+    print(
+        f"bundled the page for opening from disk into {DISK} ({size / 1e6:.1f} MB, {time.time() - t0:.1f} s)"
+    )
+    return DISK
+
+
+def standalone() -> Path:
+    """dist/tgweb.html: the trainer page, its scripts, Pyodide, the wheels and the samples in
+    one file that runs from disk or from any static host."""
+    disk = bundle_disk()
+    html = (ROOT / "web" / "index.html").read_text()
+    parts = {
+        '<link rel="stylesheet" href="app.css">\n': "<style>\n"
+        + (ROOT / "web" / "app.css").read_text()
+        + "</style>\n",
+        '<script type="module" src="app.mjs"></script>\n': "",
+        '\n  <a href="examples/">Embedding example</a>': "",
+        '<script src="disk-loader.js"></script>\n': "".join(
+            f"<script>\n{_inline_script(p.read_text())}</script>\n"
+            for p in (disk / "data.js", disk / "app.js", ROOT / "web" / "disk-loader.js")
+        ),
+    }
+    for old, new in parts.items():
+        if html.count(old) != 1:
+            sys.exit(f"web/index.html no longer has {old.strip()!r} once: update build.py's standalone()")
+        html = html.replace(old, new)
+    DIST.mkdir(exist_ok=True)
+    out = DIST / "tgweb.html"
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(html)
+    tmp.replace(out)
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)", flush=True)
+    return out
+
+
+def _inline_script(text: str) -> str:
+    # "</script" would end the inline script; in JS strings, regexps and comments "<\/" is the same
+    return re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE)
 
 
 def _tgweb_version() -> str:
@@ -330,6 +492,12 @@ def main(argv: list[str]) -> int:
     elif cmd == "bundle":
         setup()
         bundle_site()
+    elif cmd == "disk":
+        setup()
+        bundle_disk(force=True)
+    elif cmd == "standalone":
+        setup()
+        standalone()
     elif cmd == "serve":
         serve(rest)
     elif cmd == "bench":

@@ -251,6 +251,8 @@ function select(name) {
 }
 
 async function fetchText(path) {
+  // opened from disk or as the single file: no fetch there; disk-loader.js holds the files
+  if (globalThis.tgwebDisk && globalThis.tgwebDisk.files) return globalThis.tgwebDisk.text(path);
   const r = await fetch(path);
   if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
   return r.text();
@@ -478,6 +480,10 @@ async function boot() {
   app.adapter = adapter;
   app.tg = tg;
   app.ready = true;
+  if (!tg.info.crossOriginIsolated) {
+    log("This page is not cross-origin isolated (opened from disk, the single file, or served without " +
+      "COOP/COEP headers): Stop takes effect at the end of the current step, not inside it.");
+  }
   setStatus(`Ready in ${(tg.info.timings.page_load_to_ready / 1000).toFixed(1)} s — Python ${tg.info.python}, ` +
     `tgweb ${tg.info.tgweb}. Pick a sample and press Start.`, "ok");
   renderAll();

@@ -42,6 +42,9 @@ export class TgwebError extends Error {
  *   timeout:  ms to wait for startup before rejecting (default 180000),
  *   powerPreference: "high-performance" | "low-power",
  *   on:       {event: handler} registered before startup (e.g. log lines while loading),
+ *   files:    {name: ["t", text] | ["z", base64 of gzip]}: run from these files instead of
+ *             the site (default: tgwebDisk.files, set by disk-loader.js on a page opened
+ *             from disk or the single file); the worker is then a classic Blob worker,
  *   interrupt: true: stop() also interrupts Python anywhere (KeyboardInterrupt), even in
  *             the middle of a training step; needs a cross-origin isolated page. Default:
  *             stop() only sets the flag that tgweb.web.check_stop() and each GPU step read.
@@ -51,14 +54,9 @@ export async function start(options = {}) {
   const t0 = performance.now();
   // fail at once, before a worker loads Pyodide (gpu.mjs says why, for the worker too)
   if (noWebGPU()) throw new TgwebError({ name: "NoWebGPU", message: `tgweb needs WebGPU: ${noWebGPU()}` });
-  const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
-  // a worker must be same-origin with the page: loading tgweb from another origin (a
-  // static host, with CORS), the worker is a same-origin module that imports it
-  let worker = new URL("worker.mjs", base);
-  if (worker.origin !== location.origin) {
-    worker = URL.createObjectURL(new Blob([`import ${JSON.stringify(worker.href)};`], { type: "text/javascript" }));
-  }
-  const tg = new Tgweb(new Worker(worker, { type: "module", name: "tgweb" }));
+  const files = options.files || (globalThis.tgwebDisk && globalThis.tgwebDisk.files);
+  const tg = new Tgweb(files ? classicWorker(files) : moduleWorker(options));
+  tg.files = files || null;
   for (const [event, fn] of Object.entries(options.on || {})) tg.on(event, fn);
   try {
     tg.info = await tg._start(options, options.timeout || DEFAULT_TIMEOUT_MS);
@@ -69,6 +67,27 @@ export async function start(options = {}) {
   tg.info.timings.start_to_ready = Math.round(performance.now() - t0);
   tg.info.timings.page_load_to_ready = Math.round(performance.now()); // since navigation start
   return tg;
+}
+
+function moduleWorker(options) {
+  const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
+  // a worker must be same-origin with the page: loading tgweb from another origin (a
+  // static host, with CORS), the worker is a same-origin module that imports it
+  let worker = new URL("worker.mjs", base);
+  if (worker.origin !== location.origin) {
+    worker = URL.createObjectURL(new Blob([`import ${JSON.stringify(worker.href)};`], { type: "text/javascript" }));
+  }
+  return new Worker(worker, { type: "module", name: "tgweb" });
+}
+
+// Opened from disk or as the single file (disk-loader.js): no module worker and no fetch
+// there, so the worker is a classic script from a Blob URL, and it gets every file it
+// would fetch (Pyodide, the wheels) with the init message.
+function classicWorker(files) {
+  const source = files["worker.js"];
+  if (!source) throw new TgwebError({ name: "WorkerError", fatal: true, message: "the page's bundle has no worker.js" });
+  const url = URL.createObjectURL(new Blob([source[1]], { type: "text/javascript" }));
+  return new Worker(url, { name: "tgweb" });
 }
 
 class Tgweb {
@@ -108,6 +127,7 @@ class Tgweb {
         interruptBuffer: this.interrupt ? this.interrupt.buffer : null,
         interrupt: !!options.interrupt,
         powerPreference: options.powerPreference || null,
+        files: this.files,
       } });
     });
   }

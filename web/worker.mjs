@@ -4,7 +4,9 @@
 // Protocol (web/tgweb.mjs speaks it; any page may):
 //   page -> worker
 //     {type: "init", interruptBuffer?: SharedArrayBuffer(Int32Array[1]), interrupt?: bool,
-//      powerPreference?}                    the page sets interruptBuffer[0] = 2 to stop
+//      powerPreference?, files?}           the page sets interruptBuffer[0] = 2 to stop;
+//                                           files: serve Pyodide and the wheels from these
+//                                           (a classic worker; see serveFiles)
 //     {type: "run", id, source, filename?, globals?}
 //                                           run Python (top-level await allowed); globals:
 //                                           name -> JSON value or typed array, set first
@@ -113,11 +115,55 @@ function replaceDevice(message, options) {
   });
 }
 
-async function setupPython() {
-  const base = new URL("./", import.meta.url);
+// Started with files (a page opened from disk, or the single file; see disk-loader.js):
+// this is a classic worker, fetch is refused on file://, so every file is served from
+// memory under a made-up base (.invalid never resolves), and Pyodide's module script
+// (pyodide.asm.mjs, rewritten by build.py as the classic pyodide.asm.js) runs as a
+// script from a Blob URL. The served site takes the same steps with real URLs.
+const FILES_BASE = "https://tgweb.invalid/";
+
+function serveFiles(files) {
+  const netFetch = self.fetch.bind(self);
+  const types = { wasm: "application/wasm", json: "application/json", js: "text/javascript" };
+  self.fetch = async (req, init) => {
+    const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
+    if (!href.startsWith(FILES_BASE)) return netFetch(req, init);
+    const name = href.slice(FILES_BASE.length).split(/[?#]/)[0];
+    if (!files[name]) return new Response(`${name} is not in the page's bundle`, { status: 404 });
+    const type = types[name.split(".").pop()] || "application/octet-stream";
+    return new Response(fileBody(files[name]), { headers: { "Content-Type": type } });
+  };
+}
+
+function fileBody([kind, data]) {
+  if (kind === "t") return data;
+  const gz = Uint8Array.fromBase64 ? Uint8Array.fromBase64(data) : Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+  return new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip"));
+}
+
+async function filesPyodide(files) {
+  // Pyodide refuses classic workers, where it would load its scripts with importScripts;
+  // this one runs them itself, here, and then looks like a module worker to Pyodide
+  const runScript = self.importScripts.bind(self);
+  self.importScripts = () => { throw new TypeError("tgweb's worker loads no scripts by URL"); };
+  for (const name of ["pyodide/pyodide.js", "pyodide/pyodide.asm.js"]) {
+    const text = await new Response(fileBody(files[name])).text();
+    const url = URL.createObjectURL(new Blob([text], { type: "text/javascript" }));
+    try {
+      runScript(url); // pyodide.js defines loadPyodide, pyodide.asm.js _createPyodideModule
+    } finally {
+      URL.revokeObjectURL(url);
+    }
+  }
+  return (opts) => self.loadPyodide({ ...opts, createPyodideModule: self._createPyodideModule });
+}
+
+async function setupPython(files) {
+  if (files) serveFiles(files);
+  const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
   let s = performance.now();
   const manifest = await (await fetch(new URL("manifest.json", base))).json();
-  const { loadPyodide } = await import("./pyodide/pyodide.mjs");
+  const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
   pyodide = await loadPyodide({ indexURL: new URL("pyodide/", base).href });
   pyodide.setStdout({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stdout", text } }) });
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
@@ -137,7 +183,7 @@ async function init(options) {
   const s = performance.now();
   if (options.interruptBuffer) interrupt = new Int32Array(options.interruptBuffer);
   // the GPU and Python come up concurrently
-  const [, manifest] = await Promise.all([setupGpu(options), setupPython()]);
+  const [, manifest] = await Promise.all([setupGpu(options), setupPython(options.files)]);
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -172,16 +171,3 @@ def test_addition_trains_on_the_page(app):
     assert 0 <= float(_view_figure(page, "held-out accuracy")) <= 1
     page.screenshot(path=str(OUT / "page_addition.png"), full_page=True)
     assert not page.problems, page.problems
-
-
-def test_opened_from_disk_the_page_says_how_to_serve_it(browser):
-    """Chromium refuses module scripts and workers over file://: the page says at once
-    what to run instead of hanging at "Starting Python and the GPU"."""
-    page = browser.new_page()
-    try:
-        page.goto((Path(__file__).resolve().parents[2] / "web" / "index.html").as_uri())
-        page.wait_for_function("window.tgFileProtocol === true", timeout=10000)
-        status = page.inner_text("#status")
-        assert "python3 build.py serve" in status and "http://127.0.0.1:8000/" in status
-    finally:
-        page.close()

@@ -1,0 +1,136 @@
+"""The trainer page without a server (issue 17): web/index.html opened from disk (file://)
+runs from web/disk/ (written by `python3 build.py setup`), and dist/tgweb.html (`python3
+build.py standalone`) holds everything in one file, opened from disk or from a plain
+static host without cross-origin isolation headers. Each trains the sin sample through
+the page's Start button in headless Chromium, on real Pyodide and WebGPU."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import math
+import shutil
+import threading
+import time
+
+import pytest
+
+from .conftest import OUT, ROOT, _build, losses, train_app
+
+TIMINGS: dict = {}
+
+
+def _open(browser, url: str):
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    page.problems = problems
+    t0 = time.perf_counter()
+    page.goto(url)
+    started = "window.app && (window.app.ready || window.app.startError)"
+    missing = "window.tgwebDisk && window.tgwebDisk.missing"
+    page.wait_for_function(f"({started}) || ({missing})", timeout=180000)
+    wall = time.perf_counter() - t0
+    state = page.evaluate(f"[window.app && window.app.startError, {missing}]")
+    assert state == [None, None], f"the page did not start: {state}; status: {page.inner_text('#status')}"
+    return page, wall
+
+
+def _train_sin(browser, url: str, what: str) -> dict:
+    page, wall = _open(browser, url + "#sin")
+    try:
+        info = page.evaluate("window.app.tg.info")
+        assert "Ready in" in page.inner_text("#status")
+        # no server, no COOP/COEP: no SharedArrayBuffer, so Stop works between steps, and
+        # the page says so in its log
+        assert info["crossOriginIsolated"] is False and info["stopFlag"] is False
+        assert "not cross-origin isolated" in page.text_content("#log")
+        page.wait_for_function("window.app.state.sin.source.length > 0", timeout=10000)
+        train_app(page, 20, timeout=180)
+        got = losses(page, "sin")
+        assert [s for s, _ in got] == list(range(1, 21)) or [s for s, _ in got] == list(range(20)), got
+        assert all(math.isfinite(v) for _, v in got)
+        assert got[-1][1] < got[0][1], got  # it learns
+        assert page.get_attribute("#error", "hidden") is not None, page.text_content("#error")
+        assert not page.problems, page.problems
+        TIMINGS[what] = {
+            "page_load_to_ready_s": info["timings"]["page_load_to_ready"] / 1000,
+            "goto_to_ready_wall_s": round(wall, 2),
+            "worker": info["timings"],
+        }
+        return info
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_timings():
+    yield
+    if TIMINGS:
+        OUT.mkdir(exist_ok=True)
+        (OUT / "disk_timings.json").write_text(json.dumps(TIMINGS, indent=1))
+        print("\nwithout a server:", json.dumps({k: v["page_load_to_ready_s"] for k, v in TIMINGS.items()}))
+
+
+@pytest.fixture(scope="module")
+def disk_bundle():
+    build = _build()
+    build.bundle_disk()
+    assert (build.DISK / "data.js").exists() and (build.DISK / "app.js").exists()
+    return build.DISK
+
+
+def test_index_html_from_disk_trains_sin(browser, disk_bundle):
+    _train_sin(browser, (ROOT / "web" / "index.html").as_uri(), "index.html from disk")
+
+
+def test_index_html_from_disk_without_its_bundle_gives_the_command(browser, tmp_path):
+    """A checkout where setup has not run: the page says at once what to run, where."""
+    web = tmp_path / "checkout" / "web"
+    web.mkdir(parents=True)
+    for name in ("index.html", "disk-loader.js", "app.css"):
+        shutil.copy(ROOT / "web" / name, web / name)
+    page = browser.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto((web / "index.html").as_uri())
+        page.wait_for_function("window.tgwebDisk && window.tgwebDisk.missing", timeout=5000)
+        assert time.perf_counter() - t0 < 5
+        status = page.inner_text("#status")
+        assert "`python3 build.py setup`" in status and str(tmp_path / "checkout") in status, status
+        assert page.get_attribute("#status", "data-kind") == "error"
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def single_file():
+    build = _build()
+    t0 = time.perf_counter()
+    path = build.standalone()
+    TIMINGS["single file"] = {"bytes": path.stat().st_size, "build_s": round(time.perf_counter() - t0, 1)}
+    return path
+
+
+def test_single_file_from_disk_trains_sin(browser, single_file):
+    _train_sin(browser, single_file.as_uri(), "dist/tgweb.html from disk")
+
+
+class _PlainHandler(http.server.SimpleHTTPRequestHandler):
+    """A static host: files and their types, no COOP/COEP or other special headers."""
+
+    def log_message(self, fmt, *args):
+        pass
+
+
+def test_single_file_over_plain_http_trains_sin(browser, single_file):
+    handler = functools.partial(_PlainHandler, directory=str(single_file.parent))
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/{single_file.name}"
+        _train_sin(browser, url, "dist/tgweb.html over plain http")
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -1,0 +1,62 @@
+// disk-loader.js: starts the trainer page where module scripts cannot run. Opened from
+// disk (file://), Chromium refuses module scripts, module workers and fetch, but runs
+// classic scripts and workers made from Blob URLs, and counts file:// as a secure
+// context (WebGPU is there). The single file (dist/tgweb.html) runs the same way from
+// any host. Served over http (build.py serve), this script does nothing: app.mjs runs.
+//
+// `python3 build.py setup` writes web/disk/ (git-ignored), two classic scripts:
+//   data.js  tgwebDisk.files = {name: ["t", text] | ["z", base64 of gzip]}: every file
+//            the worker and the page would fetch (Pyodide, the wheels, manifest.json,
+//            page/*.py) and "worker.js" (worker.mjs + gpu.mjs as a classic script)
+//   app.js   tgwebDiskApp(): app.mjs and its imports as one classic script
+// tgweb.mjs then starts its worker from a Blob URL of worker.js and hands it the files;
+// the worker serves Pyodide's fetches from them (worker.mjs, serveFiles).
+(function () {
+  "use strict";
+  const disk = (globalThis.tgwebDisk = globalThis.tgwebDisk || {});
+  if (!disk.files && location.protocol !== "file:") return;
+
+  // the page's own reads (app.mjs's fetchText: page/harness.py, page/samples/<name>.py)
+  disk.text = async (name) => {
+    const entry = disk.files[name];
+    if (!entry) throw new Error(`${name} is not in the page's bundle (it was missing when the page was bundled)`);
+    if (entry[0] === "t") return entry[1];
+    const gz = Uint8Array.from(atob(entry[1]), (c) => c.charCodeAt(0));
+    return new Response(new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  };
+
+  function load(src) {
+    return new Promise((resolve, reject) => {
+      const s = document.createElement("script");
+      s.src = src;
+      s.onload = resolve;
+      s.onerror = () => reject(new Error(`${src} is missing`));
+      document.head.append(s);
+    });
+  }
+
+  // where the checkout is, so that the command can be run where it must be
+  function checkout() {
+    const path = decodeURIComponent(location.pathname);
+    const m = /^(.*)\/web\/[^/]*$/.exec(path);
+    return m ? m[1] || "/" : null;
+  }
+
+  function missing(e) {
+    const dir = checkout();
+    const status = document.getElementById("status");
+    status.textContent = "This page, opened from disk, needs its offline bundle (web/disk/), which has not " +
+      `been built yet (${e.message}). Run \`python3 build.py setup\` in the tgweb checkout` +
+      (dir ? ` (${dir})` : "") + ", then reload this page. Or serve it: `python3 build.py serve`.";
+    status.dataset.kind = "error";
+    disk.missing = e.message;
+  }
+
+  async function main() {
+    if (!disk.files) await load("disk/data.js");
+    if (!globalThis.tgwebDiskApp) await load("disk/app.js");
+    globalThis.tgwebDiskApp();
+  }
+
+  main().catch(missing);
+})();
