@@ -37,7 +37,24 @@ def _open(browser, url: str):
     return page, wall
 
 
-def _train_sin(browser, url: str, what: str) -> dict:
+def _stop_mid_run(page):
+    """Without cross-origin isolation Stop sets the flag each step reads: a long run stops
+    within a step or two, the sample keeps its parameters and can train on."""
+    page.fill("#steps", "100000")
+    page.dispatch_event("#steps", "change")
+    page.click("#start")
+    page.wait_for_function("window.app.state.sin.losses.length >= 40", timeout=60000)
+    page.click("#stop")
+    page.wait_for_function("document.body.dataset.state === 'ready'", timeout=30000)
+    status = page.inner_text("#status")
+    assert "stopped" in status, status
+    steps = [s for s, _ in losses(page, "sin")]
+    assert 40 <= steps[-1] < 100000 and page.get_attribute("#error", "hidden") is not None
+    train_app(page, 5)
+    assert [s for s, _ in losses(page, "sin")][-1] == steps[-1] + 5
+
+
+def _train_sin(browser, url: str, what: str, stop: bool = False) -> dict:
     page, wall = _open(browser, url + "#sin")
     try:
         info = page.evaluate("window.app.tg.info")
@@ -53,6 +70,8 @@ def _train_sin(browser, url: str, what: str) -> dict:
         assert all(math.isfinite(v) for _, v in got)
         assert got[-1][1] < got[0][1], got  # it learns
         assert page.get_attribute("#error", "hidden") is not None, page.text_content("#error")
+        if stop:
+            _stop_mid_run(page)
         assert not page.problems, page.problems
         TIMINGS[what] = {
             "page_load_to_ready_s": info["timings"]["page_load_to_ready"] / 1000,
@@ -130,7 +149,7 @@ def test_single_file_over_plain_http_trains_sin(browser, single_file):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/{single_file.name}"
-        _train_sin(browser, url, "dist/tgweb.html over plain http")
+        _train_sin(browser, url, "dist/tgweb.html over plain http", stop=True)
     finally:
         srv.shutdown()
         srv.server_close()
