@@ -26,8 +26,8 @@ def show():
 
 def train(steps):
     for _ in range(steps):
-        r = trainer.step(**kan.batch(trainer.steps))
-        web.metric("loss", r.loss, step=trainer.steps)
-        if trainer.steps % 50 == 0:
+        r = trainer.step(**kan.batch(trainer.calls))
+        web.metric("loss", r)  # sent once read back: no GPU wait here
+        if trainer.calls % 50 == 0:
             show()
         web.check_stop()

@@ -54,8 +54,8 @@ def use_builtin():
 
 def train(steps):
     for _ in range(steps):
-        r = trainer.step(**nerf.pixel_batch(image, trainer.steps))
-        web.metric("loss", r.loss, step=trainer.steps)
-        if trainer.steps % 100 == 0:
+        r = trainer.step(**nerf.pixel_batch(image, trainer.calls))
+        web.metric("loss", r)  # sent once read back: no GPU wait here
+        if trainer.calls % 100 == 0:
             show()
         web.check_stop()
