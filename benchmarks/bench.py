@@ -15,8 +15,10 @@ Figures (per model and framework):
   compile       tgweb: tg.compile() wall time (trace, grad, passes, WGSL, buffers,
                 pipelines ready); peers: their first step minus a steady step (their
                 tracing and shader compilation happen in the first step)
-  ms/step       median of >= 20 steps after warm-up, loss read back every step; and
-                with the loss read every 10th step (median over blocks of 10 steps)
+  ms/step       median of >= 20 steps after warm-up, every step's loss read back (tgweb:
+                one step late, as a page's loop reads it: steps are pipelined); tgweb
+                also reading each loss before sending the next step; and with the loss
+                read every 10th step (median over blocks of 10 steps)
   dispatches    compute dispatches per step, counted in the page by wrapping
                 GPUComputePassEncoder.dispatchWorkgroups (tgweb: the same Program
                 replayed by gpu.mjs on the page, since its worker is not instrumented)
@@ -99,6 +101,7 @@ def _raw_step(trainer, data, read):
     # Trainer.step without its readback: the same host scalars, reads only `read`
     lr = trainer._schedule(trainer._t - trainer._origin)
     sc = trainer.optimizer.host_scalars(trainer._t + 1, lr)
+    sc.update({k + "@skipped": v for k, v in sc.items()})  # no step in flight: the same
     sc["seed"] = (trainer.seed * 0x9E3779B1 + trainer._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
     trainer._calls += 1
     trainer._t += 1
@@ -122,13 +125,18 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
     losses = []
     for i in range(1, warmup + 1):
         losses.append(trainer.step(**batches[i % len(batches)]).loss)
-    per = []
+    # every loss read, as a page's loop does (web.metric(name, r)): step n is sent, then
+    # step n-1's loss read, which the GPU has ready by then (pipelined steps)
+    per, prev = [], None
     for i in range(steps):
         b = batches[(warmup + 1 + i) % len(batches)]
         t = time.perf_counter()
         r = trainer.step(**b)
+        if prev is not None:
+            losses.append(prev.loss)
         per.append(1000 * (time.perf_counter() - t))
-        losses.append(r.loss)
+        prev = r
+    losses.append(prev.loss)
     datas = [_check_inputs(trainer.graph, b, "bench") for b in batches]
     blk = []
     for j in range(blocks):
@@ -137,7 +145,15 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
             got = _raw_step(trainer, datas[i % len(datas)], [("outputs", "loss")] if i == 9 else [])
         blk.append(100 * (time.perf_counter() - t))
         losses.append(float(got[("outputs", "loss")][0]))
+    # each loss read before the next step is sent: a full round trip per step (last, so
+    # the loss trajectory above matches the peers' step for step)
+    at_once = []
+    for i in range(steps):
+        t = time.perf_counter()
+        trainer.step(**batches[i % len(batches)]).loss
+        at_once.append(1000 * (time.perf_counter() - t))
     out = {"ms_per_step_read_every": statistics.median(per),
+           "ms_per_step_read_at_once": statistics.median(at_once),
            "ms_per_step_read_every10": statistics.median(blk),
            "step_ms_all": per, "block_ms": blk, "losses": losses}
     out.update(_program_stats(trainer))
@@ -559,6 +575,8 @@ def write_report(results: dict, cmd: str) -> str:
             _fmt_ms,
             replica_key="shim_ms_per_step_read_every",
         )
+        row("ms/step, loss read every step before the next is sent", "ms_per_step_read_at_once", _fmt_ms,
+            native_key="ms_per_step_read_at_once", ratio=False)
         row(
             "ms/step, loss read every 10th step",
             "ms_per_step_read_every10",
