@@ -97,16 +97,21 @@ def _compile(model, backend=None):
     trainer = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER, **kw)
     return trainer, time.perf_counter() - t0
 
+def _scalars(trainer, applied, seed):
+    # the Program's host scalars for a step after `applied` applied steps, none in flight
+    sc, _ = trainer._host_scalars(applied)
+    sc.update({k + "@skipped": v for k, v in sc.items()})
+    sc["seed"] = seed
+    names = {s.name for s in trainer.program.scalars}
+    return {k: v for k, v in sc.items() if k in names}
+
 def _raw_step(trainer, data, read):
     # Trainer.step without its readback: the same host scalars, reads only `read`
-    lr = trainer._schedule(trainer._t - trainer._origin)
-    sc = trainer.optimizer.host_scalars(trainer._t + 1, lr)
-    sc.update({k + "@skipped": v for k, v in sc.items()})  # no step in flight: the same
-    sc["seed"] = (trainer.seed * 0x9E3779B1 + trainer._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
+    trainer._settle()
+    sc = _scalars(trainer, trainer._t, (trainer.seed * 0x9E3779B1 + trainer._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF)
     trainer._calls += 1
     trainer._t += 1
-    names = {s.name for s in trainer.program.scalars}
-    return trainer._engine.rt.run(data, {k: v for k, v in sc.items() if k in names}, read)
+    return trainer._engine.rt.run(data, sc, read)
 
 def _program_stats(trainer):
     p = trainer.program
@@ -180,12 +185,7 @@ def bench_overhead(trainer, batches, n=10):
 
 def replica_args(trainer, step=10):
     # what the page needs to replay the Program with gpu.mjs alone
-    p = trainer.program
-    lr = trainer._schedule(step)
-    sc = trainer.optimizer.host_scalars(step + 1, lr)
-    sc["seed"] = 12345
-    names = {s.name for s in p.scalars}
-    return {"program": p.to_json(), "scalars": {k: v for k, v in sc.items() if k in names}}
+    return {"program": trainer.program.to_json(), "scalars": _scalars(trainer, step, 12345)}
 
 def batches_from_globals(g, model):
     s = samples.get(model)
