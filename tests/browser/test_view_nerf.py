@@ -140,3 +140,17 @@ def test_a_file_that_is_not_an_image_is_refused(app):
         timeout=10000,
     )
     assert figure(page, "target") == target
+
+
+def test_an_image_chosen_with_the_file_input_becomes_the_target(app):
+    page = app
+    green = png(64, 64, lambda x, y: (30, 180, 60))
+    page.set_input_files(
+        "#view-body .nerf-file", files=[{"name": "green.png", "mimeType": "image/png", "buffer": green}]
+    )
+    page.wait_for_function(
+        "document.querySelector('#view-figures dd[data-name=\"target\"]')?.textContent === 'green.png'",
+        timeout=60000,
+    )
+    (lr, lg, lb), _ = page.evaluate(HALVES, "nerf-target")
+    assert (round(lr), round(lg), round(lb)) == (30, 180, 60)
