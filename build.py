@@ -203,13 +203,26 @@ def _pyodide_wheel(name: str) -> Path:
 
 
 def _tgweb_wheel(out: Path) -> Path:
-    # setuptools builds through build/lib and would package stale modules left there
-    shutil.rmtree(ROOT / "build" / "lib", ignore_errors=True)
-    shutil.rmtree(ROOT / "build" / "bdist.linux-x86_64", ignore_errors=True)
+    """The tgweb wheel, built from a private copy of the sources: setuptools builds through
+    <source>/build/lib, and two builds sharing the checkout's build/ (setup writing web/disk/
+    while a test bundles site/) packaged each other's half-deleted trees."""
+    import tempfile
+    import zipfile
+
     # tgweb.export_page writes gpu.mjs into the pages it exports, in the browser too
     shutil.copyfile(ROOT / "web" / "gpu.mjs", ROOT / "tgweb" / "_gpu.mjs")
-    run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, ROOT])
+    (ROOT / "build").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="wheel.", dir=ROOT / "build") as tmp:
+        src = Path(tmp)
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(ROOT / name, src / name)
+        shutil.copytree(ROOT / "tgweb", src / "tgweb", ignore=shutil.ignore_patterns("__pycache__"))
+        run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, src])
     (whl,) = out.glob("tgweb-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        lacks = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")} - set(z.namelist())
+    if lacks:
+        sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5]}")
     return whl
 
 
