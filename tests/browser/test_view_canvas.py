@@ -40,6 +40,7 @@ def wait_for_answer(page, before: list[float] | None = None) -> list[float]:
 
 
 def stroke(page, pts):
+    page.locator("#canvas-pad").scroll_into_view_if_needed()
     box = page.locator("#canvas-pad").bounding_box()
     x0, y0, w, h = box["x"], box["y"], box["width"], box["height"]
     page.mouse.move(x0 + pts[0][0] * w, y0 + pts[0][1] * h)
