@@ -102,3 +102,17 @@ def test_canvas_reaches_success_on_the_reference_backend():
     secs = time.perf_counter() - t0
     print(f"canvas: test accuracy {acc:.4f} at step {reached} of {canvas.STEPS} in {secs:.2f} s (reference)")
     assert reached is not None, f"test accuracy {acc} after {canvas.STEPS} steps (goal {canvas.SUCCESS})"
+
+
+def test_data_and_rasterizer_without_numpy():
+    from test_no_numpy import run_without_numpy
+
+    out = run_without_numpy("""
+        from tgweb.samples import canvas
+        b = canvas.batch(3, 1)
+        assert len(b["x"]) == 64 * 64 and len(b["y"]) == 64
+        img = canvas.rasterize([[[0, 0], [0, 50]], [[-10, 20], [10, 20]]])
+        assert len(img) == 64 and 0 < sum(img) < 64
+        print(round(sum(canvas.softmax([1.0, 2.0, 3.0])), 6))
+    """)
+    assert out.strip() == "1.0"

@@ -126,3 +126,15 @@ def test_vae_reaches_success_on_the_reference_backend():
     dec = tr.attach(vae.decode, inputs={"z": (64, 2)}).run(z=vae.latent_grid(8)).output
     assert dec.shape == (64, 64) and ((dec >= 0) & (dec <= 1)).all()
     assert np.abs(dec[0] - dec[63]).max() > 0.5
+
+
+def test_data_baseline_and_grid_without_numpy():
+    from test_no_numpy import run_without_numpy
+
+    out = run_without_numpy("""
+        from tgweb.samples import vae
+        assert len(vae.batch(3, 1)["x"]) == 64 * 64 and len(vae.test_noise()) == 359 * 2
+        assert len(vae.latent_grid(8)) == 64
+        print(round(vae.mean_image_nelbo(), 3), round(vae.metric(lambda g: [1.5] * 359), 3))
+    """)
+    assert out.split() == [f"{vae.mean_image_nelbo():.3f}", "1.5"]
