@@ -16,13 +16,13 @@ import time
 
 import pytest
 
-from .conftest import OUT, ROOT, _build, losses, train_app
+from .conftest import OUT, ROOT, _build, losses
 
 TIMINGS: dict = {}
 
 
 def _open(browser, url: str):
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
     page.problems = problems
@@ -35,6 +35,19 @@ def _open(browser, url: str):
     state = page.evaluate(f"[window.app && window.app.startError, {missing}]")
     assert state == [None, None], f"the page did not start: {state}; status: {page.inner_text('#status')}"
     return page, wall
+
+
+def _train(page, steps: int):
+    """Start `steps` steps of sin and wait for them all (conftest's train_app waits to see
+    the page running first, which a run of a few steps can finish before)."""
+    want = len(losses(page, "sin")) + steps
+    page.fill("#steps", str(steps))
+    page.dispatch_event("#steps", "change")
+    page.click("#start")
+    page.wait_for_function(
+        f"document.body.dataset.state === 'ready' && window.app.state.sin.losses.length === {want}",
+        timeout=180000,
+    )
 
 
 def _stop_mid_run(page):
@@ -50,8 +63,20 @@ def _stop_mid_run(page):
     assert "stopped" in status, status
     steps = [s for s, _ in losses(page, "sin")]
     assert 40 <= steps[-1] < 100000 and page.get_attribute("#error", "hidden") is not None
-    train_app(page, 5)
-    assert [s for s, _ in losses(page, "sin")][-1] == steps[-1] + 5
+    _train(page, 5)
+    assert losses(page, "sin")[-1][0] == steps[-1] + 5
+
+
+def _download_params(page):
+    """Download .safetensors works without a server too (a Blob URL download)."""
+    with page.expect_download() as dl:
+        page.click("#download")
+    data = open(dl.value.path(), "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    assert tensors and all("data_offsets" in v for v in tensors.values()), header
+    assert len(data) == 8 + n + max(v["data_offsets"][1] for v in tensors.values())
 
 
 def _train_sin(browser, url: str, what: str, stop: bool = False) -> dict:
@@ -64,12 +89,13 @@ def _train_sin(browser, url: str, what: str, stop: bool = False) -> dict:
         assert info["crossOriginIsolated"] is False and info["stopFlag"] is False
         assert "not cross-origin isolated" in page.text_content("#log")
         page.wait_for_function("window.app.state.sin.source.length > 0", timeout=10000)
-        train_app(page, 20, timeout=180)
+        _train(page, 20)
         got = losses(page, "sin")
         assert [s for s, _ in got] == list(range(1, 21)) or [s for s, _ in got] == list(range(20)), got
         assert all(math.isfinite(v) for _, v in got)
         assert got[-1][1] < got[0][1], got  # it learns
         assert page.get_attribute("#error", "hidden") is not None, page.text_content("#error")
+        _download_params(page)
         if stop:
             _stop_mid_run(page)
         assert not page.problems, page.problems
@@ -89,7 +115,8 @@ def _write_timings():
     if TIMINGS:
         OUT.mkdir(exist_ok=True)
         (OUT / "disk_timings.json").write_text(json.dumps(TIMINGS, indent=1))
-        print("\nwithout a server:", json.dumps({k: v.get("page_load_to_ready_s", v) for k, v in TIMINGS.items()}))
+        brief = {k: v.get("page_load_to_ready_s", v) for k, v in TIMINGS.items()}
+        print("\nwithout a server:", json.dumps(brief))
 
 
 @pytest.fixture(scope="module")
