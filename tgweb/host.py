@@ -9,6 +9,7 @@ is importable, else `tgweb.Array`.
 from __future__ import annotations
 
 import array as _array
+import functools
 import math
 import sys
 from typing import Any
@@ -74,7 +75,10 @@ def _nest(flat, shape):
     return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
+@functools.cache
 def _numpy():
+    """NumPy, or None where it is missing (the browser): looked up once, since a failed
+    import searches the whole path again each time (about 0.5 ms in Pyodide)."""
     try:
         import numpy
 

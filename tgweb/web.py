@@ -32,13 +32,20 @@ class Stopped(Exception):
     """The page asked the running script to stop (tg.stop() in tgweb.mjs)."""
 
 
+_found: list = []  # [the hooks module or None], looked up once
+_stop_flag: list = []  # [hooks.stopRequested or None]
+
+
 def _hooks():
     """The worker's JS hooks (emit, stopRequested, gpu, device), or None outside it."""
-    try:
-        import tgweb_js  # registered by web/worker.mjs
-    except ImportError:
-        return None
-    return tgweb_js
+    if not _found:
+        try:
+            import tgweb_js  # registered by web/worker.mjs
+
+            _found.append(tgweb_js)
+        except ImportError:
+            _found.append(None)
+    return _found[0]
 
 
 def in_browser() -> bool:
@@ -130,8 +137,10 @@ def log(*args: Any, level: str = "info") -> None:
 
 def stop_requested() -> bool:
     """True once the page asked to stop the running script."""
-    hooks = _hooks()
-    return bool(hooks is not None and hooks.stopRequested())
+    if not _stop_flag:  # the JS function, looked up once (each lookup crosses into JS)
+        hooks = _hooks()
+        _stop_flag.append(hooks.stopRequested if hooks is not None else None)
+    return bool(_stop_flag[0] is not None and _stop_flag[0]())
 
 
 def check_stop() -> None:
