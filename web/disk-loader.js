@@ -13,8 +13,8 @@
 // the worker serves Pyodide's fetches from them (worker.mjs, serveFiles).
 (function () {
   "use strict";
+  if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") return;
   const disk = (globalThis.tgwebDisk = globalThis.tgwebDisk || {});
-  if (!disk.files && location.protocol !== "file:") return;
 
   // the page's own reads (app.mjs's fetchText: page/harness.py, page/samples/<name>.py)
   disk.text = async (name) => {
