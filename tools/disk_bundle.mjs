@@ -2,7 +2,7 @@
 // (web/worker.mjs and gpu.mjs) into classic scripts, for pages opened from disk,
 // where Chromium refuses module scripts and module workers. build.py runs it:
 //
-//   node tools/disk_bundle.mjs OUT_DIR
+//   node tools/disk_bundle.mjs OUT_DIR [WEB_DIR]
 //
 // writes OUT_DIR/app.js (one function, tgwebDiskApp, that starts the page) and
 // OUT_DIR/worker.js (the worker, a classic script). A module
@@ -14,9 +14,9 @@ import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const web = join(dirname(fileURLToPath(import.meta.url)), "..", "web");
 const out = process.argv[2];
-if (!out) throw new Error("usage: node tools/disk_bundle.mjs OUT_DIR");
+const web = resolve(process.argv[3] || join(dirname(fileURLToPath(import.meta.url)), "..", "web"));
+if (!out) throw new Error("usage: node tools/disk_bundle.mjs OUT_DIR [WEB_DIR]");
 
 const missing = {
   name: "missing-modules",

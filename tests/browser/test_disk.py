@@ -11,6 +11,7 @@ import http.server
 import json
 import math
 import shutil
+import subprocess
 import threading
 import time
 
@@ -180,3 +181,18 @@ def test_single_file_over_plain_http_trains_sin(browser, single_file):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_view_module_not_written_yet_does_not_stop_the_bundle(tmp_path):
+    """web/page/views/<name>.mjs that gallery.mjs imports but that is missing becomes a stub
+    whose render() says so; the rest of the page is bundled as usual."""
+    web = tmp_path / "web"
+    shutil.copytree(ROOT / "web", web, ignore=shutil.ignore_patterns("disk", "__pycache__"))
+    gallery = (web / "page" / "gallery.mjs").read_text()
+    view = next(v for v in sorted((web / "page" / "views").glob("*.mjs")) if f"./views/{v.name}" in gallery)
+    view.unlink()
+    out = tmp_path / "out"
+    subprocess.run(["node", str(ROOT / "tools" / "disk_bundle.mjs"), str(out), str(web)], check=True)
+    app = (out / "app.js").read_text()
+    assert f"page/views/{view.name} was missing when the page was bundled" in app
+    assert "function boot()" in app and (out / "worker.js").stat().st_size > 1000
