@@ -345,8 +345,8 @@ def _classic_pyodide_asm(text: str) -> str:
 def _js_string(text: str) -> str:
     import json
 
-    # ASCII only, and no "</" so that the string can sit inside an inline <script>
-    return json.dumps(text).replace("</", "<\\/")
+    # ASCII only, and no "<" at all, so that the string can sit inside an inline <script>
+    return json.dumps(text).replace("<", "\\u003c")
 
 
 def bundle_disk(force: bool = False) -> Path:
@@ -434,7 +434,10 @@ def standalone() -> Path:
 
 
 def _inline_script(text: str) -> str:
-    # "</script" would end the inline script; in JS strings, regexps and comments "<\/" is the same
+    # inside <script>, "</script" ends it and "<!--" changes how the parser looks for the end
+    if "<!--" in text:
+        sys.exit("a script to inline holds '<!--', which would confuse the HTML parser")
+    # in JS strings, regexps and comments "<\\/" is the same as "</"
     return re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE)
 
 
