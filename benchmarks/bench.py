@@ -88,7 +88,7 @@ BENCH_PY = r"""
 import time, statistics
 import tgweb as tg
 from tgweb import samples
-from tgweb.compile import _check_inputs
+from tgweb.compile import _check_inputs, seed_word
 
 def _compile(model, backend=None):
     s = samples.get(model)
@@ -108,7 +108,7 @@ def _scalars(trainer, applied, seed):
 def _raw_step(trainer, data, read):
     # Trainer.step without its readback: the same host scalars, reads only `read`
     trainer._settle()
-    sc = _scalars(trainer, trainer._t, (trainer.seed * 0x9E3779B1 + trainer._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF)
+    sc = _scalars(trainer, trainer._t, seed_word(trainer.seed, trainer._calls))
     trainer._calls += 1
     trainer._t += 1
     return trainer._engine.rt.run(data, sc, read)

@@ -90,7 +90,9 @@ def test_results_wait_lazily_and_methods_settle_the_step_in_flight(backend):
     assert not r3.ready
     params = tr.params()  # so do params(), states(), checkpoint(), ...
     assert r3.ready and r3.step == 3
-    again = tg.compile(M(), loss_fn, {"x": (16, 4), "y": (16, 1)}, make(backend).optimizer, backend=backend, seed=3)
+    again = tg.compile(
+        M(), loss_fn, {"x": (16, 4), "y": (16, 1)}, make(backend).optimizer, backend=backend, seed=3
+    )
     for b in bs:
         again.step(**b).loss
     for k, v in again.params().items():

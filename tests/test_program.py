@@ -48,7 +48,9 @@ def test_program_json_round_trip():
     assert isinstance(again.kernels[0].dispatch, tuple)
     planned, allocated = again.meta["memory"]["total_bytes"], sum(b.size for b in again.buffers)
     assert planned <= allocated < planned + 16 * len(again.buffers)  # buffers in whole 16-byte units
-    assert {s.name: s.type for s in again.scalars} == {k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
+    assert {s.name: s.type for s in again.scalars} == {
+        k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)
+    }
     assert again.bytes_by_kind() == prog.bytes_by_kind()
 
     d = json.loads(text)

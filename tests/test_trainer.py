@@ -10,8 +10,8 @@ import pytest
 import tgweb as tg
 from tgweb import nn
 from tgweb.compile import decays
-from tgweb.program import SKIPPED
 from tgweb.optim import schedules
+from tgweb.program import SKIPPED
 
 
 class Net(nn.Module):
@@ -53,9 +53,8 @@ def make(opt=None, **kw):
         Net(),
         loss_fn,
         inputs=INPUTS,
-        backend="reference",
         optimizer=opt or tg.optim.AdamW(1e-2, weight_decay=0.1),
-        **kw,
+        **{"backend": "reference", **kw},
     )
 
 
@@ -293,7 +292,7 @@ def test_graph_conventions():
     assert all(u.kind == "where" for u in g.updates.values())
     sumsq = [t for t in g.tensors if t.kind == "global_sumsq"]
     assert len(sumsq) == 1 and {i.id for i in sumsq[0].inputs} == {t.id for t in g.grads.values()}
-    assert set(g.scalars) == {"lr", "step_size", "bc2_sqrt"} | {k + SKIPPED for k in ("lr", "step_size", "bc2_sqrt")}
+    assert set(g.scalars) == {k + sfx for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
     assert all(g.scalars[n].dtype == "f32" for n in g.scalars)
 
 
@@ -321,7 +320,8 @@ def test_memory_report_and_program():
     prog = tr.program
     arena = prog.meta["grad_arena"]["buffer"]
     assert prog.buffers[arena].kind == "grad" and prog.buffers[arena].size >= kinds["param"]
-    assert {s.name: s.type for s in prog.scalars} == {k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
+    want = {k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
+    assert {s.name: s.type for s in prog.scalars} == want
     assert set(prog.outputs) == {"loss", "ok", "grad_norm"}
 
 
@@ -335,3 +335,17 @@ def test_default_backend_is_native_exactly_when_an_adapter_is_found(monkeypatch)
     # "browser" under Pyodide, and only there
     monkeypatch.setattr(sys, "platform", "emscripten")
     assert default_backend() == "browser"
+
+
+@pytest.mark.parametrize("backend", ["reference", pytest.param("native", marks=pytest.mark.native)])
+def test_attached_inference_with_random_ops_draws_anew_each_run(backend):
+    """Sampling in an inference graph (ops.rand): each run() draws new numbers from the
+    trainer's seed; the backends draw the same ones."""
+    tr = make(backend=backend)
+    noisy = tr.attach(lambda m, x: x + tg.rand((2, 3)), {"x": (2, 3)})
+    zeros = np.zeros((2, 3), np.float32)
+    a, b = np.asarray(noisy.run(x=zeros).output), np.asarray(noisy.run(x=zeros).output)
+    assert noisy.runs == 2
+    assert not np.array_equal(a, b) and ((0 <= a) & (a < 1)).all()
+    ref = make(backend="reference").attach(lambda m, x: x + tg.rand((2, 3)), {"x": (2, 3)})
+    np.testing.assert_allclose(np.asarray(ref.run(x=zeros).output), a, rtol=1e-6)

@@ -523,7 +523,7 @@ class Trainer:
             self._settle()  # an lr only one of the two outcomes gives: decide exactly
             return self.step(**batch)
         scalars = {**ok_scalars, **{k + SKIPPED: v for k, v in skip_scalars.items()}}
-        scalars["seed"] = (self.seed * 0x9E3779B1 + self._calls * 0x85EBCA6B + 1) & 0x7FFFFFFF
+        scalars["seed"] = seed_word(self.seed, self._calls)
         scalars = {k: scalars[k] for k in self.graph.scalars}
         self._calls += 1
         caps = list(self.graph.captures)
@@ -672,6 +672,7 @@ class Inference:
         self.graph = graph
         self._bounds = index_bounds(graph)
         self._engine = make_engine(graph, trainer.backend, trainer.precision, share=trainer._engine)
+        self.runs = 0  # run() calls: the position of its random stream
 
     @property
     def program(self):
@@ -680,8 +681,12 @@ class Inference:
     def run(self, **batch) -> RunResult:
         data = _check_inputs(self.graph, batch, "run", self._bounds)
         outs, caps = list(self.graph.outputs), list(self.graph.captures)
+        scalars = {}
+        if "seed" in self.graph.scalars:  # random ops (sampling): new numbers each run
+            scalars["seed"] = seed_word(self.trainer.seed, self.runs, stream=2)
+        self.runs += 1
         got = self._engine.run(
-            data, batch, {}, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
+            data, batch, scalars, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
         )
         o = {n: got[("outputs", n)] for n in outs}
         return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
@@ -780,6 +785,12 @@ def _checked_scalars(opt: Optimizer, t: int, lr: Any, schedule: Schedule, at: in
         if not abs(v) <= F32_MAX:
             raise InputError(f"step: {k} = {v!r} (from lr {lr!r}) does not fit f32; nothing changed")
     return scalars
+
+
+def seed_word(seed: int, n: int, stream: int = 1) -> int:
+    """The PRNG seed scalar of the n-th run of a stream (1: training steps, 2: inference
+    runs) for a trainer's seed: every run draws new random numbers."""
+    return (seed * 0x9E3779B1 + n * 0x85EBCA6B + stream) & 0x7FFFFFFF
 
 
 def _raise(e: Exception):
