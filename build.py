@@ -243,6 +243,17 @@ def bundle_site() -> Path:
     return SITE
 
 
+def web_files() -> list[Path]:
+    """The files of web/ that the served site holds: not web/disk/ (the page opened from
+    disk does not come from the site) nor caches."""
+    disk = ROOT / "web" / "disk"
+    return [
+        f
+        for f in sorted((ROOT / "web").rglob("*"))
+        if f.is_file() and "__pycache__" not in f.parts and disk not in f.parents
+    ]
+
+
 def _assemble_site(tmp: Path, web: bool = True) -> dict:
     """Write the site into tmp (emptied first); returns manifest.json's files. web=False:
     of web/, only the page's Python (page/*.py)."""
@@ -256,8 +267,8 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
     (tmp / "pyodide").mkdir(parents=True)
     (tmp / "wheels").mkdir()
 
-    for f in (ROOT / "web").rglob("*"):
-        if f.is_file() and "__pycache__" not in f.parts and (web or f.suffix == ".py"):
+    for f in web_files():
+        if web or f.suffix == ".py":
             dst = tmp / f.relative_to(ROOT / "web")
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, dst)

@@ -142,11 +142,10 @@ def _site_is_stale(site: Path) -> bool:
     if not manifest.exists():
         return True
     built = manifest.stat().st_mtime
-    for f in (ROOT / "web").rglob("*"):
-        if f.is_file() and "__pycache__" not in f.parts:
-            dst = site / f.relative_to(ROOT / "web")
-            if not dst.exists() or f.stat().st_mtime > built:
-                return True
+    for f in _build().web_files():
+        dst = site / f.relative_to(ROOT / "web")
+        if not dst.exists() or f.stat().st_mtime > built:
+            return True
     return False
 
 
