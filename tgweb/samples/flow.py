@@ -21,7 +21,7 @@ baseline (`gaussian_loss`, about 0.725) is the best velocity that knows each pix
 mean and variance (from the training images) but nothing of how pixels go together:
 the per-pixel linear regression of x1 - x0 on x_t. Success: held-out loss below that
 baseline by SUCCESS["margin"] = 0.15 (about 0.575) within 2,000 Adam steps of batch 64;
-typically reached in 450-500 steps (about 0.51 after 2,000).
+typically reached in 450-500 steps (about 0.535 after 2,000).
 
 The view also shows how close samples come to real digits (`nn_distance_ratio`: the
 mean distance from a sample to its nearest training image over the same mean for the
