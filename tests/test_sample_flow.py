@@ -180,3 +180,25 @@ def test_flow_reaches_success_on_the_reference_backend():
     assert got["val"] < bound
     # the samples look like digits of many kinds, not noise and not one digit
     assert got["ratio"] < 2.2 and len(set(got["labels"])) >= 8, got
+
+
+def test_everything_the_page_runs_works_without_numpy():
+    from test_no_numpy import run_without_numpy  # tests/ is on sys.path under pytest
+
+    out = run_without_numpy("""
+        from tgweb.compile import build_training_graph
+        from tgweb.lower import lower
+        from tgweb.trace import trace
+        import tgweb as tg
+        from tgweb.samples import flow
+        opt, clip = tg.optim.from_spec(flow.OPTIMIZER)
+        lower(build_training_graph(flow.Model(), flow.loss_fn, flow.INPUTS, opt, clip))
+        trace(flow.forward, flow.Model(), flow.SAMPLE_INPUTS)
+        assert len(flow.batch(0)["x"]) == flow.BATCH * 64
+        zero = lambda feeds: [0.0] * len(feeds["x"])
+        images = flow.generate(zero, steps=2)
+        assert len(images) == flow.SAMPLES_N and len(flow.nearest_labels(images[:3])) == 3
+        print(round(flow.heldout_loss(zero), 4), round(flow.gaussian_loss(), 4))
+    """)
+    loss, base = map(float, out.split())
+    assert loss > base > 0.5

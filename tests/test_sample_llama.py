@@ -180,3 +180,22 @@ def test_llama_reaches_success_on_the_reference_backend():
     )
     assert got["reached"] is not None and got["reached"] <= llama.STEPS, got
     assert got["val"] < bound
+
+
+def test_everything_the_page_runs_works_without_numpy():
+    from test_no_numpy import run_without_numpy  # tests/ is on sys.path under pytest
+
+    out = run_without_numpy("""
+        from tgweb.compile import build_training_graph
+        from tgweb.lower import lower
+        from tgweb.trace import trace
+        import tgweb as tg
+        from tgweb.samples import llama
+        opt, clip = tg.optim.from_spec(llama.OPTIMIZER)
+        lower(build_training_graph(llama.Model(), llama.loss_fn, llama.INPUTS, opt, clip))
+        trace(llama.sample_probs, llama.Model(), llama.SAMPLE_INPUTS)
+        flat = [1.0 / llama.VOCAB] * (llama.SAMPLE_BATCH * llama.CTX * llama.VOCAB)
+        names, entropy = llama.sample_names(lambda feeds: flat, 5, temperature=0.5, rng=1)
+        print(len(names), round(entropy, 4))
+    """)
+    assert out.split() == ["5", f"{math.log(27):.4f}"]
