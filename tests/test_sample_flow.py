@@ -86,9 +86,9 @@ def test_data_noise_and_heldout_problem():
     b = flow.batch(3, 1)
     assert b == flow.batch(3, 1) and b != flow.batch(4, 1)
     x = np.asarray(b["x"])
-    assert x.shape == (digits.BATCH * 64,) and x.min() >= -1 and x.max() <= 1 and (x == -1).mean() > 0.3
+    assert x.shape == (flow.BATCH * 64,) and x.min() >= -1 and x.max() <= 1 and (x == -1).mean() > 0.3
     train = {tuple(flow.to_model(digits.image(i))) for i in digits.TRAIN_INDICES}
-    assert all(tuple(float(v) for v in x[k * 64 : (k + 1) * 64]) in train for k in range(digits.BATCH))
+    assert all(tuple(float(v) for v in x[k * 64 : (k + 1) * 64]) in train for k in range(flow.BATCH))
     assert flow.eval_noise() == flow.eval_noise() and flow.eval_noise() != flow.eval_noise(seed=5)
     z = np.asarray(flow.eval_noise(2000))
     assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02
@@ -194,7 +194,7 @@ def test_everything_the_page_runs_works_without_numpy():
         opt, clip = tg.optim.from_spec(flow.OPTIMIZER)
         lower(build_training_graph(flow.Model(), flow.loss_fn, flow.INPUTS, opt, clip))
         trace(flow.forward, flow.Model(), flow.SAMPLE_INPUTS)
-        assert len(flow.batch(0)["x"]) == flow.BATCH * 64
+        assert len(flow.batch(0)["x"]) == flow.BATCH * 64 == 32 * 64
         zero = lambda feeds: [0.0] * len(feeds["x"])
         images = flow.generate(zero, steps=2)
         assert len(images) == flow.SAMPLES_N and len(flow.nearest_labels(images[:3])) == 3
