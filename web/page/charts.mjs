@@ -16,7 +16,8 @@ function fitCanvas(c, cssHeight) {
   return [g, w, h];
 }
 
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+/** A CSS custom property of the page (app.css), e.g. css("--accent"); "#555" if unset. */
+export const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
 
 export function fmt(v) {
   if (v == null || !Number.isFinite(v)) return "–";

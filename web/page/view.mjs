@@ -4,6 +4,21 @@
 // draws the rest itself and calls renderParts for these.
 import { drawCurve, drawHeat, fmt } from "./charts.mjs";
 
+export { css } from "./charts.mjs";
+
+/** A DOM element: props set as properties, except style (cssText) and aria-*, data-*,
+ * role and for (attributes); kids appended. */
+export function el(tag, props = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "style") e.style.cssText = v;
+    else if (k.startsWith("aria-") || k.startsWith("data-") || k === "role" || k === "for") e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  e.append(...kids);
+  return e;
+}
+
 /** The view's figures as <div><dt>name</dt><dd data-name=name>value</dd></div> in figs. */
 export function renderFigures(figs, v) {
   for (const [k, val] of Object.entries(v.figures || {})) {

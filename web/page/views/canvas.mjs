@@ -5,6 +5,7 @@
 // At most one call is in flight: strokes drawn meanwhile are sent when it returns.
 // The strokes and the last answer live in module scope, so that a re-render (resize, a
 // new "view" event while training) keeps them.
+import { css, el } from "../view.mjs";
 
 const PAD = 240; // the drawing pad's CSS size (square)
 
@@ -15,19 +16,6 @@ let error = "";
 let inflight = false, pending = false, sent = 0;
 let els = null; // the current render's elements
 let ctxRef = null;
-
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
-
-function el(tag, props = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "style") e.style.cssText = v;
-    else if (k.startsWith("aria-") || k.startsWith("data-") || k === "role") e.setAttribute(k, v);
-    else e[k] = v;
-  }
-  e.append(...kids);
-  return e;
-}
 
 /** Ask the page script for the drawing's probabilities; one call at a time. */
 function request() {

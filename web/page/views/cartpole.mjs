@@ -2,8 +2,7 @@
 // time on a canvas (states from episode() in page/samples/cartpole.py, through ctx.call),
 // and the mean return of the training episodes over the steps, with the goal (195).
 // show() sends view.cartpole: {steps, returns, evaluated, at}.
-
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
+import { css } from "../view.mjs";
 
 // module state: kept across re-renders (the view is redrawn on resize and every "view" event)
 const anim = { ep: null, t0: 0, raf: 0, canvas: null, status: null, pending: false };

@@ -5,6 +5,7 @@
 // page/samples/flow.py answers {pixels, labels, ratio, steps, seed, fixed, step, frames,
 // times}; show() sends the same as view.flow while training. The choices and the last
 // answer live in module scope, so that a re-render (resize, a new view) keeps them.
+import { css, el } from "../view.mjs";
 
 const STEP_CHOICES = [1, 2, 4, 8, 16, 32];
 const TILE = 34; // CSS pixels per sample in the grid (8x8 pixels, scaled)
@@ -16,19 +17,6 @@ let inflight = false;
 let error = "";
 let els = null;
 let ctxRef = null;
-
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
-
-function el(tag, props = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "style") e.style.cssText = v;
-    else if (k.startsWith("aria-") || k.startsWith("data-") || k === "role") e.setAttribute(k, v);
-    else e[k] = v;
-  }
-  e.append(...kids);
-  return e;
-}
 
 /** One 8x8 image (pixels in [0, 1], ink dark) drawn at (x, y), `size` CSS pixels wide. */
 function tile(g, px, x, y, size) {

@@ -2,8 +2,8 @@
 // functions as small plots: the 4 edges x → h_j of the first layer and the 4 edges
 // h_i → y of the second (each over the range its input covers). show() in
 // page/samples/kan.py sends view.kan: {x, target, model, ranges, edges: [{layer, i, j, x, y}]}.
+import { css } from "../view.mjs";
 
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
 const SUB = "₀₁₂₃₄₅₆₇₈₉";
 const sub = (n) => String(n).split("").map((d) => SUB[+d]).join("");
 

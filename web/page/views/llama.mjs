@@ -5,6 +5,7 @@
 // {names, temperature, entropy, first, traces, step}. show() sends the same as view.llama.
 // The slider's value and the last answer live in module scope, so that a re-render
 // (resize, a new "view" event while training) keeps them.
+import { css, el } from "../view.mjs";
 
 const LETTERS = ["end", ..."abcdefghijklmnopqrstuvwxyz"];
 
@@ -15,19 +16,6 @@ let inflight = false;
 let error = "";
 let els = null;
 let ctxRef = null;
-
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
-
-function el(tag, props = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "style") e.style.cssText = v;
-    else if (k.startsWith("aria-") || k.startsWith("data-") || k === "role" || k === "for") e.setAttribute(k, v);
-    else e[k] = v;
-  }
-  e.append(...kids);
-  return e;
-}
 
 const cap = (s) => (s ? s[0].toUpperCase() + s.slice(1) : "(empty)");
 

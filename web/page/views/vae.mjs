@@ -5,6 +5,7 @@
 // arrow keys) decodes that point through decode_at(z1, z2) in page/samples/vae.py, one
 // call in flight at a time. show() sends view.vae: {side, originals, reconstructions,
 // grid: {n, z, images}, latent: {means, labels}}.
+import { css, el } from "../view.mjs";
 
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
@@ -16,19 +17,6 @@ let want = null; // the point asked for last
 let inflight = false, pending = false;
 let range = 3; // the plane shows [-range, range] on both axes
 let els = null, ctxRef = null, error = "";
-
-const css = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || "#555";
-
-function el(tag, props = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (k === "style") e.style.cssText = v;
-    else if (k.startsWith("aria-") || k.startsWith("data-") || k === "role") e.setAttribute(k, v);
-    else e[k] = v;
-  }
-  e.append(...kids);
-  return e;
-}
 
 /** An 8x8 image (values in [0, 1], ink dark) on a canvas of its own size. */
 function digitCanvas(px, side, label, cssSize) {
