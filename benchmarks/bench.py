@@ -575,8 +575,13 @@ def write_report(results: dict, cmd: str) -> str:
             _fmt_ms,
             replica_key="shim_ms_per_step_read_every",
         )
-        row("ms/step, loss read every step before the next is sent", "ms_per_step_read_at_once", _fmt_ms,
-            native_key="ms_per_step_read_at_once", ratio=False)
+        row(
+            "ms/step, loss read every step before the next is sent",
+            "ms_per_step_read_at_once",
+            _fmt_ms,
+            native_key="ms_per_step_read_at_once",
+            ratio=False,
+        )
         row(
             "ms/step, loss read every 10th step",
             "ms_per_step_read_every10",

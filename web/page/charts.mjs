@@ -34,54 +34,67 @@ function tick(lv) {
   return `${m}e${Number(e)}`;
 }
 
-function smooth(losses) {
+function smooth(losses, logScale = true) {
+  // an exponential moving average, of log(loss) on a log scale
   const out = [];
   let m = null;
   const alpha = Math.max(0.02, Math.min(0.3, 20 / Math.max(1, losses.length)));
   for (const [, v] of losses) {
-    const lv = Math.log(Math.max(v, 1e-12));
+    const lv = logScale ? Math.log(Math.max(v, 1e-12)) : v;
     m = m == null ? lv : m + alpha * (lv - m);
-    out.push(Math.exp(m));
+    out.push(logScale ? Math.exp(m) : m);
   }
   return out;
 }
 
-/** The training loss on a log scale (raw and smoothed), on canvas c; losses: [[step, loss]]. */
+/** The training loss (raw and smoothed) on canvas c; losses: [[step, loss]]. On a log scale
+ * when every loss is positive, else (a policy-gradient surrogate, say) on a linear one. */
 export function drawLossChart(c, losses) {
   const [g, w, h] = fitCanvas(c, 220);
-  const pts = losses.filter(([, v]) => Number.isFinite(v) && v > 0);
+  const pts = losses.filter(([, v]) => Number.isFinite(v));
+  const logScale = pts.every(([, v]) => v > 0);
+  const T = logScale ? Math.log10 : (v) => v;
   const pad = { l: 52, r: 12, t: 10, b: 26 };
   g.font = "11px system-ui, sans-serif";
   g.fillStyle = css("--muted");
+  c.dataset.scale = logScale ? "log" : "linear";
   if (pts.length < 2) {
     g.fillText(pts.length ? "…" : "no steps yet", pad.l, h / 2);
     c.dataset.points = String(pts.length);
     return;
   }
-  const sm = smooth(pts);
-  const ys = pts.map(([, v]) => Math.log10(v));
-  const span10 = Math.max(...ys) - Math.min(...ys);
-  const q = span10 > 1.5 ? 2 : 10;   // round the range to half decades, or tenths when narrow
-  let lo = Math.floor(Math.min(...ys) * q) / q, hi = Math.ceil(Math.max(...ys) * q) / q;
-  if (hi - lo < 0.2) hi = lo + 0.2;
+  const sm = smooth(pts, logScale);
+  const ys = pts.map(([, v]) => T(v));
+  let lo, hi;
+  if (logScale) {
+    const span10 = Math.max(...ys) - Math.min(...ys);
+    const q = span10 > 1.5 ? 2 : 10;   // round the range to half decades, or tenths when narrow
+    lo = Math.floor(Math.min(...ys) * q) / q; hi = Math.ceil(Math.max(...ys) * q) / q;
+    if (hi - lo < 0.2) hi = lo + 0.2;
+  } else {
+    lo = Math.min(...ys); hi = Math.max(...ys);
+    const margin = Math.max((hi - lo) * 0.05, 1e-6);
+    lo -= margin; hi += margin;
+  }
   const x0 = pts[0][0], x1 = Math.max(pts[pts.length - 1][0], x0 + 1);
   const X = (st) => pad.l + (w - pad.l - pad.r) * (st - x0) / (x1 - x0);
   const Y = (lv) => pad.t + (h - pad.t - pad.b) * (hi - lv) / (hi - lo);
-  // grid: decades (or halves) on y when the range is wide, round values when narrow
+  // grid: decades (or halves) on y when a log range is wide, round values otherwise
   g.strokeStyle = css("--grid");
   g.lineWidth = 1;
   g.textAlign = "right";
   g.textBaseline = "middle";
   const yTicks = [];
-  if (hi - lo > 1) {
+  if (logScale && hi - lo > 1) {
     const yStep = hi - lo > 3 ? 1 : 0.5;
     for (let lv = Math.ceil(lo / yStep) * yStep; lv <= hi + 1e-9; lv += yStep) yTicks.push([lv, tick(lv)]);
   } else {
-    const vlo = 10 ** lo, vhi = 10 ** hi, raw = (vhi - vlo) / 4;
+    const vlo = logScale ? 10 ** lo : lo, vhi = logScale ? 10 ** hi : hi, raw = (vhi - vlo) / 4;
     const p = 10 ** Math.floor(Math.log10(raw));
     const st = [1, 2, 5, 10].map((k) => k * p).find((v) => v >= raw);
-    for (let v = Math.ceil(vlo / st) * st; v <= vhi * (1 + 1e-9); v += st) {
-      yTicks.push([Math.log10(v), Number(v.toPrecision(3)) >= 1e-3 ? String(Number(v.toPrecision(3))) : v.toExponential(1)]);
+    for (let v = Math.ceil(vlo / st) * st; v <= vhi + Math.abs(vhi) * 1e-9 + 1e-12; v += st) {
+      const r = Number(v.toPrecision(3));
+      yTicks.push([T(v), Math.abs(r) >= 1e-3 || r === 0 ? String(r) : v.toExponential(1)]);
     }
   }
   for (const [lv, label] of yTicks) {
@@ -101,7 +114,7 @@ export function drawLossChart(c, losses) {
   const line = (vals, color, width) => {
     g.strokeStyle = color; g.lineWidth = width; g.lineJoin = "round"; g.beginPath();
     pts.forEach(([st], i) => {
-      const x = X(st), y = Y(Math.log10(vals[i]));
+      const x = X(st), y = Y(T(vals[i]));
       i ? g.lineTo(x, y) : g.moveTo(x, y);
     });
     g.stroke();

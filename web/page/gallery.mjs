@@ -33,7 +33,7 @@ export const SAMPLES = [
   { name: "cartpole", title: "cartpole", kind: "policy gradient", steps: 300, viewer: cartpole,
     blurb: "REINFORCE teaches a policy to balance a pole on a cart, 16 environments at once. The view animates an episode." },
   { name: "tictactoe", title: "tictactoe", kind: "self-play RL", steps: 2000, viewer: tictactoe,
-    blurb: "A policy learns tic-tac-toe by playing itself. Play against it on the board." },
+    blurb: "A policy learns tic-tac-toe from games against itself and against random players. Play against it on the board." },
   { name: "llama", title: "llama", kind: "Llama-style LM", steps: 1500, viewer: llama,
     blurb: "A small Llama (RMSNorm, rotary embeddings, SwiGLU) learns first names. Sample new ones at the temperature you set." },
 ];
