@@ -423,19 +423,24 @@ def _short(e) -> str:
 # Native (wgpu-py in this CPython)
 
 
-def run_native(model, batches, cfg) -> dict:
+def run_native(model, cfg) -> dict:
+    """tgweb natively (wgpu-py), in a process of its own: a wgpu device left alive in this
+    process slowed the next Chromium runs' steps on the H200 (addition 4.7 against 2.3 ms)."""
     try:
-        ns: dict = {}
-        exec(compile(BENCH_PY, "bench_native.py", "exec"), ns)
-        bs = [
-            {k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in b.items()}
-            for b in batches
-        ]
-        trainer, first = ns["bench_first"](model, bs, "native")
-        steps = ns["bench_steps"](trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model])
-        steps["host_breakdown"] = ns["bench_overhead"](trainer, bs)
-        out = {"fw": "tgweb", "where": "native", **first, **steps}
-        out["peak_gpu_bytes"] = steps["program_bytes"]
+        p = subprocess.run(
+            [sys.executable, str(Path(__file__)), "--native-run", model, json.dumps(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            cwd=ROOT,
+        )
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+        if not lines:
+            tail = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+            raise RuntimeError(f"the native run printed no result: {tail}")
+        out = json.loads(lines[-1][len("RESULT ") :])
+        if "error" in out:
+            return out
         cold = subprocess.run(
             [sys.executable, str(Path(__file__)), "--native-cold", model],
             capture_output=True,
@@ -445,6 +450,25 @@ def run_native(model, batches, cfg) -> dict:
         )
         lines = [ln for ln in cold.stdout.splitlines() if ln.startswith("COLD ")]
         out["cold_start_s"] = float(lines[-1].split()[1]) if lines else None
+        return out
+    except Exception as e:
+        return {"fw": "tgweb", "where": "native", "error": _short(e)}
+
+
+def native_run(model: str, cfg: dict) -> None:
+    """The native measurement of run_native, printed as one line "RESULT <json>"."""
+    try:
+        ns: dict = {}
+        exec(compile(BENCH_PY, "bench_native.py", "exec"), ns)
+        bs = [
+            {k: array.array("i" if k in ("tokens", "targets") else "f", v) for k, v in b.items()}
+            for b in make_batches(model)
+        ]
+        trainer, first = ns["bench_first"](model, bs, "native")
+        steps = ns["bench_steps"](trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model])
+        steps["host_breakdown"] = ns["bench_overhead"](trainer, bs)
+        out = {"fw": "tgweb", "where": "native", **first, **steps}
+        out["peak_gpu_bytes"] = steps["program_bytes"]
         try:
             import wgpu
 
@@ -454,9 +478,9 @@ def run_native(model, batches, cfg) -> dict:
             out["wgpu"] = wgpu.__version__
         except Exception:
             pass
-        return out
     except Exception as e:
-        return {"fw": "tgweb", "where": "native", "error": _short(e)}
+        out = {"fw": "tgweb", "where": "native", "error": _short(e)}
+    print("RESULT " + json.dumps(out, default=str), flush=True)
 
 
 def native_cold(model: str) -> None:
@@ -754,6 +778,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--no-native", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer steps (a smoke run; not for the table)")
     ap.add_argument("--native-cold", help=argparse.SUPPRESS)
+    ap.add_argument("--native-run", nargs=2, help=argparse.SUPPRESS)  # MODEL CFG-JSON
     ap.add_argument("--out", default=str(HERE))
     ap.add_argument("--block", help=argparse.SUPPRESS)  # with --profile: matmul_browser.py's --block
     ap.add_argument(
@@ -766,6 +791,9 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     if a.native_cold:
         native_cold(a.native_cold)
+        return 0
+    if a.native_run:
+        native_run(a.native_run[0], json.loads(a.native_run[1]))
         return 0
     cmd = "python3 build.py bench" + (" " + " ".join(argv) if argv else "")
     models = a.only or list(MODELS)
@@ -842,7 +870,7 @@ def main(argv: list[str]) -> int:
                 _say(model, peer, R[peer])
             if not a.no_native:
                 print(f"[{model}] tgweb native ...", flush=True)
-                R["native"] = run_native(model, batches, cfg)
+                R["native"] = run_native(model, cfg)
                 _say(model, "native", R["native"])
         report = write_report(results, cmd)
         try:
