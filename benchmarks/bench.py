@@ -433,6 +433,7 @@ def run_native(model, cfg) -> dict:
             text=True,
             timeout=1200,
             cwd=ROOT,
+            env=_child_env(),
         )
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
         if not lines:
@@ -447,12 +448,20 @@ def run_native(model, cfg) -> dict:
             text=True,
             timeout=300,
             cwd=ROOT,
+            env=_child_env(),
         )
         lines = [ln for ln in cold.stdout.splitlines() if ln.startswith("COLD ")]
         out["cold_start_s"] = float(lines[-1].split()[1]) if lines else None
         return out
     except Exception as e:
         return {"fw": "tgweb", "where": "native", "error": _short(e)}
+
+
+def _child_env() -> dict:
+    """This process's environment, with the checkout first on the import path (tgweb
+    need not be installed: on the H200 it is not)."""
+    path = [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def native_run(model: str, cfg: dict) -> None:
