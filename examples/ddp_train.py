@@ -70,6 +70,9 @@ def main() -> None:
             trainer, args.out, metadata={"sample": args.sample, "trained_by": f"ddp x{world}"}
         )
         print(f"wrote {args.out} after {trainer.steps} steps", flush=True)
+    # both ranks leave together: a rank that tears its group down while rank 0 still
+    # writes the checkpoint made gloo abort rank 0 at exit
+    dist.barrier()
     dist.destroy_process_group()
 
 
