@@ -1,4 +1,4 @@
-// The trainer page (index.html): a gallery of the four samples. Each sample's Python
+// The trainer page (index.html): a gallery of the samples in page/gallery.mjs. Each sample's Python
 // source (page/samples/*.py) is editable; Start runs it in its own namespace through
 // page/harness.py (compiling the trainer) and then calls its train(steps), which emits
 // "metric" events (the loss) and "view" events (the sample's own view) back here.
