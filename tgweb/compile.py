@@ -264,7 +264,8 @@ def _owned(grads: dict[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
-_HOST_SCALARS = ("lr", "step_size", "bc2_sqrt", "seed", "lr@skipped", "step_size@skipped", "bc2_sqrt@skipped")
+_OPTIMIZER_SCALARS = ("lr", "step_size", "bc2_sqrt")
+_HOST_SCALARS = ("seed", *_OPTIMIZER_SCALARS, *(k + SKIPPED for k in _OPTIMIZER_SCALARS))
 STATE_PREFIX = "optimizer."  # optimizer state tensors in a checkpoint (the page's files too)
 
 
@@ -535,11 +536,10 @@ class Trainer:
                 raise
             return self._recover(e)
         result = StepResult(None, None, None, None, None, None, None)
-        if prev is not None:
-            self._settle()
-        result._lr = lr_ok if prev is None or prev._ok else lr_skip
-        result._fill = lambda: self._finish(result, wait, caps)
-        self._pending = result
+        result._fill = lambda: self._finish(result, wait, caps, prev, (lr_ok, lr_skip))
+        self._pending = result  # tracked before prev is read: an error there loses no step
+        if prev is not None and not prev.ready:
+            prev._fill()  # on the GPU it ran before this one: its results are in by now
         if self.recover_every:  # a lost device must be seen at the step it hit
             try:
                 result._fill()
@@ -559,11 +559,17 @@ class Trainer:
         if self._pending is not None:
             self._pending._fill()
 
-    def _finish(self, r: StepResult, wait, caps) -> None:
-        """Read back step r's results and count it if it was applied."""
-        self._pending = None
-        r._fill = None
+    def _finish(self, r: StepResult, wait, caps, prev: StepResult | None, lrs: tuple) -> None:
+        """Read back step r's results and count it if it was applied. prev: the step
+        before it, if it was in flight when r was sent (r's lr is lrs[0] if prev was
+        applied, else lrs[1])."""
+        if self._pending is r:
+            self._pending = None
         try:
+            if prev is not None and not prev.ready:
+                prev._fill()  # in order (its own error, if any, comes again here)
+            r._lr = lrs[0] if prev is None or prev._ok else lrs[1]
+            r._fill = None
             got = wait()
         except Exception as e:
             r._fill = functools.partial(_raise, e)  # every later read of this result says why
