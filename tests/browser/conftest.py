@@ -169,6 +169,18 @@ def open_app(browser, site_url, sample: str = ""):
     return page
 
 
+@pytest.fixture(scope="module")
+def app(browser, site_url, request):
+    """The trainer page, loaded and ready, for one test module; opened at the sample
+    named by the module's SAMPLE, if it has one."""
+    sample = getattr(request.module, "SAMPLE", "")
+    page = open_app(browser, site_url, sample)
+    if sample:
+        open_sample(page, sample)
+    yield page
+    page.close()
+
+
 def open_sample(page, name: str):
     """Pick a sample in the gallery and wait for its source to load."""
     page.click(f"#pick-{name}")

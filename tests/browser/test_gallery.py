@@ -17,7 +17,7 @@ import pytest
 from tgweb import samples
 from tgweb.samples import success_bound
 
-from .conftest import ROOT, losses, open_app, open_sample, screenshot, train_app
+from .conftest import ROOT, losses, open_sample, screenshot, train_app
 
 GALLERY = re.findall(r'\{ name: "(\w+)"', (ROOT / "web" / "page" / "gallery.mjs").read_text())
 STEPS = 20
@@ -27,13 +27,6 @@ def test_gallery_and_samples_agree():
     assert sorted(GALLERY) == sorted(samples.SAMPLES), "web/page/gallery.mjs and tgweb.samples differ"
     for name in GALLERY:
         assert (ROOT / "web" / "page" / "samples" / f"{name}.py").exists(), name
-
-
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url)
-    yield page
-    page.close()
 
 
 def _first_figure(page) -> float:

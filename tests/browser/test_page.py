@@ -11,17 +11,7 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
-
-from .conftest import OUT, losses, open_app, train_app
-
-
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    """The trainer page, loaded and ready (Pyodide, tgweb, GPU device, page harness)."""
-    page = open_app(browser, site_url)
-    yield page
-    page.close()
+from .conftest import OUT, losses, train_app
 
 
 def _figures(page) -> dict:

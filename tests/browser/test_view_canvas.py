@@ -6,16 +6,7 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
-from .conftest import open_app, open_sample, screenshot, train_app
-
-
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url)
-    yield page
-    page.close()
+from .conftest import open_sample, screenshot, train_app
 
 
 def probs(page) -> list[float]:

@@ -4,9 +4,7 @@ of Euler steps, new noise and the fixed noise again each bring samples back from
 
 from __future__ import annotations
 
-import pytest
-
-from .conftest import open_app, open_sample, screenshot, train_app
+from .conftest import screenshot, train_app
 
 GRID = "#flow-grid"
 # a checksum of the grid canvas's pixels, to tell drawings apart
@@ -15,12 +13,7 @@ CHECKSUM = """(sel) => { const c = document.querySelector(sel);
   let s = 0; for (let i = 0; i < d.length; i += 4) s = (s * 31 + d[i]) % 1000000007; return s; }"""
 
 
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url, "flow")
-    open_sample(page, "flow")
-    yield page
-    page.close()
+SAMPLE = "flow"  # the page opens at it (conftest.app)
 
 
 def grid(page) -> dict:

@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
-from .conftest import open_app, open_sample, screenshot, train_app
+from .conftest import screenshot, train_app
 
 NAMES = "#llama-names"
 
 
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url, "llama")
-    open_sample(page, "llama")
-    yield page
-    page.close()
+SAMPLE = "llama"  # the page opens at it (conftest.app)
 
 
 def answer(page) -> dict:

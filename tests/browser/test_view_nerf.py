@@ -8,9 +8,7 @@ import base64
 import struct
 import zlib
 
-import pytest
-
-from .conftest import losses, open_app, open_sample, screenshot, train_app
+from .conftest import losses, screenshot, train_app
 
 
 def png(width: int, height: int, pixel) -> bytes:
@@ -60,12 +58,7 @@ def figure(page, name: str) -> str:
     return page.inner_text(f'#view-figures dd[data-name="{name}"]')
 
 
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url, "nerf")
-    open_sample(page, "nerf")
-    yield page
-    page.close()
+SAMPLE = "nerf"  # the page opens at it (conftest.app)
 
 
 def drop(page, data: bytes, name: str, kind: str = "image/png"):

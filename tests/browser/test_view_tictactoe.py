@@ -5,18 +5,9 @@ finished game says who won, and New game lets the model open when you play O."""
 
 from __future__ import annotations
 
-import pytest
-
-from .conftest import open_app, open_sample, screenshot, train_app
+from .conftest import open_sample, screenshot, train_app
 
 LINES = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
-
-
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url)
-    yield page
-    page.close()
 
 
 def board(page) -> list[str]:

@@ -9,15 +9,7 @@ import json
 
 import pytest
 
-from .conftest import open_app, open_sample, screenshot, train_app
-
-
-@pytest.fixture(scope="module")
-def app(browser, site_url):
-    page = open_app(browser, site_url)
-    yield page
-    page.close()
-
+from .conftest import open_sample, screenshot, train_app
 
 MOVED = """(z) => { const d = document.querySelector('#vae-probe').dataset.z;
                    return !!d && JSON.stringify(JSON.parse(d)) !== JSON.stringify(z); }"""
