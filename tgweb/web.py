@@ -20,6 +20,7 @@ Reading r.loss yourself waits for that step, which costs a GPU round trip each s
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any, Callable
@@ -32,25 +33,29 @@ class Stopped(Exception):
     """The page asked the running script to stop (tg.stop() in tgweb.mjs)."""
 
 
-_found: list = []  # [the hooks module or None], looked up once
-_stop_flag: list = []  # [hooks.stopRequested or None]
+@functools.cache
+def hooks():
+    """The worker's JS hooks (emit, stopRequested, gpu, device, adapterInfo), or None
+    outside it; looked up once (a failed import searches the whole path again)."""
+    try:
+        import tgweb_js  # registered by web/worker.mjs before any tgweb code runs
+
+        return tgweb_js
+    except ImportError:
+        return None
 
 
-def _hooks():
-    """The worker's JS hooks (emit, stopRequested, gpu, device), or None outside it."""
-    if not _found:
-        try:
-            import tgweb_js  # registered by web/worker.mjs
-
-            _found.append(tgweb_js)
-        except ImportError:
-            _found.append(None)
-    return _found[0]
+@functools.cache
+def _stop_flag():
+    """hooks().stopRequested, or None outside the worker: looked up once, since each
+    lookup crosses into JS."""
+    h = hooks()
+    return h.stopRequested if h is not None else None
 
 
 def in_browser() -> bool:
     """True inside the tgweb browser worker."""
-    return _hooks() is not None
+    return hooks() is not None
 
 
 def set_handler(fn: Callable[[str, Any], None] | None) -> None:
@@ -92,9 +97,9 @@ def emit(event: str, data: Any = None) -> None:
     """Send an event to the page: handlers of tg.on(event) get the JSON value of data."""
     if not isinstance(event, str) or not event:
         raise ValueError("event must be a non-empty string")
-    hooks = _hooks()
-    if hooks is not None:
-        hooks.emit(event, to_json(data))
+    h = hooks()
+    if h is not None:
+        h.emit(event, to_json(data))
     elif _handler is not None:
         _handler(event, jsonable(data))
 
@@ -137,10 +142,8 @@ def log(*args: Any, level: str = "info") -> None:
 
 def stop_requested() -> bool:
     """True once the page asked to stop the running script."""
-    if not _stop_flag:  # the JS function, looked up once (each lookup crosses into JS)
-        hooks = _hooks()
-        _stop_flag.append(hooks.stopRequested if hooks is not None else None)
-    return bool(_stop_flag[0] is not None and _stop_flag[0]())
+    flag = _stop_flag()
+    return bool(flag is not None and flag())
 
 
 def check_stop() -> None:

@@ -14,6 +14,7 @@ import array
 import struct
 from typing import Any
 
+from .. import web
 from ..codegen.target import Target, classify
 from ..host import TYPECODE
 from ..ir import prod
@@ -22,26 +23,26 @@ from . import base
 
 
 def _hooks():
-    import tgweb_js  # registered by web/worker.mjs
-
-    return tgweb_js
+    """The worker's hooks (tgweb.web.hooks()); ImportError outside the worker."""
+    h = web.hooks()
+    if h is None:
+        raise ImportError("tgweb_js: not inside the tgweb worker (web/worker.mjs)")
+    return h
 
 
 def available() -> bool:
     """True inside the tgweb worker with a GPU device and JSPI (run_sync) support."""
-    try:
-        hooks = _hooks()
-        from pyodide.ffi import can_run_sync
-    except ImportError:
+    h = web.hooks()
+    if h is None:
         return False
-    return hooks.device is not None and bool(can_run_sync())
+    from pyodide.ffi import can_run_sync
+
+    return h.device is not None and bool(can_run_sync())
 
 
 def why_unavailable() -> str:
     """A sentence saying why available() is False ('' when it is True)."""
-    try:
-        _hooks()
-    except ImportError:
+    if web.hooks() is None:
         return "the browser backend runs only inside the tgweb worker (web/worker.mjs)"
     from pyodide.ffi import can_run_sync
 
@@ -169,8 +170,6 @@ class Runtime(base.Runtime):
     def submit(self, inputs, scalars, read):
         from js import Object
         from pyodide.ffi import to_js
-
-        from .. import web
 
         web.check_stop()  # before the step: a stopped script changes nothing on the GPU
         want, given = set(self.program.inputs), set(inputs)
