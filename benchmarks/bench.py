@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import importlib.util
 import json
 import os
@@ -274,6 +275,36 @@ def make_server(build, site: Path):
 
 # --------------------------------------------------------------------------
 # Browser runs
+
+
+@contextlib.contextmanager
+def tgweb_page():
+    """A page of the bundled site in Chromium, launched as the bench launches it, with
+    tgweb started as window.tg: yields (page, adapter info). For the probes beside this
+    file (samples_bench.py, step_profile.py)."""
+    from playwright.sync_api import sync_playwright
+
+    build = _build_module()
+    if not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    srv = build.make_server(build.SITE, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page()
+                page.goto(f"http://127.0.0.1:{srv.server_address[1]}/examples/")
+                adapter = page.evaluate("""async () => {
+                    const { start } = await import("../tgweb.mjs");
+                    window.tg = await start();
+                    return window.tg.info.adapter;
+                }""")
+                yield page, adapter
+            finally:
+                browser.close()
+    finally:
+        srv.shutdown()
 
 
 def _new_page(browser, url):

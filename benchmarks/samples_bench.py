@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,23 +59,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", action="append")
     a = ap.parse_args(argv)
     names = a.only or list(samples.SAMPLES)
-    from playwright.sync_api import sync_playwright
-
-    build = bench._build_module()
-    if not (build.SITE / "manifest.json").exists():
-        build.bundle_site()
-    srv = build.make_server(build.SITE, 0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     rows = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=bench.CHROMIUM, args=bench.ARGS)
-        page = browser.new_page()
-        page.goto(f"http://127.0.0.1:{srv.server_address[1]}/examples/")
-        adapter = page.evaluate("""async () => {
-            const { start } = await import("../tgweb.mjs");
-            window.tg = await start();
-            return window.tg.info.adapter;
-        }""")
+    with bench.tgweb_page() as (page, adapter):
         for name in names:
             got = page.evaluate(
                 "([src, name, steps]) => window.tg.run(src, { globals: { NAME: name, STEPS: steps } })"
@@ -89,8 +73,6 @@ def main(argv: list[str]) -> int:
                 ms, c = statistics.median(got["ms"]), got["compile_s"]
                 rows.append(f"| {name} | {got['params']:,} | {c:.2f} | {got['dispatches']} | {ms:.1f} |")
             print(rows[-1], flush=True)
-        browser.close()
-    srv.shutdown()
     print(f"\nadapter: {adapter}\n")
     print("| sample | parameters | compile, s | dispatches per step | ms/step (median) |")
     print("|---|---|---|---|---|")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,30 +64,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sample", default="addition")
     ap.add_argument("--steps", type=int, default=60)
     a = ap.parse_args(argv)
-    from playwright.sync_api import sync_playwright
-
-    build = bench._build_module()
-    if not (build.SITE / "manifest.json").exists():
-        build.bundle_site()
-    srv = build.make_server(build.SITE, 0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}/examples/"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=bench.CHROMIUM, args=bench.ARGS)
-        page = browser.new_page()
-        page.goto(url)
+    with bench.tgweb_page() as (page, adapter):
         got = page.evaluate(
-            """async ([src, sample, steps]) => {
-            const { start } = await import("../tgweb.mjs");
-            const tg = await start();
-            const out = await tg.run(src, { globals: { SAMPLE: sample, STEPS: steps } });
-            return { adapter: tg.info.adapter, ...out };
-        }""",
+            "([src, sample, steps]) => window.tg.run(src, { globals: { SAMPLE: sample, STEPS: steps } })",
             [SOURCE, a.sample, a.steps],
         )
-        browser.close()
-    srv.shutdown()
-    print("adapter:", got["adapter"])
+    print("adapter:", adapter)
     for label in ("pipelined", "at_once"):
         print(f"\n== {a.sample}, {label}: {got[label + '_ms']:.2f} ms/step (without the profiler)")
         print(got[label + "_profile"])
