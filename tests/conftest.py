@@ -10,7 +10,11 @@ without a Vulkan driver cannot pass the suite by skipping every kernel test.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +64,16 @@ def native_adapter() -> bool:
     """Whether the native backend has an adapter, for a test whose native part is optional;
     fails the test when TGWEB_REQUIRE_GPU is set and there is none."""
     return need_adapter()
+
+
+def run_one_blas_thread(source: str, timeout: float = 600) -> dict:
+    """Runs `source` in a child Python with NumPy's BLAS on one thread (for small
+    products on a busy machine threads only contend; the CLI does the same) and returns
+    the JSON its last line of output prints."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -3,21 +3,16 @@ and baseline, nearest-image measure, and training to SUCCESS on the reference ba
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_one_blas_thread
 
 from tgweb import samples
 from tgweb.samples import digits, flow
 
-ROOT = Path(__file__).resolve().parents[1]
 N = flow.SAMPLES_N
 
 
@@ -167,10 +162,7 @@ print(json.dumps({"reached": reached, "val": val, "seconds": secs,
 
 
 def test_flow_reaches_success_on_the_reference_backend():
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", TRAIN], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = run_one_blas_thread(TRAIN)
     bound = samples.success_bound(flow)[1]
     print(
         f"\nflow: held-out loss {got['val']:.4f} < {bound:.4f} at step {got['reached']} in "

@@ -5,21 +5,15 @@ SUCCESS on the reference backend."""
 from __future__ import annotations
 
 import array
-import json
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_one_blas_thread
 
 import tgweb as tg
 from tgweb import samples
 from tgweb.samples import llama, names
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_parameters_are_llamas_no_bias_no_position_table_tied_head():
@@ -170,10 +164,7 @@ print(json.dumps({"reached": reached, "val": val, "seconds": time.perf_counter()
 
 
 def test_llama_reaches_success_on_the_reference_backend():
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-c", TRAIN], env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = run_one_blas_thread(TRAIN)
     bound = samples.success_bound(llama)[1]
     print(
         f"\nllama: val loss {got['val']:.4f} < {bound:.4f} at step {got['reached']} in {got['seconds']:.1f} s"
