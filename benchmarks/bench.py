@@ -89,7 +89,8 @@ BENCH_PY = r"""
 import time, statistics
 import tgweb as tg
 from tgweb import samples
-from tgweb.compile import _check_inputs, seed_word
+from tgweb.compile import seed_word
+from tgweb.inputs import check_inputs
 
 def _compile(model, backend=None):
     s = samples.get(model)
@@ -143,7 +144,7 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
         per.append(1000 * (time.perf_counter() - t))
         prev = r
     losses.append(prev.loss)
-    datas = [_check_inputs(trainer.graph, b, "bench") for b in batches]
+    datas = [check_inputs(trainer.graph, b, "bench") for b in batches]
     blk = []
     for j in range(blocks):
         t = time.perf_counter()
@@ -171,11 +172,11 @@ def bench_overhead(trainer, batches, n=10):
     med = lambda f: statistics.median(f(i) for i in range(n))
     def timed(fn):
         t = time.perf_counter(); fn(); return 1000 * (time.perf_counter() - t)
-    datas = [_check_inputs(trainer.graph, b, "bench") for b in batches]
+    datas = [check_inputs(trainer.graph, b, "bench") for b in batches]
     L = [("outputs", "loss")]
     L3 = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
     def check(i):
-        return timed(lambda: _check_inputs(trainer.graph, batches[i % len(batches)], "x"))
+        return timed(lambda: check_inputs(trainer.graph, batches[i % len(batches)], "x"))
     return {
         "check_inputs_ms": med(check),
         "raw_step_no_read_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], []))),

@@ -12,9 +12,9 @@ unclipped global norm); the host reads the three back with the loss, so no
 extra round trip is needed to learn whether the step was applied.
 
 Per-step host scalars (see tgweb.optim.optimizers): "lr", and for Adam/AdamW
-"step_size" and "bc2_sqrt" (f32), plus "seed" (a u32 word) when a random op
-asks for it. The optimizer's step counter and the schedule advance only on
-applied steps.
+"step_size" and "bc2_sqrt" (f32), each also as "<name>@skipped" for pipelined steps
+(Trainer.step), plus "seed" (a u32 word) when a random op asks for it. The
+optimizer's step counter and the schedule advance only on applied steps.
 
 Backends: "reference" runs the graph with the NumPy interpreter
 (tgweb.backends.reference), optionally in float64 (precision="float64"), and
@@ -27,7 +27,7 @@ else "reference".
 Every method is a plain synchronous call, in CPython and in the browser worker
 alike: there the browser backend waits for GPU readbacks with Pyodide's
 run_sync (JSPI), so one user script runs unchanged everywhere. Bad inputs raise
-tgweb.InputError naming the input, before anything changes.
+tgweb.InputError naming the input, before anything changes (tgweb.inputs).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from .backends import make_engine
 from .backends.base import DeviceLost
 from .grad import append_grad
 from .host import F32_MAX, InputError, first_nonfinite, from_user
+from .inputs import check_inputs, index_bounds
 from .ir import REGISTRY, Graph, Tensor, TraceError, prod, root, tracing, user_site
 from .nn.module import Module, param_rng
 from .optim import clip as _clip
@@ -512,7 +513,7 @@ class Trainer:
         methods wait for the step in flight first. An error of a step (a lost device)
         surfaces at the latest at the next call. With recover_every set, every step is
         read back before step() returns."""
-        data = _check_inputs(self.graph, batch, "step", self._bounds)
+        data = check_inputs(self.graph, batch, "step", self._bounds)
         prev = self._pending
         try:
             # the applied steps before this one: self._t, plus one if prev is applied
@@ -685,7 +686,7 @@ class Inference:
         return self._engine.program
 
     def run(self, **batch) -> RunResult:
-        data = _check_inputs(self.graph, batch, "run", self._bounds)
+        data = check_inputs(self.graph, batch, "run", self._bounds)
         outs, caps = list(self.graph.outputs), list(self.graph.captures)
         scalars = {}
         if "seed" in self.graph.scalars:  # random ops (sampling): new numbers each run
@@ -805,71 +806,3 @@ def _raise(e: Exception):
 
 def _first(x):
     return x.reshape(-1)[0] if hasattr(x, "reshape") else (x.data[0] if hasattr(x, "data") else x[0])
-
-
-def index_bounds(graph: Graph) -> dict[str, tuple[int, str, frozenset]]:
-    """Which inputs index something, and the smallest size they index: input name ->
-    (exclusive bound, "kind at site", values also allowed). Asks the registry (OpDef.index_bounds) for the
-    index positions of each node and follows them back to graph inputs through the
-    ops that only move values (family "shape": reshape, slice, concat, ...), so an
-    input is checked whole even when only a slice of it reaches the index op.
-
-    Indices computed inside the graph (arithmetic, casts, argmax) are not checked on
-    the host; out of range they follow the kinds' documented rule: a zero row from
-    embedding and one_hot, 0 from take_along_axis (so a cross_entropy/nll target out
-    of range contributes -0 to the loss), and no gradient."""
-    out: dict[str, tuple[int, str, frozenset]] = {}
-    for t in graph.tensors:
-        rule = REGISTRY[t.kind].index_bounds
-        if rule is None:
-            continue
-        for pos, bound, *extra in rule(t):
-            allowed = frozenset(extra)  # values the kind handles itself (a loss's ignore_index)
-            stack, seen = [t.inputs[pos]], set()
-            while stack:
-                s = stack.pop()
-                if s.id in seen:
-                    continue
-                seen.add(s.id)
-                if s.kind == "input":
-                    name = s.attrs["name"]
-                    if name not in out:
-                        out[name] = (bound, f"{t.kind} at {t.site}", allowed)
-                    else:  # a value must suit every index op the input reaches
-                        b, where, a = out[name]
-                        where = f"{t.kind} at {t.site}" if bound < b else where
-                        out[name] = (min(b, bound), where, a & allowed)
-                elif REGISTRY[s.kind].family == "shape":
-                    stack.extend(i for i in s.inputs if i.dtype == s.dtype)
-    return out
-
-
-def _check_inputs(
-    graph: Graph, batch: dict, what: str, bounds: dict[str, tuple[int, str]] | None = None
-) -> dict[str, array.array]:
-    """Every input present, nothing extra, each of the right shape and dtype, integer
-    inputs that index something within [0, size); raises InputError naming the input
-    before anything changes."""
-    missing = [n for n in graph.inputs if n not in batch]
-    extra = sorted(n for n in batch if n not in graph.inputs)
-    if missing or extra:
-        raise InputError(
-            f"{what}: "
-            + "; ".join(
-                ([f"missing input(s) {missing}"] if missing else [])
-                + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])
-            )
-        )
-    data = {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
-    for n, (bound, where, allowed) in (bounds or {}).items():
-        vals = data[n]
-        if vals and (min(vals) < 0 or max(vals) >= bound):
-            bad = [(i, v) for i, v in enumerate(vals) if not 0 <= v < bound and v not in allowed]
-            if bad:
-                i, v = bad[0]
-                also = f" (or {sorted(allowed)})" if allowed else ""
-                raise InputError(
-                    f"{what}: input {n!r} holds {v} at flat index {i}, outside [0, {bound}){also}: "
-                    f"it indexes {where}"
-                )
-    return data

@@ -124,7 +124,7 @@ class OpDef:
     index_bounds(node) -> [(input position, exclusive bound, *values also allowed)]: the
       integer inputs that index something and the size they index (plus values the kind
       handles itself, a loss's ignore_index); the trainer range-checks step inputs that
-      reach such a position (tgweb.compile.index_bounds). None: no index inputs.
+      reach such a position (tgweb.inputs.index_bounds). None: no index inputs.
     """
 
     kind: str

@@ -1,0 +1,80 @@
+"""What a training step or an inference run accepts: every input present and nothing
+extra, each of its declared shape and dtype (host.from_user), and integer inputs that
+index something (an embedding's rows, a loss's classes) within range. Checked before
+anything reaches the GPU, so a bad batch raises tgweb.InputError naming the input and
+changes nothing."""
+
+from __future__ import annotations
+
+import array
+
+from .host import InputError, from_user
+from .ir import REGISTRY, Graph
+
+
+def index_bounds(graph: Graph) -> dict[str, tuple[int, str, frozenset]]:
+    """Which inputs index something, and the smallest size they index: input name ->
+    (exclusive bound, "kind at site", values also allowed). Asks the registry (OpDef.index_bounds) for the
+    index positions of each node and follows them back to graph inputs through the
+    ops that only move values (family "shape": reshape, slice, concat, ...), so an
+    input is checked whole even when only a slice of it reaches the index op.
+
+    Indices computed inside the graph (arithmetic, casts, argmax) are not checked on
+    the host; out of range they follow the kinds' documented rule: a zero row from
+    embedding and one_hot, 0 from take_along_axis (so a cross_entropy/nll target out
+    of range contributes -0 to the loss), and no gradient."""
+    out: dict[str, tuple[int, str, frozenset]] = {}
+    for t in graph.tensors:
+        rule = REGISTRY[t.kind].index_bounds
+        if rule is None:
+            continue
+        for pos, bound, *extra in rule(t):
+            allowed = frozenset(extra)  # values the kind handles itself (a loss's ignore_index)
+            stack, seen = [t.inputs[pos]], set()
+            while stack:
+                s = stack.pop()
+                if s.id in seen:
+                    continue
+                seen.add(s.id)
+                if s.kind == "input":
+                    name = s.attrs["name"]
+                    if name not in out:
+                        out[name] = (bound, f"{t.kind} at {t.site}", allowed)
+                    else:  # a value must suit every index op the input reaches
+                        b, where, a = out[name]
+                        where = f"{t.kind} at {t.site}" if bound < b else where
+                        out[name] = (min(b, bound), where, a & allowed)
+                elif REGISTRY[s.kind].family == "shape":
+                    stack.extend(i for i in s.inputs if i.dtype == s.dtype)
+    return out
+
+
+def check_inputs(
+    graph: Graph, batch: dict, what: str, bounds: dict[str, tuple[int, str]] | None = None
+) -> dict[str, array.array]:
+    """Every input present, nothing extra, each of the right shape and dtype, integer
+    inputs that index something within [0, size); raises InputError naming the input
+    before anything changes."""
+    missing = [n for n in graph.inputs if n not in batch]
+    extra = sorted(n for n in batch if n not in graph.inputs)
+    if missing or extra:
+        raise InputError(
+            f"{what}: "
+            + "; ".join(
+                ([f"missing input(s) {missing}"] if missing else [])
+                + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])
+            )
+        )
+    data = {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
+    for n, (bound, where, allowed) in (bounds or {}).items():
+        vals = data[n]
+        if vals and (min(vals) < 0 or max(vals) >= bound):
+            bad = [(i, v) for i, v in enumerate(vals) if not 0 <= v < bound and v not in allowed]
+            if bad:
+                i, v = bad[0]
+                also = f" (or {sorted(allowed)})" if allowed else ""
+                raise InputError(
+                    f"{what}: input {n!r} holds {v} at flat index {i}, outside [0, {bound}){also}: "
+                    f"it indexes {where}"
+                )
+    return data
