@@ -3,12 +3,17 @@ SwiftShader), for the shapes the samples train with, from timestamp queries.
 
     python3 benchmarks/matmul_browser.py                 # the sample shapes
     python3 benchmarks/matmul_browser.py --shape 256x64x64:nt
+    python3 benchmarks/matmul_browser.py --sizes 1024 4096 [--tiles 128x128x8x8x8 ...]
 
 A shape is MxKxN with an optional :FLAGS, t marking a stored transpose of A
 and/or B (as the backward pass reads them): "nn", "tn", "nt". Each product is
 lowered to a one-kernel Program here in CPython and replayed by gpu.mjs in the
 bench page; the figures are the median GPU time of the kernel over five replays
 and the Program's setup time (its buffers and pipeline: mostly the pipeline).
+
+--sizes times square products n x n x n instead, with the kernels tgweb picks for the
+page's adapter (on a real GPU, the GPU class's tiles; --tiles forces tiles, one run
+each): the median GPU time of R dispatches in one compute pass, in GFLOP/s.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def parse(s: str):
     return m, k, n, flags or "nn"
 
 
-def program(m: int, k: int, n: int, flags: str):
+def program(m: int, k: int, n: int, flags: str, target=None):
     from tgweb.ir import Graph, make, tracing
     from tgweb.lower import lower
 
@@ -54,7 +59,7 @@ def program(m: int, k: int, n: int, flags: str):
         a = g.input("a", (k, m) if ta else (m, k))
         b = g.input("b", (n, k) if tb else (k, n))
         g.outputs["loss"] = make("matmul", (a, b), ta=ta, tb=tb)
-    return lower(g)
+    return lower(g, target=target)
 
 
 def main(argv: list[str]) -> int:
@@ -66,6 +71,11 @@ def main(argv: list[str]) -> int:
         "--block",
         help="TxU: the register-blocked kernel's T x T outputs per invocation and "
         "k steps unrolled (default: tgweb's)",
+    )
+    ap.add_argument("--sizes", type=int, nargs="*", help="square products n x n x n, in GFLOP/s")
+    ap.add_argument("--tiles", nargs="*", default=[None], help="with --sizes: BMxBNxBKxTMxTN, one run each")
+    ap.add_argument(
+        "--gpu-class", action="store_true", help="with --sizes: the GPU class's kernels on any adapter"
     )
     a = ap.parse_args(argv)
     if a.block:
@@ -87,6 +97,9 @@ def main(argv: list[str]) -> int:
         browser = p.chromium.launch(executable_path=bench.CHROMIUM, args=bench.ARGS)
         ctx, page, logs = bench._new_page(browser, url)
         page.set_default_timeout(600_000)
+        if a.sizes:
+            _square(page, a.sizes, a.tiles, a.gpu_class)
+            shapes = []
         print(f"{'shape':>22} {'kernel':>30} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8} {'setup ms':>9}")
         for m, k, n, flags in shapes:
             prog = program(m, k, n, flags)
@@ -109,6 +122,32 @@ def main(argv: list[str]) -> int:
         browser.close()
     srv.shutdown()
     return 0
+
+
+def _square(page, sizes, tiles, gpu_class) -> None:
+    from tgweb.codegen.target import Target, classify
+
+    info = page.evaluate(
+        "async () => { const i = (await navigator.gpu.requestAdapter()).info; return {vendor: i.vendor, "
+        "architecture: i.architecture, description: i.description, device: i.device}; }"
+    )
+    print(f"adapter: {info}")
+    for tile in tiles:
+        target = Target("gpu", "forced") if gpu_class else classify(info)
+        if tile:
+            target.tuning["tiles"] = ((*map(int, tile.split("x")), 0),)
+        print(f"== {target.cls} class, tiles {target.tuning['tiles']}")
+        for n in sizes:
+            reps = max(1, min(20, int(4e11 / n**3)))
+            r = page.evaluate(
+                "([p, o]) => harness.tgwebKernelTime(p, o)",
+                [program(n, n, n, "nn", target).to_json(), {"reps": reps}],
+            )
+            print(
+                f"  {n:>5}^2: {r['ms']:8.3f} ms, {2 * n**3 / r['ms'] / 1e6:9.1f} GFLOP/s "
+                f"({r['kernel']}, dispatch {r['dispatch']}, {reps} per pass)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

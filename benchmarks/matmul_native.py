@@ -5,10 +5,13 @@ float32 with TF32 disabled, plus ms per `addition` training step.
     python benchmarks/matmul_native.py --small    # 128 and 256 (lavapipe, CPU)
     python benchmarks/matmul_native.py --sizes 512 2048 --no-addition
     python benchmarks/matmul_native.py --tunings direct_block=8,serial_max=1024 serial_max=16
+    python benchmarks/matmul_native.py --tiles 128x128x8x8x8 128x64x8x8x4 --no-addition
 
 --tunings takes settings of the knobs of tgweb.codegen.target (name=value, comma
 separated) for the adapter's class, one set per run of the matmuls and steps (each
 on top of the one before), so one process compares kernel choices on one adapter.
+--tiles forces one workgroup tile (BMxBNxBKxTMxTN, codegen/matmul.py) on every
+product, one run of the matmuls per tile.
 
 The kernel is timed GPU-side as well as one can from wgpu-py: R dispatches recorded
 into one compute pass, one submit, then a 4-byte readback to wait; the best of a few
@@ -130,6 +133,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*")
     ap.add_argument("--no-addition", action="store_true", help="skip the training-step timing")
     ap.add_argument("--tunings", nargs="*", default=[None], help="knob=value,... (tgweb.codegen.target)")
+    ap.add_argument("--tiles", nargs="*", default=[None], help="BMxBNxBKxTMxTN, one run each")
     args = ap.parse_args()
     from tgweb.backends import native
 
@@ -146,8 +150,11 @@ def main() -> None:
     for tuning in args.tunings:
         if tuning:
             TUNING[cls].update((k, int(v)) for k, v in (kv.split("=") for kv in tuning.split(",")))
-        print(f"\n== {cls} tuning {TUNING[cls]}")
-        _run(args, sizes)
+        for tile in args.tiles:
+            if tile:
+                TUNING[cls]["tiles"] = ((*map(int, tile.split("x")), 0),)
+            print(f"\n== {cls} tuning {TUNING[cls]}")
+            _run(args, sizes)
 
 
 def _run(args, sizes) -> None:

@@ -498,13 +498,45 @@ def test_gpu_tuning_thresholds_match_reference(fn, specs):
     assert "workgroupBarrier" in wgsl  # the GPU class's tiles and trees, not the CPU's loops
 
 
-def test_big_tiles_with_longer_k_steps_match_reference():
-    # 128 x 128 tiles (for products of hundreds of tiles) with 16 steps of k per barrier,
-    # forced onto a small product so that lavapipe runs it
-    big = Target("gpu", tuning=dict(GPU.tuning, big_tile_min_tiles=1, tile_k=16, split_k_chunk=0))
-    for specs in ({"a": f(200, 96), "b": f(96, 136)}, {"a": f(256, 64), "b": f(64, 128)}):
-        prog = run_case(lambda a, b: a @ b, specs, target=big)
-        assert any("As: array<vec4<f32>, 512>" in k.wgsl for k in prog.kernels)  # 128 x 16 / 4
+# tiles the GPU table uses or a benchmark sweep tries: (BM, BN, BK, TM, TN)
+TILES = [
+    (128, 128, 8, 8, 8),
+    (128, 64, 8, 8, 4),
+    (64, 128, 8, 4, 8),
+    (64, 64, 16, 4, 4),
+    (64, 64, 16, 8, 8),
+    (32, 32, 16, 4, 4),
+]
+
+
+@pytest.mark.parametrize("tile", TILES, ids=["x".join(map(str, t)) for t in TILES])
+def test_every_tile_matches_reference(tile):
+    # forced onto small products so that lavapipe runs them: edges that are not multiples
+    # of the tile, k not a multiple of BK, vec4 and scalar loads, both stored transposes
+    # (the backward pass), batches folded into rows and batches on dispatch z
+    t = Target("gpu", tuning=dict(GPU.tuning, tiles=(tile + (0,),), split_k_chunk=0))
+    cases = [
+        (lambda a, b: a @ b, {"a": f(200, 96), "b": f(96, 136)}, True),
+        (lambda a, b: a @ b, {"a": f(72, 20), "b": f(20, 68)}, True),
+        (lambda a, b: a @ b, {"a": f(37, 13), "b": f(13, 30)}, True),
+        (lambda a, b: tg.relu(a @ b.mT), {"a": f(3, 40, 36), "b": f(44, 36)}, False),
+        (lambda a, b: a.mT @ b, {"a": f(2, 36, 40), "b": f(2, 36, 44)}, False),
+    ]
+    for fn, specs, grad in cases:
+        prog = run_case(fn, specs, grad=grad, target=t)
+        bm, bn, bk = tile[:3]
+        assert any(f"As: array<vec4<f32>, {bm * bk // 2}>" in k.wgsl for k in prog.kernels)
+
+
+def test_tiles_that_cannot_run_are_refused():
+    from tgweb.codegen.matmul import check_tile
+
+    with pytest.raises(ValueError, match="workgroup memory"):
+        check_tile(128, 128, 16, 8, 8)
+    with pytest.raises(ValueError, match="invocations per workgroup"):
+        check_tile(128, 128, 4, 4, 4)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        check_tile(128, 128, 8, 6, 8)
 
 
 def test_split_k_batches_the_slices_and_sums_them():
@@ -597,7 +629,7 @@ def test_fusion_fuses_elementwise_chains():
 def test_matmul_paths():
     # tiled 128 x 128 with 8 x 8 per invocation, edges not multiples of the tile
     prog = run_case(lambda x, y: x @ y, {"x": f(2049, 12), "y": f(12, 2051)}, grad=False)
-    assert "var acc: array<vec4<f32>, 16>;" in prog.kernels[0].wgsl  # 8 x 8 per invocation
+    assert "acc7_1" in prog.kernels[0].wgsl  # 8 x 8 per invocation: 8 rows of 2 vec4s
     # transposed operands through strides in every combination, batch broadcast
     for ta in (False, True):
         for tb in (False, True):
@@ -624,7 +656,7 @@ def test_matmul_paths():
                 {"x": f(6, 1030) if ta else f(1030, 6), "y": f(1027, 6) if tb else f(6, 1027)},
                 grad=False,
             )
-            assert "var<workgroup> As: array<vec4<f32>, 256>;" in prog.kernels[0].wgsl
+            assert "var<workgroup> As: array<vec4<f32>, 512>;" in prog.kernels[0].wgsl  # 2 x 64 x 16
     prog = run_case(lambda x, y: x @ y, {"x": f(1024, 8), "y": f(8, 1028)}, grad=False)
     assert "As: array<vec4" in prog.kernels[0].wgsl and "vec4<u32>" in prog.kernels[0].wgsl
     # few outputs, long K (a weight gradient): register blocks of 8 x 8 with no barriers,

@@ -142,6 +142,52 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
   return out;
 }
 
+/**
+ * GPU time of a one-kernel Program (a product, from benchmarks/matmul_browser.py): its
+ * inputs filled with uniform noise here, then `reps` dispatches in one compute pass
+ * between two timestamp queries, `repeats` times; the median ms per dispatch.
+ */
+export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = {}) {
+  const program = gpu.parseProgram(programJson);
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter.features.has("timestamp-query")) throw new Error("this adapter has no timestamp queries");
+  const requiredLimits = {};
+  for (const [k, v] of Object.entries(gpu.programLimits(program))) {
+    if (k in adapter.limits && v > 0) requiredLimits[k] = adapter.limits[k];
+  }
+  const device = await adapter.requestDevice({ requiredFeatures: ["timestamp-query"], requiredLimits });
+  const rt = await gpu.instantiate(device, program);
+  for (const [name, spec] of Object.entries(program.inputs)) {
+    const a = new Float32Array(spec.shape.reduce((x, y) => x * y, 1));
+    for (let i = 0; i < a.length; i++) a[i] = Math.random() * 2 - 1;
+    rt.write("inputs", name, a);
+  }
+  const [s] = rt.steps;
+  const qs = device.createQuerySet({ type: "timestamp", count: 2 });
+  const resolve = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+  const read = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const ms = [];
+  for (let r = 0; r <= repeats; r++) {  // the first is a warm-up
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
+    pass.setPipeline(s.pipeline);
+    pass.setBindGroup(0, s.bindGroup);
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+    pass.end();
+    enc.resolveQuerySet(qs, 0, 2, resolve, 0);
+    enc.copyBufferToBuffer(resolve, 0, read, 0, 16);
+    device.queue.submit([enc.finish()]);
+    await read.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(read.getMappedRange().slice(0));
+    read.unmap();
+    if (r > 0) ms.push(Number(t[1] - t[0]) / 1e6 / reps);
+  }
+  const info = adapter.info;
+  qs.destroy(); resolve.destroy(); read.destroy(); rt.destroy(); device.destroy();
+  return { ms: median(ms), all_ms: ms, kernel: s.kernel.name, dispatch: s.dispatch,
+    adapter: { vendor: info.vendor, architecture: info.architecture, description: info.description, device: info.device } };
+}
+
 // ------------------------------------------------------------------ peers
 
 function loadScript(src) {

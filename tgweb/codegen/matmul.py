@@ -27,14 +27,34 @@ from ..ir import prod
 from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
 from .kernel import KernelCtx
 
+# workgroup memory one tiled product may use: WebGPU's default limit, so any adapter runs it
+WORKGROUP_BYTES = 16384
 
-def config(m: int, n: int, k: int, batch: int, tuning: dict) -> tuple[int, int, int, int, int]:
-    """(BM, BN, BK, TM, TN) for the problem size: 128 x 128 tiles with 8 x 8 outputs per
-    invocation when that still leaves enough workgroups to fill a big GPU (the target's
-    big_tile_min_tiles), with its tile_k steps of k per barrier; else 64 x 64 tiles."""
-    if -(-m // 128) * -(-n // 128) * batch >= tuning["big_tile_min_tiles"]:
-        return 128, 128, tuning["tile_k"], 8, 8
-    return 64, 64, 16, 4, 4
+
+def config(m: int, n: int, batch: int, tuning: dict) -> tuple[int, int, int, int, int]:
+    """(BM, BN, BK, TM, TN): the first of the target's "tiles" that makes at least its
+    count of workgroups for this product (the last applies to every product)."""
+    tiles = tuning["tiles"]
+    tile = next((t for t in tiles if ceil_div(m, t[0]) * ceil_div(n, t[1]) * batch >= t[5]), tiles[-1])
+    check_tile(*tile[:5])
+    return tuple(tile[:5])
+
+
+def check_tile(BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
+    """A tile the tiled kernel can run on any WebGPU device, or ValueError naming why not."""
+    why = []
+    if min(BM, BN, BK, TM, TN) < 4 or any(v % 4 for v in (BM, BN, BK, TM, TN)):
+        why.append("every size must be a positive multiple of 4")
+    elif BM % TM or BN % TN:
+        why.append("TM must divide BM and TN divide BN")
+    elif (BM // TM) * (BN // TN) > 256:
+        why.append(f"{(BM // TM) * (BN // TN)} invocations per workgroup (at most 256)")
+    elif 2 * (BM + BN) * BK * 4 > WORKGROUP_BYTES:
+        why.append(
+            f"two tiles take {2 * (BM + BN) * BK * 4} bytes of workgroup memory (at most {WORKGROUP_BYTES})"
+        )
+    if why:
+        raise ValueError(f"matmul tile {BM}x{BN}x{BK} with {TM}x{TN} per invocation: {why[0]}")
 
 
 def operand_layout(x, view, trans):
@@ -133,22 +153,25 @@ def _vec_ok(kc: KernelCtx, x, rows: int, K: int, rs: int, ks: int, bstr) -> bool
 
 
 def _emit_tiled(kc: KernelCtx, node, L):
-    """Workgroup-memory tiles: shared tiles hold vec4s along m (As) and n (Bs); invocation
-    (tx, ty) owns rows 64 p + 4 ty + r and columns 64 q + 4 tx + c: per k, TM/4 + TN/4
-    vec4 reads feed TM x TN fused multiply-adds."""
+    """Workgroup-memory tiles, two of each operand: while the workgroup multiplies out one
+    BK-deep slice of k, each invocation's loads of the next slice are in flight in its
+    registers, stored after the products; one barrier per slice. A workgroup of
+    (BN/TN) x (BM/TM) invocations computes a BM x BN tile of C; invocation (tx, ty) owns
+    the vec4 row groups ty + (BM/TM) p and column groups tx + (BN/TN) q, so the
+    invocations of a row read one shared vec4 of A (a broadcast) and consecutive vec4s of
+    B. Per k, TM/4 + TN/4 vec4 reads feed TM x TN fused multiply-adds, unrolled."""
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     a, b = node.inputs
-    BM, BN, BK, TM, TN = config(M, N, K, nbatch, kc.target.tuning)
+    BM, BN, BK, TM, TN = config(M, N, nbatch, kc.target.tuning)
+    WX, WY = BN // TN, BM // TM
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
     va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"])
     vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"])
-    for x, v in ((a, va), (b, vb)):
-        if v:
-            kc.vec4.add(kc.storage(x)[0])
-    kc.decls.append(f"var<workgroup> As: array<vec4<f32>, {BM * BK // 4}>;")
-    kc.decls.append(f"var<workgroup> Bs: array<vec4<f32>, {BK * BN // 4}>;")
+    SA, SB = BM * BK // 4, BN * BK // 4  # vec4s of one tile
+    kc.decls.append(f"var<workgroup> As: array<vec4<f32>, {2 * SA}>;")
+    kc.decls.append(f"var<workgroup> Bs: array<vec4<f32>, {2 * SB}>;")
     body = [
         "let tx = lid.x;",
         "let ty = lid.y;",
@@ -157,42 +180,141 @@ def _emit_tiled(kc: KernelCtx, node, L):
         "let z = wg.z;",
     ]
     _bases(L, body)
-    RG, CG = TM // 4, TN // 4
-    body.append(f"var acc: array<vec4<f32>, {TM * CG}>;")  # acc[row i][col group q]
-    body.append(f"for (var k0 = 0u; k0 < {K}u; k0 = k0 + {BK}u) {{")
-    body += _tile(kc, a, "As", BM, BK, "m0", M, K, "abase", L["am"], L["ak"], va)
-    body += _tile(kc, b, "Bs", BN, BK, "n0", N, K, "bbase", L["bn"], L["bk"], vb)
-    body.append("  workgroupBarrier();")
-    body.append(f"  for (var kk = 0u; kk < {BK}u; kk = kk + 1u) {{")
-    body += [f"    let a{p} = As[kk * {BM // 4}u + ty + {16 * p}u];" for p in range(RG)]
-    body += [f"    let c{q} = Bs[kk * {BN // 4}u + tx + {16 * q}u];" for q in range(CG)]
-    for p in range(RG):
-        for r in range(4):
+    la = _TileLoader(kc, a, "As", "pa", BM, BK, WX * WY, "m0", M, K, "abase", L["am"], L["ak"], va)
+    lb = _TileLoader(kc, b, "Bs", "pb", BN, BK, WX * WY, "n0", N, K, "bbase", L["bn"], L["bk"], vb)
+    CG = TN // 4
+    body += la.setup() + lb.setup()
+    body += [f"var acc{i}_{q} = vec4<f32>();" for i in range(TM) for q in range(CG)]
+    body += la.fetch("0u") + lb.fetch("0u") + la.put("0u") + lb.put("0u") + ["workgroupBarrier();"]
+    NT = ceil_div(K, BK)
+    body.append(f"for (var t = 0u; t < {NT}u; t = t + 1u) {{")
+    body += [f"  let sa = (t & 1u) * {SA}u;", f"  let sb = (t & 1u) * {SB}u;"]
+    if NT > 1:
+        body.append(f"  let more = t + 1u < {NT}u;")
+        body += ["  if (more) {", f"    let k0 = (t + 1u) * {BK}u;"]
+        body += ["  " + ln for ln in la.fetch("k0") + lb.fetch("k0")] + ["  }"]
+    for kk in range(BK):
+        body.append("  {")
+        body += [f"    let a{p} = As[sa + {kk * BM // 4 + WY * p}u + ty];" for p in range(TM // 4)]
+        body += [f"    let c{q} = Bs[sb + {kk * BN // 4 + WX * q}u + tx];" for q in range(CG)]
+        for i in range(TM):
             for q in range(CG):
-                i = (p * 4 + r) * CG + q
-                body.append(f"    acc[{i}] = fma(vec4<f32>(a{p}[{r}]), c{q}, acc[{i}]);")
-    body += ["  }", "  workgroupBarrier();", "}"]
-    return body + _tiled_stores(kc, node, L, RG, CG), (gx, gy, nbatch), (16, 16, 1)
+                body.append(f"    acc{i}_{q} = fma(vec4<f32>(a{i // 4}[{i % 4}]), c{q}, acc{i}_{q});")
+        body.append("  }")
+    if NT > 1:
+        body += (
+            ["  if (more) {"] + ["  " + ln for ln in la.put(f"{SA}u - sa") + lb.put(f"{SB}u - sb")] + ["  }"]
+        )
+    body += ["  workgroupBarrier();", "}"]
+    return body + _tiled_stores(kc, node, L, TM, TN, WX, WY), (gx, gy, nbatch), (WX, WY, 1)
 
 
-def _tiled_stores(kc: KernelCtx, node, L, RG: int, CG: int) -> list[str]:
-    """Each invocation's TM x TN results stored (through the epilogue), edges guarded."""
+def _tiled_stores(kc: KernelCtx, node, L, TM: int, TN: int, WX: int, WY: int) -> list[str]:
+    """Each invocation's TM x TN results stored (through the epilogue); guarded only where
+    tiles overhang C's edges."""
     body = []
+    M, N = L["M"], L["N"]
+    BM, BN = TM * WY, TN * WX
     ci = add_idx("cbase", mul_idx("m", L["cm"]), mul_idx("n", L["cn"]))
-    for p in range(RG):
-        for r in range(4):
-            body.append(f"{{ let m = m0 + {64 * p + r}u + ty * 4u;")
-            body.append(f"  if (m < {L['M']}u) {{")
-            for q in range(CG):
-                for c in range(4):
-                    i = (p * 4 + r) * CG + q
-                    body.append(f"    {{ let n = n0 + {64 * q + c}u + tx * 4u; if (n < {L['N']}u) {{")
-                    body.append(f"      let ci = {ci};")
-                    body += ["      " + ln for ln in kc.result(node, "ci", f"acc[{i}][{c}]")]
-                    body.append("    } }")
-            body.append("  }")
-            body.append("}")
+    for i in range(TM):
+        body.append(f"{{ let m = m0 + {4 * WY * (i // 4) + i % 4}u + ty * 4u;")
+        body.append(f"  if (m < {M}u) {{" if M % BM else "  {")
+        for q in range(TN // 4):
+            for c in range(4):
+                guard = f" if (n < {N}u)" if N % BN else ""
+                body.append(f"    {{ let n = n0 + {4 * WX * q + c}u + tx * 4u;{guard} {{")
+                body.append(f"      let ci = {ci};")
+                body += ["      " + ln for ln in kc.result(node, "ci", f"acc{i}_{q}[{c}]")]
+                body.append("    } }")
+        body += ["  }", "}"]
     return body
+
+
+class _TileLoader:
+    """Moves R x BK tiles of one operand (element (r, k) at base + r rs + k ks, rows from
+    r0) from memory into each invocation's registers (fetch) and from there into the
+    shared array sh (put), which holds element (kk, rr) of a tile at
+    [kk * R / 4 + rr / 4][rr % 4]. Consecutive invocations walk the operand's
+    contiguous axis: vec4s of four rows at one k ("rows"), vec4s of four k of one row
+    ("k"), or single elements. Where an invocation's element lies (its row, its k
+    within the tile, its address less k0) is worked out once, before the k loop."""
+
+    def __init__(self, kc, x, sh, reg, R, BK, T, r0, rows, K, base, rs, ks, vec) -> None:
+        self.kc, self.x, self.sh, self.reg, self.R, self.BK, self.T = kc, x, sh, reg, R, BK, T
+        self.r0, self.rows, self.K, self.base, self.rs, self.ks = r0, rows, K, base, rs, ks
+        self.mode = ("rows" if rs == 1 else "k") if vec else "scalar"
+        self.count = R * BK // (4 if vec else 1)  # loads per tile
+        self.n = ceil_div(self.count, T)  # loads per invocation
+        if vec:
+            kc.vec4.add(kc.storage(x)[0])
+
+    def _spare(self, j: int) -> bool:
+        """Whether load j of some invocations falls outside the tile."""
+        return j == self.n - 1 and self.count % self.T != 0
+
+    def setup(self) -> list[str]:
+        out = []
+        R4, g = self.R // 4, self.reg
+        for j in range(self.n):
+            e = f"(li + {self.T * j}u)"
+            if self.mode == "rows":
+                rr, kk = f"({umod(e, R4)} * 4u)", udiv(e, R4)
+            elif self.mode == "k":
+                rr, kk = udiv(e, self.BK // 4), f"({umod(e, self.BK // 4)} * 4u)"
+            elif self.rs == 1 or (self.ks != 1 and self.rs < self.ks):
+                rr, kk = umod(e, self.R), udiv(e, self.R)
+            else:
+                rr, kk = udiv(e, self.BK), umod(e, self.BK)
+            out += [f"let {g}r{j} = {rr};", f"let {g}k{j} = {kk};"]
+            addr = add_idx(
+                self.base, mul_idx(f"({self.r0} + {g}r{j})", self.rs), mul_idx(f"{g}k{j}", self.ks)
+            )
+            out.append(f"let {g}g{j} = {addr};")
+            ok = ([f"{e} < {self.count}u"] if self._spare(j) else []) + (
+                [f"{self.r0} + {g}r{j} < {self.rows}u"] if self.rows % self.R else []
+            )
+            if ok:
+                out.append(f"let {g}ok{j} = {' && '.join(ok)};")
+            out.append(f"var {g}{j}: {'f32' if self.mode == 'scalar' else 'vec4<f32>'};")
+        return out
+
+    def _has_ok(self, j: int) -> bool:
+        return self._spare(j) or self.rows % self.R != 0
+
+    def fetch(self, k0: str) -> list[str]:
+        out, g = [], self.reg
+        for j in range(self.n):
+            addr = add_idx(f"{g}g{j}", mul_idx(k0, self.ks)) if k0 != "0u" else f"{g}g{j}"
+            if self.mode == "scalar":
+                value, zero = self.kc.load(self.x, addr), "0.0"
+            else:
+                value, zero = self.kc.load4(self.x, udiv(addr, 4)), "vec4<f32>()"
+            cond = ([f"{g}ok{j}"] if self._has_ok(j) else []) + (
+                [f"{add_idx(k0, f'{g}k{j}')} < {self.K}u"] if self.K % self.BK else []
+            )
+            if cond:
+                out.append(f"{g}{j} = {zero}; if ({' && '.join(cond)}) {{ {g}{j} = {value}; }}")
+            else:
+                out.append(f"{g}{j} = {value};")
+        return out
+
+    def put(self, off: str) -> list[str]:
+        out, g, R4 = [], self.reg, self.R // 4
+        at = "" if off == "0u" else f"{off} + "
+        for j in range(self.n):
+            if self.mode == "rows":
+                lines = [f"{self.sh}[{at}{g}k{j} * {R4}u + {g}r{j} / 4u] = {g}{j};"]
+            elif self.mode == "k":
+                lines = [
+                    f"{self.sh}[{at}({g}k{j} + {c}u) * {R4}u + {g}r{j} / 4u][{g}r{j} % 4u] = {g}{j}[{c}];"
+                    for c in range(4)
+                ]
+            else:
+                lines = [f"{self.sh}[{at}{g}k{j} * {R4}u + {g}r{j} / 4u][{g}r{j} % 4u] = {g}{j};"]
+            if self._spare(j):
+                lines = [f"if (li + {self.T * j}u < {self.count}u) {{"] + ["  " + ln for ln in lines] + ["}"]
+            out += lines
+        return out
 
 
 def _batch_index(bstr, batch):
@@ -302,63 +424,3 @@ def _direct_stores(kc: KernelCtx, node, L, TM: int, TN: int) -> list[str]:
     body.append("  }" + (" }" if N % TN else ""))
     body.append("}" + (" }" if M % TM else ""))
     return body
-
-
-def _tile(
-    kc: KernelCtx,
-    x,
-    sh: str,
-    R: int,
-    BK: int,
-    r0: str,
-    rows: int,
-    K: int,
-    base: str,
-    rs: int,
-    ks: int,
-    vec: bool,
-) -> list[str]:
-    """Lines loading an R x BK tile of an operand (element (r, k) at base + r rs + k ks)
-    into the shared vec4 array sh: element (kk, rr) is sh[kk * R / 4 + rr / 4][rr % 4].
-    Consecutive invocations walk the operand's contiguous axis."""
-    out = []
-    rows_fast = rs == 1 or (ks != 1 and rs < ks)
-    R4 = R // 4
-
-    def addr(rr, kk):
-        return add_idx(base, mul_idx(f"({r0} + {rr})", rs), mul_idx(f"(k0 + {kk})", ks))
-
-    if not vec:
-        for j in range(R * BK // 256):
-            e = f"(li + {256 * j}u)"
-            if rows_fast:
-                rr, kk = umod(e, R), udiv(e, R)
-            else:
-                rr, kk = udiv(e, BK), umod(e, BK)
-            out.append(f"  {{ let rr = {rr}; let kk = {kk}; var v = 0.0;")
-            out.append(
-                f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) {{ v = {kc.load(x, addr('rr', 'kk'))}; }}"
-            )
-            out.append(f"    {sh}[kk * {R4}u + rr / 4u][rr % 4u] = v; }}")
-        return out
-    for j in range(max(1, R * BK // 1024)):
-        e = f"(li + {256 * j}u)"
-        if rs == 1:  # four consecutive rows at one k: one shared vec4
-            out.append(f"  {{ let rq = {umod(e, R4)}; let kk = {udiv(e, R4)}; var v = vec4<f32>();")
-            out.append(
-                f"    if ({r0} + rq * 4u < {rows}u && k0 + kk < {K}u) "
-                f"{{ v = {kc.load4(x, '(' + addr('rq * 4u', 'kk') + ') / 4u')}; }}"
-            )
-            out.append(f"    {sh}[kk * {R4}u + rq] = v;")
-        else:  # four consecutive k of one row
-            out.append(
-                f"  {{ let rr = {udiv(e, BK // 4)}; let kk = {umod(e, BK // 4)} * 4u; var v = vec4<f32>();"
-            )
-            out.append(
-                f"    if ({r0} + rr < {rows}u && k0 + kk < {K}u) "
-                f"{{ v = {kc.load4(x, '(' + addr('rr', 'kk') + ') / 4u')}; }}"
-            )
-            for c in range(4):
-                out.append(f"    {sh}[(kk + {c}u) * {R4}u + rr / 4u][rr % 4u] = v[{c}];")
-        out.append("  }")
-    return out

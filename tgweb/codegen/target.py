@@ -20,8 +20,9 @@ TUNING = {
         "direct_block": 8,  # outputs per invocation side of the register-blocked matmul
         "tiled_min_outputs": 1 << 20,  # products this large use workgroup-memory tiles
         "tiled_min_tiles": 0,  # ... if they make at least this many 64 x 64 tiles
-        "big_tile_min_tiles": 256,  # 128 x 128 tiles when they make at least this many
-        "tile_k": 8,  # steps of k per barrier in 128 x 128 tiles
+        # tiled products: (BM, BN, BK, TM, TN, least): the first tile that makes at least
+        # `least` workgroups (codegen/matmul.py)
+        "tiles": ((128, 128, 8, 8, 8, 256), (64, 64, 16, 4, 4, 0)),
         "serial_max": 1024,  # rows up to this long are reduced by one invocation each
         "sumsq_workgroup": 64,  # invocations of the one workgroup of the global norm
         "split_k_chunk": 0,  # products split along k into slices at least this long (0: never)
@@ -35,8 +36,7 @@ TUNING = {
         "direct_block": 4,
         "tiled_min_outputs": 0,
         "tiled_min_tiles": 0,  # register blocks for few-tile products: 30-50 % slower
-        "big_tile_min_tiles": 256,
-        "tile_k": 8,  # 16: no faster at 2048-4096 (23-25 TFLOP/s either way)
+        "tiles": ((128, 128, 8, 8, 8, 256), (64, 64, 16, 4, 4, 0)),
         "serial_max": 16,
         "sumsq_workgroup": 256,  # addition 7.6-8.8 -> 7.0-7.5 ms
         "split_k_chunk": 128,  # addition 9.0-9.5 -> 7.3-7.7 ms in one run
