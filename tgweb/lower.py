@@ -24,7 +24,7 @@ from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
 from .passes.remat import rematerialize
 from .passes.views import fold_views
-from .program import SKIPPED, Binding, Kernel, Program, Scalar, Slot, limits_of
+from .program import SKIPPED, Binding, Kernel, Program, Scalar, Slot, limits_of, wgsl_features
 
 
 class IdSource:
@@ -52,6 +52,7 @@ def lower(graph: Graph, limits=None, name: str = "step", target: Target | None =
     kernels = select_kernel(graph, store) + emit(sched, ups, store, target)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
+    prog.meta["features"] = wgsl_features(prog.kernels)  # what the device must have been created with
     prog.meta.update(
         inplace_updates=len(ups.inplace),
         copied_updates=len(ups.copies),

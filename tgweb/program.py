@@ -59,6 +59,10 @@ texts), "limits" (what the Program needs, WebGPU names), "inplace_updates" and
 "copied_updates" (how parameter and state updates were written), "target" (the
 adapter class its kernels were tuned for, "cpu" or "gpu", with the knobs used:
 tgweb.codegen.target; every class's kernels run on any adapter, only speed differs).
+"features" lists the optional WebGPU features the kernels use (their WGSL `enable`
+directives), e.g. ["subgroups"] where the target had them: the device must be created
+with each (gpu.mjs's requestDevice asks for them), and a device without one refuses
+the Program with a message saying so, before any WGSL is compiled.
 
 Validation: Program.validate() checks the structure once, where a Program is made
 (tgweb.lower) or loaded (from_json); a backend checks only what its device can refuse.
@@ -118,6 +122,36 @@ def unmet_limits(program: "Program", device: dict) -> list[str]:
         f"the Program needs {k} = {v}, the device allows {have[k]}"
         for k, v in program.meta.get("limits", {}).items()
         if k in have and v > have[k]
+    ]
+
+
+# a WGSL `enable` extension -> the WebGPU feature a device needs for it (same name unless listed)
+_ENABLE_FEATURE = {"f16": "shader-f16"}
+
+
+def wgsl_features(kernels) -> list[str]:
+    """The WebGPU features kernels need: what their WGSL `enable` directives name."""
+    out = set()
+    for k in kernels:
+        for line in k.wgsl.splitlines():
+            if not line.startswith("enable "):
+                break  # directives come first
+            for name in line[len("enable ") :].rstrip().rstrip(";").split(","):
+                out.add(_ENABLE_FEATURE.get(name.strip(), name.strip()))
+    return sorted(out)
+
+
+def unmet_features(program: "Program", device) -> list[str]:
+    """Why a device created with the features `device` cannot run the Program: one
+    sentence per feature its kernels use (meta["features"]) that the device lacks."""
+    t = program.meta.get("target") or {}
+    made_for = t.get("description") or t.get("vendor") or "another adapter"
+    return [
+        f"the Program's kernels use the WebGPU feature {f!r} (compiled for {made_for}), which "
+        "this device does not have; compile the function again for this device (its kernels "
+        "then do without)"
+        for f in program.meta.get("features", [])
+        if f not in set(device)
     ]
 
 
@@ -267,6 +301,10 @@ class Program:
                     s.offset % 4 == 0 and end <= self.buffers[s.buffer].size,
                     f"{what}: bytes {s.offset}..{end} do not fit buffer {s.buffer}",
                 )
+        used = set(wgsl_features(self.kernels)) - set(self.meta.get("features", []))
+        _need(
+            not used, f"kernels use the WebGPU features {sorted(used)}, which meta['features'] does not list"
+        )
         _need(all(s.type in ("f32", "u32") for s in self.scalars), "scalar types must be f32 or u32")
         if self.scalars:
             _need(

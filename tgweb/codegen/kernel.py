@@ -67,6 +67,7 @@ class KernelCtx:
         self.inlined = set(inlined)
         self.prologue, self.epilogue = prologue, epilogue
         self.target = target or Target()  # what the kernel is tuned for
+        self.enables: set[str] = set()  # WGSL extensions the kernel uses ("subgroups")
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1
@@ -168,14 +169,19 @@ class KernelCtx:
         for h in sorted(self.helpers):
             lines.append(self.helpers[h])
         lines.append(f"@compute @workgroup_size({wg[0]}, {wg[1]}, {wg[2]})")
+        sub = ""
+        if "subgroups" in self.enables:  # the invocation's subgroup: its size, its place in it
+            sub = ", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_id: u32"
         lines.append(
             "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
             "@builtin(local_invocation_index) li: u32, "
-            "@builtin(local_invocation_id) lid: vec3<u32>) {"
+            f"@builtin(local_invocation_id) lid: vec3<u32>{sub}) {{"
         )
         lines.extend("  " + ln for ln in body)
         lines.append("}")
-        text = _nonfinite_through_private("\n".join(lines) + "\n")
+        # directives come first, before the private constants the next line may add
+        text = "".join(f"enable {e};\n" for e in sorted(self.enables))
+        text += _nonfinite_through_private("\n".join(lines) + "\n")
         return Kernel(
             name,
             text,

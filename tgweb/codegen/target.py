@@ -44,23 +44,42 @@ TUNING = {
     },
 }
 
+# optional WebGPU features kernels may use: WebGPU's name -> the other spellings adapters use
+# (wgpu-py says "subgroup")
+FEATURES = {"subgroups": ("subgroups", "subgroup")}
+SUBGROUP_SIZES = (4, 128)  # the spec's bounds of an adapter's subgroupMinSize / subgroupMaxSize
+
 _CPU_WORDS = ("swiftshader", "lavapipe", "llvmpipe", "softpipe", "warp", "cpu")
 
 
 @dataclass(frozen=True)
 class Target:
-    """cls: "cpu" (an emulator) or "gpu"; vendor and description from adapter info."""
+    """cls: "cpu" (an emulator) or "gpu"; vendor and description from adapter info.
+    features: the optional WebGPU features the kernels may use, by their WebGPU names
+    ("subgroups"); the device running them must have been created with each.
+    subgroup_sizes: (least, most) invocations per subgroup the adapter reports (the
+    spec's bounds, 4 and 128, when it says nothing)."""
 
     cls: str = "cpu"
     vendor: str = ""
     description: str = ""
     tuning: dict = field(default_factory=dict, compare=False)
+    features: tuple = ()
+    subgroup_sizes: tuple = SUBGROUP_SIZES
 
     def __post_init__(self) -> None:
         if self.cls not in TUNING:
             raise ValueError(f"target class must be one of {sorted(TUNING)}, got {self.cls!r}")
         if not self.tuning:
             object.__setattr__(self, "tuning", dict(TUNING[self.cls]))
+        unknown = set(self.features) - set(FEATURES)
+        if unknown:
+            raise ValueError(f"unknown target features {sorted(unknown)}; known: {sorted(FEATURES)}")
+        object.__setattr__(self, "features", tuple(sorted(set(self.features))))
+        object.__setattr__(self, "subgroup_sizes", tuple(int(n) for n in self.subgroup_sizes))
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
 
     def knob(self, name: str) -> int:
         return self.tuning[name]
@@ -71,6 +90,8 @@ class Target:
             "vendor": self.vendor,
             "description": self.description,
             "tuning": dict(self.tuning),
+            "features": list(self.features),
+            **({"subgroup_sizes": list(self.subgroup_sizes)} if self.has("subgroups") else {}),
         }
 
 
@@ -78,7 +99,9 @@ def classify(info: dict | None) -> Target:
     """The Target of an adapter from its info: wgpu-py's adapter.info (adapter_type
     "CPU" for lavapipe) or the browser's GPUAdapterInfo (isFallbackAdapter, or
     SwiftShader's vendor and architecture). No info: the CPU class, the safe
-    choice for emulators and what the reference backend plans for."""
+    choice for emulators and what the reference backend plans for. info["features"]
+    (added by the backends: what the device was created with) lists the optional
+    features; the subgroup size bounds come with them."""
     info = dict(info or {})
     words = " ".join(
         str(info.get(k, ""))
@@ -90,4 +113,27 @@ def classify(info: dict | None) -> Target:
         or str(info.get("adapter_type", "")).upper() == "CPU"
         or any(w in words for w in _CPU_WORDS)
     )
-    return Target("cpu" if cpu else "gpu", str(info.get("vendor", "")), str(info.get("description", "")))
+    offered = {str(f) for f in info.get("features") or ()}
+    features = tuple(f for f, names in FEATURES.items() if offered & set(names))
+    return Target(
+        "cpu" if cpu else "gpu",
+        str(info.get("vendor", "")),
+        str(info.get("description", "")),
+        features=features,
+        subgroup_sizes=_subgroup_sizes(info),
+    )
+
+
+def _subgroup_sizes(info: dict) -> tuple[int, int]:
+    """(least, most) subgroup size from adapter info: the browser's subgroupMinSize /
+    subgroupMaxSize, wgpu-py's subgroup_min_size / subgroup_max_size (which some
+    versions spell stackgroup_...), else the spec's bounds."""
+    out = []
+    for i, end in enumerate(("min", "max")):
+        for key in (f"subgroup{end.title()}Size", f"subgroup_{end}_size", f"stackgroup_{end}_size"):
+            if isinstance(info.get(key), int) and info[key] > 0:
+                out.append(info[key])
+                break
+        else:
+            out.append(SUBGROUP_SIZES[i])
+    return (out[0], out[1])
