@@ -2,7 +2,7 @@
 //
 // A Program (tgweb/program.py) is plain JSON, validated where Python makes or loads
 // it: buffers, kernels (WGSL + bindings + dispatch), named slots and per-step
-// scalars. This module checks only what the device can refuse (limits, buffer sizes,
+// scalars. This module checks only what the device can refuse (limits, features, buffer sizes,
 // WGSL) and the host data handed to it, then allocates the buffers, creates one
 // pipeline per distinct WGSL text and every bind group once, and runs a step as one
 // compute pass and one submit, reading back only the slots asked for. A saved
@@ -97,10 +97,25 @@ function watchLoss(device, onLost) {
   });
 }
 
+// the optional features tgweb's kernels may use (a Program lists those it does in meta.features)
+export const OPTIONAL_FEATURES = ["subgroups"];
+
+// the sentence refusing a Program whose kernels use a feature `what` lacks, or null
+function missingFeature(program, features, what) {
+  const need = (program.meta && program.meta.features) || [];
+  const lack = need.filter((f) => !features.has(f));
+  if (!lack.length) return null;
+  const t = (program.meta && program.meta.target) || {};
+  return `the Program's kernels use the WebGPU feature(s) ${lack.join(", ")} (compiled for ` +
+    `${t.description || t.vendor || "another adapter"}), which ${what} does not have; compile the ` +
+    "function again for this device (its kernels then do without)";
+}
+
 /**
- * A device for `adapter` (or a new one). With `program`, asks for the limits it needs
- * (an error names the first one the adapter lacks); without, for the adapter's maxima
- * of the compute limits, so that any Program it could run fits.
+ * A device for `adapter` (or a new one). With `program`, asks for the limits and the
+ * optional features it needs (an error names the first one the adapter lacks); without,
+ * for the adapter's maxima of the compute limits and every optional feature tgweb's
+ * kernels may use that it has, so that any Program it could run fits.
  */
 export async function requestDevice({ program, adapter, powerPreference, onLost, onError } = {}) {
   adapter = adapter || await requestAdapter({ powerPreference });
@@ -112,17 +127,27 @@ export async function requestDevice({ program, adapter, powerPreference, onLost,
     const value = program ? need[name] : adapter.limits[name];
     if (name in adapter.limits && !(value <= (DEFAULTS[name] || 0))) requiredLimits[name] = value;
   }
-  const device = await adapter.requestDevice({ requiredLimits });
+  const lacking = program && missingFeature(parseProgram(program), adapter.features, "this adapter");
+  if (lacking) throw new ProgramError(lacking);
+  const requiredFeatures = program ? [...((program.meta && program.meta.features) || [])]
+    : OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
   watchLoss(device, onLost);
   if (onError) device.addEventListener("uncapturederror", (e) => onError(e.error));
   return device;
 }
 
-/** The adapter's description: for display, and for tgweb's choice of kernels (CPU or GPU class). */
+/**
+ * The adapter's description: for display, and for tgweb's choice of kernels (CPU or GPU
+ * class; `features`: the optional ones its kernels may use, with the subgroup sizes).
+ */
 export function adapterInfo(adapter) {
   const i = adapter.info || {};
-  return { vendor: i.vendor || "", architecture: i.architecture || "", description: i.description || "",
-    device: i.device || "", isFallbackAdapter: i.isFallbackAdapter === true };
+  const out = { vendor: i.vendor || "", architecture: i.architecture || "", description: i.description || "",
+    device: i.device || "", isFallbackAdapter: i.isFallbackAdapter === true,
+    features: OPTIONAL_FEATURES.filter((f) => adapter.features.has(f)) };
+  for (const k of ["subgroupMinSize", "subgroupMaxSize"]) if (i[k] > 0) out[k] = i[k];
+  return out;
 }
 
 const slotBytes = (slot) => 4 * slot.shape.reduce((a, d) => a * d, 1);
@@ -204,6 +229,8 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   const t0 = performance.now();
   const over = overLimit(programLimits(program), device.limits, "the device", program);
   if (over) throw new ProgramError(over);
+  const lacking = missingFeature(program, device.features, "this device");
+  if (lacking) throw new ProgramError(lacking);
   const unknown = Object.keys(shared).filter((name) => !program.params[name]);
   if (unknown.length) throw new ProgramError(`shared: the Program has no param ${unknown.join(", ")}`);
   device.pushErrorScope("out-of-memory");

@@ -1,7 +1,9 @@
 """The native backend: runs a Program through wgpu-py (Vulkan, Metal, D3D12, or
 Mesa's lavapipe on a CPU).
 
-One device per process, asked for the adapter's own limits. Pipelines are cached
+One device per process, asked for the adapter's own limits and for the optional
+features kernels may use (subgroups, once a probe kernel shows the layout
+codegen/reduce.py relies on). Pipelines are cached
 per device by WGSL text. A run writes inputs and scalars, records every kernel
 into one compute pass of one command encoder, copies the requested slots into a
 staging buffer in the same encoder, submits once and maps once.
@@ -15,8 +17,8 @@ import re
 import struct
 from typing import Any
 
-from ..codegen.target import Target, classify
-from ..program import LIMITS, Program, kebab, limits_of, unmet_limits
+from ..codegen.target import FEATURES, Target, classify
+from ..program import LIMITS, Program, kebab, limits_of, unmet_features, unmet_limits
 from . import base
 
 _DEVICE: Any = None
@@ -24,6 +26,10 @@ _ADAPTER: Any = None
 _ERROR: str | None = None
 _PIPELINES: dict[str, Any] = {}  # WGSL text -> (pipeline, bind group layout)
 _PIPELINE_USERS: dict[str, int] = {}  # WGSL text -> open Runtimes using it; closing the last frees it
+_FEATURES: set[str] = set()  # WebGPU names of the optional features the device offers tgweb
+# this wgpu-native's WGSL front end (Naga) takes the subgroup builtins but not the standard
+# `enable subgroups;` directive, which Tint requires: the directive is dropped before compiling
+_DROP_ENABLES = False
 
 TYPECODE = {"f32": "f", "i32": "i", "bool": "I"}
 
@@ -79,9 +85,74 @@ def _device():
         raise NativeError(_ERROR)
     # the adapter's own maxima of every limit Programs depend on
     limits = {kebab(k): adapter.limits[kebab(k)] for k in LIMITS if kebab(k) in adapter.limits}
+    # the optional features, as this wgpu-py spells them ("subgroup")
+    spelled = {f: next((n for n in names if n in adapter.features), None) for f, names in FEATURES.items()}
+    spelled = {f: n for f, n in spelled.items() if n}
     _ADAPTER = adapter
-    _DEVICE = adapter.request_device_sync(required_limits=limits)
+    _DEVICE = adapter.request_device_sync(required_limits=limits, required_features=list(spelled.values()))
+    _FEATURES.clear()
+    _FEATURES.update(spelled)
+    if "subgroups" in _FEATURES and not _subgroups_work(_DEVICE):
+        _FEATURES.discard("subgroups")
     return _DEVICE
+
+
+# each invocation checks that its subgroup is the block of consecutive invocations from
+# a multiple of the subgroup size on, in order (what codegen/reduce.py's subgroup folds
+# assume; WGSL does not promise it): 1 where it is
+_SUBGROUP_PROBE = """enable subgroups;
+@group(0) @binding(0) var<storage, read_write> ok: array<u32>;
+@compute @workgroup_size(256)
+fn main(@builtin(local_invocation_index) li: u32, @builtin(subgroup_size) size: u32,
+        @builtin(subgroup_invocation_id) id: u32) {
+  let first = subgroupMin(li);
+  ok[li] = select(0u, 1u, id == li % size && first == li - id);
+}
+"""
+
+
+def _subgroups_work(dev) -> bool:
+    """Whether the device compiles and runs subgroup operations the way the kernels use
+    them; sets _DROP_ENABLES when its WGSL front end wants no `enable` directive."""
+    global _DROP_ENABLES
+    import wgpu
+
+    module = None
+    for drop in (False, True):
+        try:
+            module = dev.create_shader_module(code=_wgsl_for(_SUBGROUP_PROBE, drop))
+        except Exception:
+            continue
+        _DROP_ENABLES = drop
+        break
+    if module is None:
+        return False
+    try:
+        pipe = dev.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+        buf = dev.create_buffer(size=4 * 256, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+        group = dev.create_bind_group(
+            layout=pipe.get_bind_group_layout(0),
+            entries=[{"binding": 0, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}],
+        )
+        enc = dev.create_command_encoder()
+        cp = enc.begin_compute_pass()
+        cp.set_pipeline(pipe)
+        cp.set_bind_group(0, group)
+        cp.dispatch_workgroups(1)
+        cp.end()
+        dev.queue.submit([enc.finish()])
+        ok = array.array("I", bytes(dev.queue.read_buffer(buf)))
+        buf.destroy()
+    except Exception:  # pragma: no cover - depends on the driver
+        return False
+    return all(v == 1 for v in ok)
+
+
+def _wgsl_for(wgsl: str, drop_enables: bool) -> str:
+    """The WGSL text as this device's compiler takes it."""
+    if not drop_enables or not wgsl.startswith("enable "):
+        return wgsl
+    return "".join(ln for ln in wgsl.splitlines(keepends=True) if not ln.startswith("enable "))
 
 
 def available() -> bool:
@@ -94,10 +165,17 @@ def available() -> bool:
 
 
 def adapter_info() -> dict:
-    """The adapter's description (vendor, device, backend), or {} when there is none."""
+    """The adapter's description (vendor, device, backend), or {} when there is none;
+    "features": the optional features the device was created with (WebGPU names)."""
     if not available():
         return {}
-    return dict(_ADAPTER.info)
+    return dict(_ADAPTER.info, features=sorted(_FEATURES))
+
+
+def device_features() -> set[str]:
+    """The optional WebGPU features the device offers tgweb's kernels ("subgroups")."""
+    _device()
+    return set(_FEATURES)
 
 
 def device_target() -> Target:
@@ -112,7 +190,7 @@ def device_limits() -> dict:
 
 def _compile_error(kernel, err: Exception) -> KernelCompileError:
     msg = str(err)
-    lines = kernel.wgsl.splitlines()
+    lines = _wgsl_for(kernel.wgsl, _DROP_ENABLES).splitlines()  # the text the compiler saw
     where = ""
     m = re.search(r"wgsl:(\d+):(\d+)", msg)
     if m:
@@ -156,7 +234,7 @@ def pipeline_for(kernel):
             }
         )
     try:
-        module = dev.create_shader_module(code=kernel.wgsl)
+        module = dev.create_shader_module(code=_wgsl_for(kernel.wgsl, _DROP_ENABLES))
         bgl = dev.create_bind_group_layout(entries=entries)
         layout = dev.create_pipeline_layout(bind_group_layouts=[bgl])
         pipe = dev.create_compute_pipeline(layout=layout, compute={"module": module, "entry_point": "main"})
@@ -178,7 +256,7 @@ class Runtime(base.Runtime):
         self.program = program
         self.device = _device()
         limits = self.device.limits
-        unmet = unmet_limits(program, limits)
+        unmet = unmet_limits(program, limits) + unmet_features(program, _FEATURES)
         if unmet:
             raise NativeError("; ".join(unmet))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
