@@ -36,7 +36,10 @@ TUNING = {
         "direct_block": 4,
         "tiled_min_outputs": 0,
         "tiled_min_tiles": 0,  # register blocks for few-tile products: 30-50 % slower
-        "tiles": ((128, 128, 8, 8, 8, 256), (64, 64, 16, 4, 4, 0)),
+        # H200 (matmul_native.py / matmul_browser.py --tiles, TFLOP/s at 1024, 2048, 4096,
+        # native and in Chromium): 128 x 128 by 8 x 8 31 / 39 at 4096 but 14 / 18 at 1024
+        # (64 workgroups); 64 x 64 by 8 x 8 29 / 29 at 1024, 33 / 32 at 4096
+        "tiles": ((128, 128, 8, 8, 8, 256), (64, 64, 16, 8, 8, 128), (64, 64, 16, 4, 4, 0)),
         "serial_max": 16,
         "sumsq_workgroup": 256,  # addition 7.6-8.8 -> 7.0-7.5 ms
         "split_k_chunk": 128,  # addition 9.0-9.5 -> 7.3-7.7 ms in one run
