@@ -4,7 +4,9 @@ one reduction per output).
 
 Rows up to the target's serial_max long are reduced by one invocation each, in a plain loop;
 longer rows get one workgroup each, a strided loop per invocation and a
-shared-memory tree, so any row length works. The input may be a
+shared-memory tree, so any row length works. Where the target has subgroups, sums,
+maxima and minima fold the workgroup's values with subgroup operations instead
+(subgroup_total), a barrier per level rather than per halving. The input may be a
 fused elementwise prologue computed on the fly, and the result may feed a fused
 elementwise epilogue (mean's scaling, a layer norm's statistics) before it is
 stored.
@@ -107,6 +109,59 @@ def tree(wg: int, step: str) -> list[str]:
     return out
 
 
+_SUBGROUP_OP = {"sum": "subgroupAdd", "max": "subgroupMax", "min": "subgroupMin"}
+
+
+def subgroup_levels(wg: int, least: int) -> int:
+    """Levels of subgroup folds that bring wg values down to one when every subgroup
+    has at least `least` invocations."""
+    n, levels = wg, 0
+    while n > 1:
+        n, levels = -(-n // max(2, least)), levels + 1
+    return levels
+
+
+def subgroup_total(kc: KernelCtx, wg: int, kind: str, t: str, var: str, everyone: bool):
+    """(lines, expression): the workgroup's fold (sum, max or min) of every invocation's
+    `var`, by subgroup operations. Each level folds each subgroup's values at once and
+    its first invocation writes the result to workgroup memory, at the subgroup's
+    index; the next level folds those. Levels are enough for the adapter's least
+    subgroup size (a larger subgroup leaves later levels folding one value). The
+    expression holds the total in every invocation if `everyone`, else only in
+    invocation 0 (and one barrier fewer is spent).
+
+    Assumes what every implementation does for a one-dimensional workgroup: a
+    subgroup holds consecutive invocations, from a multiple of the subgroup size on,
+    in order (the native backend probes for it before offering subgroups). The last
+    subgroup may be partial. Every subgroup operation is in uniform control flow."""
+    kc.enables.add("subgroups")
+    op, init = _SUBGROUP_OP[kind], _INIT[(kind, t)]
+    levels = subgroup_levels(wg, kc.target.subgroup_sizes[0])
+    v = kc.fresh("sg")
+    bufs = ["sh", "sh_sg"]  # levels write them in turn: a level never writes what it reads
+    decl = f"var<workgroup> sh_sg: array<{t}, {wg}>;"
+    if (levels > 2 or (levels == 2 and everyone)) and decl not in kc.decls:
+        kc.decls.append(decl)
+    out = [f"var {v} = {op}({var});", f"var {v}_n = {wg}u;  // values left to fold"]
+    for level in range(1, levels + 1):
+        if level > 1:
+            src = bufs[level % 2]  # what the level before wrote
+            out.append(f"{v} = {op}(select({init}, {src}[li], li < {v}_n));")
+        if level == levels and not everyone:
+            return out, v  # subgroup 0 holds the total
+        dst = bufs[(level - 1) % 2]
+        out += [
+            f"if (sg_id == 0u && li < {v}_n) {{ {dst}[li / sg_size] = {v}; }}",
+            f"{v}_n = ({v}_n + sg_size - 1u) / sg_size;",
+            "workgroupBarrier();",
+        ]
+    final = bufs[(levels - 1) % 2]
+    out.append(f"let {v}_t = {final}[0];")
+    if final == "sh":  # the next fold writes sh again: everyone must have read it first
+        out.append("workgroupBarrier();")
+    return out, f"{v}_t"
+
+
 def emit_reduce(kc: KernelCtx, node):
     """Kernel body, dispatch and workgroup size of a sum/max/min/argmax/argmin node; its
     input comes through kc.input_at (a fused prologue, if any) and its result goes
@@ -140,6 +195,11 @@ def emit_reduce(kc: KernelCtx, node):
     body.append("}")
     if serial:
         return body + kc.result(node, "o", "i32(best)" if arg else "acc"), disp, wg
+    if not arg and kc.target.has("subgroups"):
+        lines, total = subgroup_total(kc, wg, kind, t, "acc", everyone=False)
+        body += lines + ["if (li == 0u) {"]
+        body += ["  " + ln for ln in kc.result(node, "o", total)]
+        return body + ["}"], disp, wg
     body.append("sh[li] = acc;")
     if arg:
         body.append("shi[li] = best;")
@@ -183,10 +243,14 @@ def emit_softmax(kc: KernelCtx, node):
     def ld(r):
         return kc.load(x, add_idx("base", mul_idx(r, step)))
 
-    def total(var, comb):
-        """Lines leaving the whole row's `var` in `var`_t (a shared-memory tree if parallel)."""
+    def total(var, comb, kind):
+        """Lines leaving the whole row's `var` in `var`_t (a shared-memory tree, or subgroup
+        folds, if parallel)."""
         if serial:
             return [f"let {var}_t = {var};"]
+        if kc.target.has("subgroups"):
+            lines, e = subgroup_total(kc, wg, kind, "f32", var, everyone=True)
+            return lines + [f"let {var}_t = {e};"]
         out = [f"sh[li] = {var};", "workgroupBarrier();"]
         out += tree(wg, "sh[li] = " + comb("sh[li]", "sh[li + {s}u]") + ";")
         return out + [f"let {var}_t = sh[0];", "workgroupBarrier();"]
@@ -195,12 +259,12 @@ def emit_softmax(kc: KernelCtx, node):
         "var m = bitcast<f32>(0xff800000u);",
         f"for (var r = {first}; r < n; r = r + {stride}) {{ m = max(m, {ld('r')}); }}",
     ]
-    body += total("m", lambda a, b: f"max({a}, {b})")
+    body += total("m", lambda a, b: f"max({a}, {b})", "max")
     body += [
         "var s = 0.0;",
         f"for (var r = {first}; r < n; r = r + {stride}) {{ s = s + exp({ld('r')} - m_t); }}",
     ]
-    body += total("s", lambda a, b: f"{a} + {b}")
+    body += total("s", lambda a, b: f"{a} + {b}", "sum")
     if node.kind == "log_softmax":
         body.append("let lt = log(s_t);")
         val = f"{ld('r')} - m_t - lt"
@@ -238,6 +302,9 @@ def emit_embedding_grad(kc: KernelCtx, node):
     if serial:
         body.append(kc.store(node, "o", "acc"))
         return body, disp, wg
+    if kc.target.has("subgroups"):
+        lines, total = subgroup_total(kc, wg, "sum", "f32", "acc", everyone=False)
+        return body + lines + [f"if (li == 0u) {{ {kc.store(node, 'o', total)} }}"], disp, wg
     body += ["sh[li] = acc;", "workgroupBarrier();"] + tree(wg, "sh[li] = sh[li] + sh[li + {s}u];")
     body.append(f"if (li == 0u) {{ {kc.store(node, 'o', 'sh[0]')} }}")
     return body, disp, wg
