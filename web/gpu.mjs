@@ -272,6 +272,18 @@ export class Runtime {
   constructor(device, program, buffers, owned, steps, setupMs, pipelineCount) {
     Object.assign(this, { device, program, buffers, owned, steps, setupMs, pipelineCount, closed: false });
     this.spare = []; // staging buffers not being mapped: a step is submitted while the last maps
+    // runPacked's layout: every input in this order, then the scalar words
+    const names = Object.keys(program.inputs);
+    let at = 0;
+    const writes = names.map((n) => {
+      const slot = program.inputs[n];
+      const w = { buffer: buffers[slot.buffer], offset: slot.offset || 0, at, size: slotBytes(slot) };
+      at += w.size;
+      return w;
+    });
+    const nScalars = (program.scalars || []).length;
+    if (nScalars) writes.push({ buffer: buffers[program.scalars_buffer], offset: 0, at, size: 4 * nScalars });
+    this.packing = { names, writes, bytes: at + 4 * nScalars };
   }
 
   slot(kind, name) {
@@ -330,7 +342,8 @@ export class Runtime {
 
   /** Read several slots in one submit and one map: [[kind, name], ...] -> [ArrayBuffer, ...]. */
   async readMany(reads) {
-    return this._submit(false, reads);
+    this._check();
+    return this._submit(false, this.readPlan(reads), false);
   }
 
   /**
@@ -346,50 +359,80 @@ export class Runtime {
       throw new ProgramError("inputs: " + [missing.length ? `missing ${missing.join(", ")}` : "",
         extra.length ? `unknown ${extra.join(", ")}` : ""].filter(Boolean).join("; "));
     }
-    for (const [kind, name] of reads) this.slot(kind, name);
+    const plan = this.readPlan(reads);
     const data = want.map((n) => this._bytes("inputs", n, inputs[n]));
     for (const [slot, bytes] of data) this.device.queue.writeBuffer(this.buffers[slot.buffer], slot.offset || 0, bytes);
     this.writeScalars(scalars);
-    return this._submit(true, reads);
+    return this._submit(true, plan, false);
   }
 
-  // encode and submit now, in call order; the promise resolves once the reads are mapped
-  _submit(dispatch, reads) {
+  /** Which slots a run reads back ([[kind, name], ...]), checked once: for runPacked. */
+  readPlan(reads) {
+    let total = 0;
+    const spans = [...reads].map(([kind, name]) => {
+      const slot = this.slot(kind, name);
+      total += slotBytes(slot);
+      return { buffer: this.buffers[slot.buffer], offset: slot.offset || 0, at: total - slotBytes(slot),
+        size: slotBytes(slot) };
+    });
+    return { spans, total };
+  }
+
+  /**
+   * run() for a caller that packs the host data itself (tgweb's browser backend, one call
+   * a step): `data` is one Uint8Array holding every input in the order of `packing.names`,
+   * then the scalar words; `plan` comes from readPlan(). Resolves to one ArrayBuffer
+   * holding the slots read, back to back in the plan's order.
+   */
+  runPacked(data, plan) {
+    try {
+      this._check();
+      const { writes, bytes } = this.packing;
+      if (!(data instanceof Uint8Array) || data.byteLength !== bytes) {
+        throw new ProgramError(`runPacked: expected ${bytes} bytes of inputs and scalars, got ` +
+          (data instanceof Uint8Array ? data.byteLength : typeof data));
+      }
+      const queue = this.device.queue;
+      for (const w of writes) queue.writeBuffer(w.buffer, w.offset, data, w.at, w.size);
+      return this._submit(true, plan, true);
+    } catch (e) {
+      return Promise.reject(e); // as run() does: errors come when the result is awaited
+    }
+  }
+
+  // encode and submit now, in call order; the promise resolves once the reads are mapped,
+  // to one ArrayBuffer (whole) or one per slot read
+  _submit(dispatch, plan, whole) {
     this._check();
     const device = this.device;
     const enc = device.createCommandEncoder();
     if (dispatch && this.steps.length) {
       const pass = enc.beginComputePass();
+      let last = null;
       for (const s of this.steps) {
-        pass.setPipeline(s.pipeline);
+        if (s.pipeline !== last) pass.setPipeline((last = s.pipeline));
         pass.setBindGroup(0, s.bindGroup);
-        pass.dispatchWorkgroups(...s.dispatch);
+        const d = s.dispatch;
+        pass.dispatchWorkgroups(d[0], d[1], d[2]);
       }
       pass.end();
     }
-    let total = 0;
-    const spans = reads.map(([kind, name]) => {
-      const slot = this.slot(kind, name);
-      total += slotBytes(slot);
-      return { slot, at: total - slotBytes(slot), size: slotBytes(slot) };
-    });
+    const { spans, total } = plan;
     let staging = null;
     if (total) {
       const k = this.spare.findIndex((b) => b.size >= total);
       staging = k >= 0 ? this.spare.splice(k, 1)[0] : device.createBuffer({ size: Math.max(total, 256),
         usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: "tgweb readback" });
-      for (const s of spans) {
-        enc.copyBufferToBuffer(this.buffers[s.slot.buffer], s.slot.offset || 0, staging, s.at, s.size);
-      }
+      for (const s of spans) enc.copyBufferToBuffer(s.buffer, s.offset, staging, s.at, s.size);
     }
     device.queue.submit([enc.finish()]);
-    if (!total) return Promise.resolve(spans.map(() => new ArrayBuffer(0)));
-    const mapped = this._map(staging, spans, total);
+    if (!total) return Promise.resolve(whole ? new ArrayBuffer(0) : spans.map(() => new ArrayBuffer(0)));
+    const mapped = this._map(staging, spans, total, whole);
     mapped.catch(() => {}); // awaited later (a pipelined step): not an unhandled rejection meanwhile
     return mapped;
   }
 
-  async _map(staging, spans, total) {
+  async _map(staging, spans, total, whole) {
     try {
       await staging.mapAsync(GPUMapMode.READ, 0, total);
     } catch (e) {
@@ -400,7 +443,7 @@ export class Runtime {
       throw new ProgramError(why, { lost: !!lost });
     }
     const mapped = staging.getMappedRange(0, total);
-    const out = spans.map((s) => mapped.slice(s.at, s.at + s.size));
+    const out = whole ? mapped.slice(0, total) : spans.map((s) => mapped.slice(s.at, s.at + s.size));
     staging.unmap();
     if (this.closed) staging.destroy();
     else this.spare.push(staging);

@@ -47,6 +47,7 @@ class RuntimeEngine:
             "outputs": self.program.outputs,
             "captures": self.program.captures,
         }
+        self._scalar_names = frozenset(s.name for s in self.program.scalars)
 
     def close(self) -> None:
         """Free this program's buffers and pipelines (tgweb.compile.Trainer.close)."""
@@ -65,7 +66,7 @@ class RuntimeEngine:
 
     def submit(self, data, raw, scalars, read):
         """Send one execution to the GPU; returns wait() -> {(kind, name): array}."""
-        names = {s.name for s in self.program.scalars}
+        names = self._scalar_names
         pending = self.rt.submit(data, {k: v for k, v in scalars.items() if k in names}, read)
 
         def wait():

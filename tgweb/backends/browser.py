@@ -132,7 +132,27 @@ class Runtime(base.Runtime):
         device = _await(hooks.nextDevice()) if hasattr(hooks, "nextDevice") else hooks.device
         self._rt = _await(self._gpu.instantiate(device, program.to_json(), options))
         self.setup_ms = float(self._rt.setupMs)
+        self._to_js = to_js
+        # one step crosses into JS once: the inputs, in gpu.mjs's order, then the scalar
+        # words, in one reused bytearray (gpu.mjs's runPacked); laid out once here
+        packing = self._rt.packing
+        self._inputs_at, at = {}, 0
+        for n in packing.names:
+            nbytes = 4 * prod(program.inputs[n].shape)
+            self._inputs_at[n] = (at, nbytes)
+            at += nbytes
+        self._input_names = frozenset(self._inputs_at)
+        self._scalars_at = at
         self._scalar_fmt = "<" + "".join("f" if s.type == "f32" else "I" for s in program.scalars)
+        self._scalar_kinds = [(s.name, s.type == "f32") for s in program.scalars]
+        self._packed = bytearray(at + 4 * len(program.scalars))
+        if len(self._packed) != int(packing.bytes):
+            raise RuntimeError(
+                f"gpu.mjs packs {int(packing.bytes)} bytes a step, the Program {len(self._packed)}"
+            )
+        self._plans: dict[
+            tuple, tuple
+        ] = {}  # read list -> (gpu.mjs read plan, [(key, at, nbytes, typecode)])
 
     def _slot(self, kind: str, name: str):
         slots = getattr(self.program, kind, None)
@@ -167,34 +187,57 @@ class Runtime(base.Runtime):
         bufs = _await(self._rt.readMany(to_js([[k, n] for k, n in which])))
         return {kn: _from_js(b, TYPECODE[s.dtype]) for kn, s, b in zip(which, slots, bufs)}
 
-    def submit(self, inputs, scalars, read):
-        from js import Object
-        from pyodide.ffi import to_js
+    def _plan(self, read) -> tuple:
+        """The read plan of a list of (kind, name) slots, checked and made once per list."""
+        key = tuple((k, n) for k, n in read)
+        plan = self._plans.get(key)
+        if plan is None:
+            slots = [self._slot(k, n) for k, n in key]
+            spans, at = [], 0
+            for kn, slot in zip(key, slots):
+                nbytes = 4 * prod(slot.shape)
+                spans.append((kn, at, nbytes, TYPECODE[slot.dtype]))
+                at += nbytes
+            if len(self._plans) >= 64:  # a few lists are used over and over; never grow without end
+                self._plans.clear()
+            plan = self._plans[key] = (self._rt.readPlan(self._to_js([list(kn) for kn in key])), spans)
+        return plan
 
+    def submit(self, inputs, scalars, read):
         web.check_stop()  # before the step: a stopped script changes nothing on the GPU
-        want, given = set(self.program.inputs), set(inputs)
-        if want != given:
+        if inputs.keys() != self._input_names:
+            want, given = self._input_names, set(inputs)
             raise ValueError(f"inputs: missing {sorted(want - given)}, unknown {sorted(given - want)}")
+        packed = self._packed
         for n, v in inputs.items():  # all checked before anything reaches the GPU
-            self._check_len("inputs", n, v)
-        slots = [self._slot(k, n) for k, n in read]
-        missing = [s.name for s in self.program.scalars if s.name not in scalars]
-        if missing:
-            raise ValueError(f"scalars missing: {missing}")
-        words = struct.pack(
-            self._scalar_fmt,
-            *[
-                float(scalars[s.name]) if s.type == "f32" else int(scalars[s.name]) & 0xFFFFFFFF
-                for s in self.program.scalars
-            ],
-        )
-        js_inputs = to_js({n: _to_js_bytes(v) for n, v in inputs.items()}, dict_converter=Object.fromEntries)
-        js_read = to_js([[k, n] for k, n in read])
-        promise = self._rt.run(js_inputs, to_js(memoryview(words)), js_read)  # submitted now
+            at, nbytes = self._inputs_at[n]
+            mv = memoryview(v).cast("B")
+            if mv.nbytes != nbytes:
+                raise ValueError(
+                    f"inputs {n!r}: expected {nbytes // 4} values for shape "
+                    f"{self.program.inputs[n].shape}, got {mv.nbytes // 4}"
+                )
+            packed[at : at + nbytes] = mv
+        try:
+            words = [
+                float(scalars[n]) if f32 else int(scalars[n]) & 0xFFFFFFFF for n, f32 in self._scalar_kinds
+            ]
+        except KeyError:
+            raise ValueError(
+                f"scalars missing: {[n for n, _ in self._scalar_kinds if n not in scalars]}"
+            ) from None
+        struct.pack_into(self._scalar_fmt, packed, self._scalars_at, *words)
+        js_plan, spans = self._plan(read)
+        promise = self._rt.runPacked(self._to_js(memoryview(packed)), js_plan)  # submitted now
 
         def wait():
-            bufs = _await(promise)
-            return {kn: _from_js(buf, TYPECODE[slot.dtype]) for kn, slot, buf in zip(read, slots, bufs)}
+            raw = _await(promise).to_bytes()
+            out = {}
+            for kn, at, nbytes, typecode in spans:
+                a = array.array(typecode)
+                a.frombytes(raw[at : at + nbytes])
+                out[kn] = a
+            return out
 
         return wait
 
