@@ -525,7 +525,7 @@ def test_every_tile_matches_reference(tile):
     for fn, specs, grad in cases:
         prog = run_case(fn, specs, grad=grad, target=t)
         bm, bn, bk = tile[:3]
-        assert any(f"As: array<vec4<f32>, {bm * bk // 2}>" in k.wgsl for k in prog.kernels)
+        assert any(f"As: array<array<array<vec4<f32>, {bm // 4}>, {bk}>, 2>" in k.wgsl for k in prog.kernels)
 
 
 def test_tiles_that_cannot_run_are_refused():
@@ -656,9 +656,9 @@ def test_matmul_paths():
                 {"x": f(6, 1030) if ta else f(1030, 6), "y": f(1027, 6) if tb else f(6, 1027)},
                 grad=False,
             )
-            assert "var<workgroup> As: array<vec4<f32>, 512>;" in prog.kernels[0].wgsl  # 2 x 64 x 16
+            assert "var<workgroup> As: array<array<array<vec4<f32>, 16>, 16>, 2>;" in prog.kernels[0].wgsl
     prog = run_case(lambda x, y: x @ y, {"x": f(1024, 8), "y": f(8, 1028)}, grad=False)
-    assert "As: array<vec4" in prog.kernels[0].wgsl and "vec4<u32>" in prog.kernels[0].wgsl
+    assert "As: array<array<array<vec4" in prog.kernels[0].wgsl and "vec4<u32>" in prog.kernels[0].wgsl
     # few outputs, long K (a weight gradient): register blocks of 8 x 8 with no barriers,
     # an epilogue, edges that are not multiples of the block
     prog = run_case(lambda x, y, c: tg.relu(x.mT @ y + c), {"x": f(300, 20), "y": f(300, 33), "c": f(33)})

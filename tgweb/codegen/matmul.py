@@ -169,9 +169,10 @@ def _emit_tiled(kc: KernelCtx, node, L):
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
     va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"])
     vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"])
-    SA, SB = BM * BK // 4, BN * BK // 4  # vec4s of one tile
-    kc.decls.append(f"var<workgroup> As: array<vec4<f32>, {2 * SA}>;")
-    kc.decls.append(f"var<workgroup> Bs: array<vec4<f32>, {2 * SB}>;")
+    # [tile][k][row group]: with k a constant in the unrolled reads, the bounds clamp
+    # Naga puts on each dynamic index (the row group) does not change within the k loop
+    kc.decls.append(f"var<workgroup> As: array<array<array<vec4<f32>, {BM // 4}>, {BK}>, 2>;")
+    kc.decls.append(f"var<workgroup> Bs: array<array<array<vec4<f32>, {BN // 4}>, {BK}>, 2>;")
     body = [
         "let tx = lid.x;",
         "let ty = lid.y;",
@@ -188,23 +189,21 @@ def _emit_tiled(kc: KernelCtx, node, L):
     body += la.fetch("0u") + lb.fetch("0u") + la.put("0u") + lb.put("0u") + ["workgroupBarrier();"]
     NT = ceil_div(K, BK)
     body.append(f"for (var t = 0u; t < {NT}u; t = t + 1u) {{")
-    body += [f"  let sa = (t & 1u) * {SA}u;", f"  let sb = (t & 1u) * {SB}u;"]
+    body.append("  let s = t & 1u;")
     if NT > 1:
         body.append(f"  let more = t + 1u < {NT}u;")
         body += ["  if (more) {", f"    let k0 = (t + 1u) * {BK}u;"]
         body += ["  " + ln for ln in la.fetch("k0") + lb.fetch("k0")] + ["  }"]
     for kk in range(BK):
         body.append("  {")
-        body += [f"    let a{p} = As[sa + {kk * BM // 4 + WY * p}u + ty];" for p in range(TM // 4)]
-        body += [f"    let c{q} = Bs[sb + {kk * BN // 4 + WX * q}u + tx];" for q in range(CG)]
+        body += [f"    let a{p} = As[s][{kk}][{add_idx('ty', f'{WY * p}u')}];" for p in range(TM // 4)]
+        body += [f"    let c{q} = Bs[s][{kk}][{add_idx('tx', f'{WX * q}u')}];" for q in range(CG)]
         for i in range(TM):
             for q in range(CG):
                 body.append(f"    acc{i}_{q} = fma(vec4<f32>(a{i // 4}[{i % 4}]), c{q}, acc{i}_{q});")
         body.append("  }")
     if NT > 1:
-        body += (
-            ["  if (more) {"] + ["  " + ln for ln in la.put(f"{SA}u - sa") + lb.put(f"{SB}u - sb")] + ["  }"]
-        )
+        body += ["  if (more) {"] + ["  " + ln for ln in la.put("s ^ 1u") + lb.put("s ^ 1u")] + ["  }"]
     body += ["  workgroupBarrier();", "}"]
     return body + _tiled_stores(kc, node, L, TM, TN, WX, WY), (gx, gy, nbatch), (WX, WY, 1)
 
@@ -233,8 +232,8 @@ def _tiled_stores(kc: KernelCtx, node, L, TM: int, TN: int, WX: int, WY: int) ->
 class _TileLoader:
     """Moves R x BK tiles of one operand (element (r, k) at base + r rs + k ks, rows from
     r0) from memory into each invocation's registers (fetch) and from there into the
-    shared array sh (put), which holds element (kk, rr) of a tile at
-    [kk * R / 4 + rr / 4][rr % 4]. Consecutive invocations walk the operand's
+    shared array sh (put), which holds element (kk, rr) of tile s at
+    [s][kk][rr / 4][rr % 4]. Consecutive invocations walk the operand's
     contiguous axis: vec4s of four rows at one k ("rows"), vec4s of four k of one row
     ("k"), or single elements. Where an invocation's element lies (its row, its k
     within the tile, its address less k0) is worked out once, before the k loop."""
@@ -298,19 +297,15 @@ class _TileLoader:
                 out.append(f"{g}{j} = {value};")
         return out
 
-    def put(self, off: str) -> list[str]:
-        out, g, R4 = [], self.reg, self.R // 4
-        at = "" if off == "0u" else f"{off} + "
+    def put(self, tile: str) -> list[str]:
+        out, g, sh = [], self.reg, f"{self.sh}[{tile}]"
         for j in range(self.n):
             if self.mode == "rows":
-                lines = [f"{self.sh}[{at}{g}k{j} * {R4}u + {g}r{j} / 4u] = {g}{j};"]
+                lines = [f"{sh}[{g}k{j}][{g}r{j} / 4u] = {g}{j};"]
             elif self.mode == "k":
-                lines = [
-                    f"{self.sh}[{at}({g}k{j} + {c}u) * {R4}u + {g}r{j} / 4u][{g}r{j} % 4u] = {g}{j}[{c}];"
-                    for c in range(4)
-                ]
+                lines = [f"{sh}[{g}k{j} + {c}u][{g}r{j} / 4u][{g}r{j} % 4u] = {g}{j}[{c}];" for c in range(4)]
             else:
-                lines = [f"{self.sh}[{at}{g}k{j} * {R4}u + {g}r{j} / 4u][{g}r{j} % 4u] = {g}{j};"]
+                lines = [f"{sh}[{g}k{j}][{g}r{j} / 4u][{g}r{j} % 4u] = {g}{j};"]
             if self._spare(j):
                 lines = [f"if (li + {self.T * j}u < {self.count}u) {{"] + ["  " + ln for ln in lines] + ["}"]
             out += lines
