@@ -5,13 +5,15 @@ target has the "subgroups" feature).
     python benchmarks/reduce_native.py              # 1024 rows of 64 .. 65536 (a real GPU)
     python benchmarks/reduce_native.py --small      # 64 rows, shorter (lavapipe, CPU)
     python benchmarks/reduce_native.py --class gpu  # the GPU class's kernels on any adapter
+    python benchmarks/reduce_native.py --subgroup-sizes 32 32   # fewer levels (true sizes only)
 
 Each case is lowered twice for the adapter's target (or the class --class names), once
 without its features and once with them; "same" marks a case whose kernels do not
 change (the CPU class reduces rows up to 1024 long in plain loops). The kernels are
 timed GPU-side as benchmarks/matmul_native.py times a product: R runs of all of them
 recorded into one compute pass, one submit, a 4-byte readback to wait, the best of a
-few repeats. Each output is checked against NumPy first.
+few repeats, the two variants in turn on the same buffers. Each output is checked
+against NumPy first.
 """
 
 from __future__ import annotations
@@ -67,48 +69,87 @@ def lowered(shape, fn, target):
     return lower(g, native.device_limits(), target=target)
 
 
-def gpu_seconds(rt, budget: float, reps: int | None) -> float:
-    """Seconds per run of the Program's kernels: `reps` runs (else enough for about
-    `budget` seconds) in one compute pass and one submit, best of 3."""
-    dev, prog = rt.device, rt.program
+def bind(rt, prog):
+    """(pipelines, bind groups) of prog's kernels on the buffers of rt, a Runtime of the
+    same graph lowered for another target (the same buffers and slots): every variant
+    of a case runs on the same memory (on the H200, a second Runtime's fresh 256 MiB
+    buffers alone made a kernel 3x slower)."""
+    import wgpu
+
+    from tgweb.backends import native
+
+    assert [b.size for b in prog.buffers] == [b.size for b in rt.program.buffers]
+    dev = rt.device
+    pipes, groups = [], []
+    for k in prog.kernels:
+        pipe, bgl = native.pipeline_for(k)
+        entries = [
+            {
+                "binding": i,
+                "resource": {"buffer": rt.buffers[b.buffer], "offset": 0, "size": rt.buffers[b.buffer].size},
+            }
+            for i, b in enumerate(k.bindings)
+        ]
+        if k.offsets:
+            words = array.array("I", k.offsets + [0] * (-len(k.offsets) % 4))
+            u = dev.create_buffer_with_data(data=words.tobytes(), usage=wgpu.BufferUsage.UNIFORM)
+            entries.append(
+                {"binding": len(k.bindings), "resource": {"buffer": u, "offset": 0, "size": u.size}}
+            )
+        pipes.append(pipe)
+        groups.append(dev.create_bind_group(layout=bgl, entries=entries))
+    return prog, pipes, groups
+
+
+def run_seconds(rt, variant, n: int) -> float:
+    """Seconds per run of a variant's kernels, n runs recorded into one compute pass and
+    submitted at once, waited for by a 4-byte readback."""
+    prog, pipes, groups = variant
+    dev = rt.device
     out = rt.buffers[prog.outputs["y"].buffer]
-
-    def once(n: int) -> float:
-        enc = dev.create_command_encoder()
-        cp = enc.begin_compute_pass()
-        for _ in range(n):
-            for k, pipe, group in zip(prog.kernels, rt.pipes, rt.groups):
-                cp.set_pipeline(pipe)
-                cp.set_bind_group(0, group)
-                cp.dispatch_workgroups(*k.dispatch)
-        cp.end()
-        cmd = enc.finish()
-        dev.queue.read_buffer(out, 0, 4)  # drain earlier work
-        t0 = time.perf_counter()
-        dev.queue.submit([cmd])
-        dev.queue.read_buffer(out, 0, 4)
-        return (time.perf_counter() - t0) / n
-
-    if reps is None:
-        reps = int(max(2, min(2000, budget / max(once(1), 1e-6))))
-    return min(once(reps) for _ in range(3))
+    enc = dev.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    for _ in range(n):
+        for k, pipe, group in zip(prog.kernels, pipes, groups):
+            cp.set_pipeline(pipe)
+            cp.set_bind_group(0, group)
+            cp.dispatch_workgroups(*k.dispatch)
+    cp.end()
+    cmd = enc.finish()
+    dev.queue.read_buffer(out, 0, 4)  # drain earlier work
+    t0 = time.perf_counter()
+    dev.queue.submit([cmd])
+    dev.queue.read_buffer(out, 0, 4)
+    return (time.perf_counter() - t0) / n
 
 
-def measure(shape, fn, ref, target, budget, reps):
-    """(microseconds per run, max relative error, the kernels' WGSL texts)."""
+def measure(shape, fn, ref, targets, budget: float, reps: int | None):
+    """For each target: (microseconds per run, max relative error, the kernels' WGSL).
+    The variants share one Runtime's buffers and are timed in turn, best of 3 each;
+    `reps` runs per submit, else enough for about `budget` seconds."""
     import numpy as np
 
     from tgweb.backends import native
 
-    prog = lowered(shape, fn, target)
-    rt = native.Runtime(prog)
+    progs = [lowered(shape, fn, t) for t in targets]
+    rt = native.Runtime(progs[0])
     try:
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-        got = rt.run({"x": array.array("f", x.tobytes())}, {}, [("outputs", "y")])[("outputs", "y")]
+        rt.write("inputs", "x", array.array("f", x.tobytes()))
         want = np.asarray(ref(x.astype(np.float64)), np.float64)
-        y = np.frombuffer(got.tobytes(), np.float32).reshape(want.shape)
-        err = float(np.abs(y - want).max() / max(1.0, np.abs(want).max()))
-        return gpu_seconds(rt, budget, reps) * 1e6, err, [k.wgsl for k in prog.kernels]
+        variants = [bind(rt, p) for p in progs]
+        errs = []
+        for v in variants:
+            run_seconds(rt, v, 1)
+            y = np.frombuffer(rt.read("outputs", "y").tobytes(), np.float32).reshape(want.shape)
+            errs.append(float(np.abs(y - want).max() / max(1.0, np.abs(want).max())))
+        if reps is None:
+            reps = int(max(2, min(2000, budget / max(run_seconds(rt, variants[0], 1), 1e-6))))
+        best = [float("inf")] * len(variants)
+        for _ in range(3):
+            for i, v in enumerate(variants):
+                best[i] = min(best[i], run_seconds(rt, v, reps))
+        return [(t * 1e6, e, [k.wgsl for k in p.kernels]) for t, e, p in zip(best, errs, progs)]
     finally:
         rt.close()
 
@@ -117,6 +158,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="64 rows, rows up to 16384 (lavapipe)")
     ap.add_argument("--class", dest="cls", choices=("cpu", "gpu"), help="kernels of this class")
+    ap.add_argument(
+        "--subgroup-sizes",
+        type=int,
+        nargs=2,
+        metavar=("LEAST", "MOST"),
+        help="instead of the adapter's bounds",
+    )
     ap.add_argument("--reps", type=int, help="runs per submit (default: about --budget of GPU time)")
     ap.add_argument("--budget", type=float, default=0.05, help="seconds of GPU work per timing")
     args = ap.parse_args()
@@ -128,6 +176,8 @@ def main() -> None:
     target = native.device_target()
     if args.cls:
         target = dataclasses.replace(target, cls=args.cls, tuning={})
+    if args.subgroup_sizes:  # e.g. 32 32 on NVIDIA, where wgpu-py reports 4..128: fewer levels
+        target = dataclasses.replace(target, subgroup_sizes=tuple(args.subgroup_sizes))
     print(
         f"adapter: {info.get('device', '?')} ({info.get('backend_type', '?')}, {info.get('description', '')})"
     )
@@ -140,8 +190,7 @@ def main() -> None:
     print(head)
     for name, shape, fn, ref in cases(args.small):
         try:
-            t0, e0, w0 = measure(shape, fn, ref, bare, args.budget, args.reps)
-            t1, e1, w1 = measure(shape, fn, ref, target, args.budget, args.reps)
+            (t0, e0, w0), (t1, e1, w1) = measure(shape, fn, ref, [bare, target], args.budget, args.reps)
         except Exception as e:  # one case over this device's limits: say so, go on
             print(f"{name:<32} {'x'.join(map(str, shape)):>14}  failed: {str(e).splitlines()[0]}")
             continue
