@@ -127,6 +127,7 @@ def test_targets_read_features_from_adapter_info():
 
 
 def test_native_device_offers_subgroups_where_lavapipe_has_them():
+    native._device()
     if "subgroup" not in native._ADAPTER.features and "subgroups" not in native._ADAPTER.features:
         pytest.skip("this adapter has no subgroups")
     assert native.device_features() == {"subgroups"}  # the layout probe passed
