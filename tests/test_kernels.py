@@ -501,6 +501,7 @@ def test_gpu_tuning_thresholds_match_reference(fn, specs):
 # tiles the GPU table uses or a benchmark sweep tries: (BM, BN, BK, TM, TN)
 TILES = [
     (128, 128, 8, 8, 8),
+    (128, 128, 8, 8, 16),
     (128, 64, 8, 8, 4),
     (64, 128, 8, 4, 8),
     (64, 64, 16, 4, 4),
