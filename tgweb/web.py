@@ -148,5 +148,6 @@ def stop_requested() -> bool:
 
 def check_stop() -> None:
     """Raise Stopped if the page asked to stop."""
-    if stop_requested():
+    flag = _stop_flag()  # as stop_requested(), one call less: the browser backend asks each step
+    if flag is not None and flag():
         raise Stopped("stopped by the page")

@@ -11,6 +11,7 @@ never element by element.
 from __future__ import annotations
 
 import array
+import functools
 import struct
 from typing import Any
 
@@ -69,12 +70,19 @@ def adapter_info() -> dict[str, str]:
     return _hooks().adapterInfo.to_py()
 
 
-def _await(promise):
-    from pyodide.ffi import JsException, run_sync
+@functools.cache
+def _ffi():
+    """pyodide.ffi, imported once (an import statement in _await costs each step)."""
+    from pyodide import ffi
 
+    return ffi
+
+
+def _await(promise):
+    ffi = _ffi()
     try:
-        return run_sync(promise)
-    except JsException as e:
+        return ffi.run_sync(promise)
+    except ffi.JsException as e:
         raise _program_error(e) from None
 
 
@@ -143,7 +151,9 @@ class Runtime(base.Runtime):
             at += nbytes
         self._input_names = frozenset(self._inputs_at)
         self._scalars_at = at
-        self._scalar_fmt = "<" + "".join("f" if s.type == "f32" else "I" for s in program.scalars)
+        self._scalar_struct = struct.Struct(
+            "<" + "".join("f" if s.type == "f32" else "I" for s in program.scalars)
+        )
         self._scalar_kinds = [(s.name, s.type == "f32") for s in program.scalars]
         self._packed = bytearray(at + 4 * len(program.scalars))
         # its JS twin, refilled each step (assign: one memcpy, cheaper than a new typed array
@@ -192,8 +202,12 @@ class Runtime(base.Runtime):
 
     def _plan(self, read) -> tuple:
         """The read plan of a list of (kind, name) slots, checked and made once per list."""
-        key = tuple((k, n) for k, n in read)
-        plan = self._plans.get(key)
+        key = tuple(read)
+        try:
+            plan = self._plans.get(key)
+        except TypeError:  # [kind, name] lists rather than tuples
+            key = tuple((k, n) for k, n in read)
+            plan = self._plans.get(key)
         if plan is None:
             slots = [self._slot(k, n) for k, n in key]
             spans, at = [], 0
@@ -229,7 +243,7 @@ class Runtime(base.Runtime):
             raise ValueError(
                 f"scalars missing: {[n for n, _ in self._scalar_kinds if n not in scalars]}"
             ) from None
-        struct.pack_into(self._scalar_fmt, packed, self._scalars_at, *words)
+        self._scalar_struct.pack_into(packed, self._scalars_at, *words)
         js_plan, spans = self._plan(read)
         self._packed_js.assign(packed)
         promise = self._rt.runPacked(self._packed_js, js_plan)  # submitted now
