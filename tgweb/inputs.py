@@ -9,7 +9,9 @@ from __future__ import annotations
 import array
 
 from .host import InputError, from_user
-from .ir import REGISTRY, Graph
+from .ir import REGISTRY, Graph, prod
+
+_SAME = {"f32": "f", "i32": "i"}  # array.array typecodes taken as they are (bool is checked for 0/1)
 
 
 def index_bounds(graph: Graph) -> dict[str, tuple[int, str, frozenset]]:
@@ -65,7 +67,15 @@ def check_inputs(
                 + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])
             )
         )
-    data = {n: from_user(batch[n], t.shape, t.dtype, f"input {n!r}") for n, t in graph.inputs.items()}
+    data = {}
+    for n, t in graph.inputs.items():
+        x = batch[n]
+        # the common case, an array.array already of the input's type and length: the copy
+        # from_user makes of it, without its chain of checks (a training step's host time)
+        if type(x) is array.array and x.typecode == _SAME.get(t.dtype) and len(x) == prod(t.shape):
+            data[n] = array.array(x.typecode, x)
+        else:
+            data[n] = from_user(x, t.shape, t.dtype, f"input {n!r}")
     for n, (bound, where, allowed) in (bounds or {}).items():
         vals = data[n]
         if vals and (min(vals) < 0 or max(vals) >= bound):
