@@ -12,6 +12,10 @@
 //   const rt = await instantiate(device, program);
 //   rt.write("params", "l1.weight", new Float32Array([...]));
 //   const [loss] = await rt.run({ x, y }, { lr: 1e-3 }, [["outputs", "loss"]]);  // ArrayBuffers
+//
+// tgweb's browser backend calls runPacked instead, once a step: every call from Pyodide
+// costs a crossing, so the inputs and scalars come as one byte array and the reads as a
+// plan made once.
 
 const KINDS = ["inputs", "params", "states", "outputs", "captures"];
 const WRITABLE = ["inputs", "params", "states"];

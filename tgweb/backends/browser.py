@@ -5,7 +5,9 @@ module ``tgweb_js`` holding gpu.mjs and the GPU device. Calls are synchronous:
 GPU work that JS returns as a Promise is awaited with ``pyodide.ffi.run_sync``
 (JSPI), so scripts written for the native backend run unchanged. Host data
 crosses as whole buffers (array.array -> JS typed array, ArrayBuffer -> bytes),
-never element by element.
+never element by element; a step crosses once each way (gpu.mjs's runPacked: its
+inputs and scalars packed into one byte array, its reads back in one ArrayBuffer),
+since each call between Python and JS costs more than the packing.
 """
 
 from __future__ import annotations
