@@ -53,7 +53,8 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
   for (const [k, v] of Object.entries(gpu.programLimits(program))) {
     if (k in adapter.limits && v > 0) requiredLimits[k] = adapter.limits[k];
   }
-  const device = await adapter.requestDevice({ requiredFeatures: hasTs ? ["timestamp-query"] : [], requiredLimits });
+  const needs = (program.meta && program.meta.features) || [];  // e.g. subgroups, for a real GPU's kernels
+  const device = await adapter.requestDevice({ requiredFeatures: [...needs, ...(hasTs ? ["timestamp-query"] : [])], requiredLimits });
   const s0 = stats();
   const t0 = now();
   const rt = await gpu.instantiate(device, program);
@@ -155,7 +156,8 @@ export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = 
   for (const [k, v] of Object.entries(gpu.programLimits(program))) {
     if (k in adapter.limits && v > 0) requiredLimits[k] = adapter.limits[k];
   }
-  const device = await adapter.requestDevice({ requiredFeatures: ["timestamp-query"], requiredLimits });
+  const needs = (program.meta && program.meta.features) || [];
+  const device = await adapter.requestDevice({ requiredFeatures: [...needs, "timestamp-query"], requiredLimits });
   const rt = await gpu.instantiate(device, program);
   for (const [name, spec] of Object.entries(program.inputs)) {
     const a = new Float32Array(spec.shape.reduce((x, y) => x * y, 1));

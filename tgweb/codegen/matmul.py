@@ -1,15 +1,20 @@
-"""Matmul: three kernels by problem size.
+"""Matmul: two kernels, chosen by the target (codegen/target.py) and the problem size.
 
-Most products (every one in the samples) run _emit_direct: register blocks of
-8 x 8 outputs per invocation read straight from the operands, with no workgroup
-memory and no barriers. On CPU implementations of WebGPU (SwiftShader in Chrome,
-lavapipe) a barrier is a context switch per invocation group; measured in this
-machine's Chromium (benchmarks/matmul_browser.py), the direct kernel runs the
-samples' shapes 5-10x faster than shared-memory tiles, and split-K (one
-workgroup per output with a tree) was 100-300x slower. Products with a million
-outputs or more run tiles in workgroup memory, which big GPUs need:
-a workgroup of 16 x 16 invocations computes a BM x BN tile of C, each invocation
-TM x TN outputs (rows ty + 16 i, columns tx + 16 j, so stores are coalesced).
+_emit_direct: register blocks of T x T outputs per invocation read straight from
+the operands, with no workgroup memory and no barriers. On CPU implementations of
+WebGPU (SwiftShader in Chrome, lavapipe) a barrier is a context switch per
+invocation group; measured in this machine's Chromium (benchmarks/matmul_browser.py),
+the direct kernel runs the samples' shapes 5-10x faster than shared-memory tiles.
+The CPU class uses it for every product under a million outputs; the GPU class only
+for skinny ones.
+
+_emit_tiled: workgroup-memory tiles, what real GPUs need. The target's table of
+tiles (BM, BN, BK, TM, TN) picks the largest that still makes enough workgroups
+to fill the GPU; two of each operand's tiles live in workgroup memory, so the
+next slice of k is in flight while the current one is multiplied out (see the
+emitter). On an H200 the 128 x 128 tile reaches 37 TFLOP/s natively and 41-46 in
+Chromium at 4096^2 (benchmarks/RESULTS.md).
+
 Every operand is read through strides: a stored transpose (ta/tb), and any chain
 of permutes in front of an operand (attention's head split, lower() folds them
 into the node's attrs["views"]), so no transpose is ever copied; the result
@@ -19,7 +24,8 @@ are flattened into rows when B has no batch and the layout allows, so small
 per-sample row counts still fill tiles; otherwise batches map to dispatch z with
 stride 0 for broadcast batch dims. Edges are bounds-checked, so any size works.
 Operands contiguous along an axis whose length and strides are multiples of 4
-are loaded as vec4."""
+are loaded as vec4. A product of few tiles and a long k is split along k first
+(ops/linalg.py, on the GPU class)."""
 
 from __future__ import annotations
 
