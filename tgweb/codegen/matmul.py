@@ -194,23 +194,28 @@ def _emit_tiled(kc: KernelCtx, node, L):
     body += [f"var acc{i}_{q} = vec4<f32>();" for i in range(TM) for q in range(CG)]
     body += la.fetch("0u") + lb.fetch("0u") + la.put("0u") + lb.put("0u") + ["workgroupBarrier();"]
     NT = ceil_div(K, BK)
-    body.append(f"for (var t = 0u; t < {NT}u; t = t + 1u) {{")
-    body.append("  let s = t & 1u;")
+
+    def multiply(s: str) -> list[str]:  # one slice of k out of tile s, unrolled
+        out = []
+        for kk in range(BK):
+            out.append("{")
+            out += [f"  let a{p} = As[{s}][{kk}][{add_idx('ty', f'{WY * p}u')}];" for p in range(TM // 4)]
+            out += [f"  let c{q} = Bs[{s}][{kk}][{add_idx('tx', f'{WX * q}u')}];" for q in range(CG)]
+            for i in range(TM):
+                for q in range(CG):
+                    out.append(f"  acc{i}_{q} = fma(vec4<f32>(a{i // 4}[{i % 4}]), c{q}, acc{i}_{q});")
+            out.append("}")
+        return out
+
+    # every slice but the last: the next one's loads in flight, then stored into the
+    # other tile; the last slice (peeled) only multiplies
     if NT > 1:
-        body.append(f"  let more = t + 1u < {NT}u;")
-        body += ["  if (more) {", f"    let k0 = (t + 1u) * {BK}u;"]
-        body += ["  " + ln for ln in la.fetch("k0") + lb.fetch("k0")] + ["  }"]
-    for kk in range(BK):
-        body.append("  {")
-        body += [f"    let a{p} = As[s][{kk}][{add_idx('ty', f'{WY * p}u')}];" for p in range(TM // 4)]
-        body += [f"    let c{q} = Bs[s][{kk}][{add_idx('tx', f'{WX * q}u')}];" for q in range(CG)]
-        for i in range(TM):
-            for q in range(CG):
-                body.append(f"    acc{i}_{q} = fma(vec4<f32>(a{i // 4}[{i % 4}]), c{q}, acc{i}_{q});")
-        body.append("  }")
-    if NT > 1:
-        body += ["  if (more) {"] + ["  " + ln for ln in la.put("s ^ 1u") + lb.put("s ^ 1u")] + ["  }"]
-    body += ["  workgroupBarrier();", "}"]
+        body.append(f"for (var t = 0u; t < {NT - 1}u; t = t + 1u) {{")
+        body += ["  let s = t & 1u;", f"  let k0 = (t + 1u) * {BK}u;"]
+        body += ["  " + ln for ln in la.fetch("k0") + lb.fetch("k0") + multiply("s")]
+        body += ["  " + ln for ln in la.put("s ^ 1u") + lb.put("s ^ 1u")]
+        body += ["  workgroupBarrier();", "}"]
+    body += multiply(f"{(NT - 1) % 2}u")
     return body + _tiled_stores(kc, node, L, TM, TN, WX, WY), (gx, gy, nbatch), (WX, WY, 1)
 
 
