@@ -10,6 +10,7 @@ without a Vulkan driver cannot pass the suite by skipping every kernel test.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import subprocess
@@ -77,3 +78,29 @@ def run_one_blas_thread(source: str, timeout: float = 600) -> dict:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def train_to_success(name: str, eval_every: int, tmp_path, seed: int = 0):
+    """The CLI's loop (`tgweb train NAME --until-success`) on the reference backend, in this
+    process: asserts success within the sample's step budget and returns the summary and
+    a fresh trainer holding the trained state (for checks of what training made)."""
+    from tgweb import cli, samples
+    from tgweb.io import checkpoint
+
+    ck = tmp_path / f"{name}.ckpt"
+    out = io.StringIO()
+    s = cli.train(
+        name,
+        "reference",
+        seed=seed,
+        eval_every=eval_every,
+        until_success=True,
+        progress=False,
+        out=out,
+        checkpoint_path=str(ck),
+    )
+    print(f"{name}: {s['metric']} {s['final_metric']:.4g} (bound {s['bound']:.4g}) at step {s['steps']}")
+    assert s["success"] and s["steps"] <= samples.get(name).SUCCESS["within_steps"], out.getvalue()[-2000:]
+    trainer = samples.compile(name, backend="reference", seed=seed)
+    checkpoint.load_file(trainer, str(ck))
+    return s, trainer

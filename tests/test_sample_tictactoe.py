@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import io
 import random
-import time
 
 import numpy as np
 import pytest
@@ -135,27 +134,6 @@ def test_reply_is_a_legal_move():
         tt.reply(_minimax_policy, [1, 1, 1, -1, -1, 0, 0, 0, 0], -1)
     with pytest.raises(ValueError, match="player is 1 or -1"):
         tt.reply(_minimax_policy, [2, 0, 0, 0, 0, 0, 0, 0, 0], 1)
-
-
-def test_trains_to_success_on_the_reference_backend():
-    seed = 0
-    tr = samples.compile("tictactoe", backend="reference", seed=seed)
-    predict = tr.attach(tt.forward, inputs=tt.EVAL_INPUTS)
-
-    def policy(feeds):
-        return predict.run(**feeds).output
-
-    t0, hit, res = time.perf_counter(), None, {}
-    for step in range(tt.STEPS):
-        tr.step(**tt.batch(step, seed, policy=policy))
-        if (step + 1) % 100 == 0:
-            res = tt.results(policy)
-            if samples.succeeded(tt, (res["won"] + res["drawn"]) / tt.EVAL_GAMES):
-                hit = step + 1
-                break
-    secs = time.perf_counter() - t0
-    print(f"tictactoe: {res} against the random player at step {hit}, {secs:.1f} s")
-    assert hit is not None and hit <= tt.SUCCESS["within_steps"], res
 
 
 def test_cli_runs_tictactoe():

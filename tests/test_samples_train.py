@@ -167,6 +167,9 @@ TRAININGS = [
     ("digits", "reference", 0, 25),
     ("addition", "reference", 0, 100),
     ("names", "reference", 0, 50),
+    ("kan", "reference", 0, 25),
+    ("canvas", "reference", 0, 50),
+    ("tictactoe", "reference", 0, 100),
     ("sin", "native", 0, 25),
     ("digits", "native", 0, 25),
 ]
