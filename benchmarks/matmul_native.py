@@ -108,13 +108,10 @@ def torch_matmul(n: int, reps: int, tf32: bool = False) -> tuple[float, str]:
 
 
 def step_ms(sample: str, steps: int) -> tuple[float, dict]:
-    import importlib
+    from tgweb import samples
 
-    from tgweb.samples import get
-
-    tgc = importlib.import_module("tgweb.compile")
-    s = get(sample)
-    tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
+    s = samples.get(sample)
+    tr = samples.compile(s, backend="native", seed=0)
     batches = [s.batch(i) for i in range(steps + 3)]
     for i in range(3):
         tr.step(**batches[i])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tgweb as tg
+from tgweb import samples
 from tgweb.backends import native
 from tgweb.backends.base import DeviceLost
 from tgweb.samples import sin
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.native
 
 
 def _trainer(**kw):
-    return tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, **kw)
+    return samples.compile(sin, **kw)
 
 
 def test_training_continues_on_a_new_device_from_the_last_host_copy():

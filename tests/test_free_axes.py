@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import tgweb as tg
+from tgweb import samples
 from tgweb.compile import FreeInference
 from tgweb.samples import addition, sin
 
 
 def _sin_trainer(backend="reference"):
-    tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend=backend)
+    tr = samples.compile(sin, backend=backend)
     for i in range(5):
         tr.step(**sin.batch(i))
     return tr

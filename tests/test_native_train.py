@@ -7,6 +7,7 @@ import importlib
 import numpy as np
 import pytest
 
+from tgweb import samples
 from tgweb.samples import get
 
 pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
@@ -59,7 +60,7 @@ def test_addition_20_steps_native_equals_reference():
 
 def test_sin_trains_natively_to_success():
     s = get("sin")
-    tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
+    tr = samples.compile(s, backend="native", seed=0)
     inf = tr.attach(s.forward, s.EVAL_INPUTS)
 
     def predict(batch):
@@ -79,7 +80,7 @@ def test_non_finite_step_changes_nothing_natively():
     import array
 
     s = get("sin")
-    tr = tgc.compile(s.Model(), s.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", seed=0)
+    tr = samples.compile(s, backend="native", seed=0)
     tr.step(**s.batch(0))
     before = {k: np.asarray(v).copy() for k, v in tr.params().items()}
     states = {k: np.asarray(v).copy() for k, v in tr.states().items()}

@@ -224,13 +224,14 @@ def test_reference_and_gpu_backends_report_the_same_plan(monkeypatch):
     """One path from graph to plan: with the same device limits (the reference backend
     has no device and plans for WebGPU's defaults), the reference and native backends
     report the same buffers, kernels and memory report."""
+    from tgweb import samples
     from tgweb.backends import native
     from tgweb.samples import sin
 
     monkeypatch.setattr(native, "device_limits", lambda: {})
     progs = []
     for backend in ("reference", "native"):
-        tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend=backend)
+        tr = samples.compile(sin, backend=backend)
         progs.append((tr.program, tr.memory_report()))
     (ref, ref_mem), (gpu, gpu_mem) = progs
     assert ref_mem == gpu_mem and ref.buffers == gpu.buffers
@@ -245,7 +246,7 @@ def test_addition_sample_plans_at_most_12_MB():
     from tgweb.lower import lower
 
     s = samples.get("addition")
-    tr = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER, backend="reference")
+    tr = samples.compile(s, backend="reference")
     prog = lower(tr.graph)
     assert sum(b.size for b in prog.buffers) <= 12_000_000
     assert prog.meta["overwritten_intermediates"] > 0

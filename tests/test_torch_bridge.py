@@ -46,7 +46,7 @@ def test_sample_loss_and_gradients_match_the_reference(name):
 
 def test_float32_forward_is_close_and_parameters_round_trip_bitwise():
     mod = samples.get("sin")
-    tr = tg.compile(mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, backend="reference")
+    tr = samples.compile(mod, backend="reference")
     for i in range(10):
         tr.step(**mod.batch(i))
     module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS)

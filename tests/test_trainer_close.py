@@ -8,7 +8,7 @@ import gc
 
 import pytest
 
-import tgweb as tg
+from tgweb import samples
 from tgweb.samples import sin
 
 pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
@@ -25,7 +25,7 @@ def gpu_objects() -> dict:
 
 
 def compile_sin():
-    return tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend="native")
+    return samples.compile(sin, backend="native")
 
 
 def test_close_frees_every_buffer_and_pipeline_and_a_new_model_leaves_nothing():

@@ -10,7 +10,7 @@ from tgweb.samples import addition, sin
 
 
 def test_sin_trains_to_success():
-    tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend="reference")
+    tr = samples.compile(sin, backend="reference")
     assert isinstance(tr.optimizer, tg.optim.Adam) and tr.lr == sin.OPTIMIZER["lr"]
     fwd = tr.attach(sin.forward, inputs=sin.EVAL_INPUTS)
     best = float("inf")
