@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,3 +223,45 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# runs a Program (JSON) through web/gpu.mjs on the page's main thread: a device asked for
+# what the Program needs, every output read back; returns the outputs and the device's features
+_RUN_PROGRAM = """async ([program, inputs]) => {
+    program = JSON.parse(program);
+    const device = await gpu.requestDevice({program});
+    const rt = await gpu.instantiate(device, program);
+    const feeds = {};
+    for (const [n, v] of Object.entries(inputs)) {
+        feeds[n] = new (program.inputs[n].dtype === "i32" ? Int32Array : Float32Array)(v);
+    }
+    const names = Object.keys(program.outputs);
+    const bufs = await rt.run(feeds, {}, names.map((n) => ["outputs", n]));
+    const out = {};
+    names.forEach((n, i) => {
+        const T = program.outputs[n].dtype === "i32" ? Int32Array : Float32Array;
+        out[n] = Array.from(new T(bufs[i]));
+    });
+    const features = [...device.features];
+    rt.destroy(); device.destroy();
+    return {out, features};
+}"""
+
+
+def run_against_reference(page, g, prog, seed: int = 0) -> list[str]:
+    """Runs Program prog (lowered from graph g) in the page on random inputs and checks
+    every output against the reference backend; returns the device's features."""
+    from test_kernels import data_for
+
+    from tgweb.backends.reference import Context, evaluate
+
+    rng = np.random.default_rng(seed)
+    feeds = {n: data_for(n, t.shape, t.dtype, None, rng) for n, t in g.inputs.items()}
+    r = page.evaluate(_RUN_PROGRAM, [prog.to_json(), {n: v.ravel().tolist() for n, v in feeds.items()}])
+    want = evaluate(g, list(g.outputs.values()), {g.inputs[n].id: v for n, v in feeds.items()}, Context())
+    for (n, t), w in zip(g.outputs.items(), want):
+        w = np.asarray(w)
+        got = np.array(r["out"][n]).reshape(t.shape)
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(got, w, rtol=2e-4, atol=2e-5 * scale, err_msg=n)
+    return r["features"]

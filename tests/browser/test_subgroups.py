@@ -5,36 +5,16 @@ without the feature refuses them by name; the worker's target sees the feature."
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from test_kernels import build, data_for
+from test_kernels import build
 
 import tgweb as tg
 from tgweb import ops
-from tgweb.backends.reference import Context, evaluate
 from tgweb.codegen.target import Target
 from tgweb.lower import lower
 from tgweb.ops import nn as nn_ops
 
-from .conftest import py
-
-RUN = """async ([program, inputs]) => {
-    program = JSON.parse(program);
-    const device = await gpu.requestDevice({program});
-    const rt = await gpu.instantiate(device, program);
-    const feeds = {};
-    for (const [n, v] of Object.entries(inputs)) feeds[n] = new (n === "k" ? Int32Array : Float32Array)(v);
-    const names = Object.keys(program.outputs);
-    const bufs = await rt.run(feeds, {}, names.map((n) => ["outputs", n]));
-    const out = {};
-    names.forEach((n, i) => {
-        const T = program.outputs[n].dtype === "i32" ? Int32Array : Float32Array;
-        out[n] = Array.from(new T(bufs[i]));
-    });
-    const features = [...device.features];
-    rt.destroy(); device.destroy();
-    return {out, features};
-}"""
+from .conftest import py, run_against_reference
 
 # SwiftShader's subgroups: 4 invocations (subgroupMinSize = subgroupMaxSize = 4)
 TARGETS = {
@@ -66,16 +46,7 @@ def test_subgroup_program_runs_through_gpu_mjs(page, subgroups, case):
     g = build(fn, specs, grad=True)
     prog = lower(g, target=TARGETS[cls])
     assert prog.meta["features"] == ["subgroups"]
-    rng = np.random.default_rng(0)
-    feeds = {n: data_for(n, t.shape, t.dtype, None, rng) for n, t in g.inputs.items()}
-    r = page.evaluate(RUN, [prog.to_json(), {n: v.ravel().tolist() for n, v in feeds.items()}])
-    assert "subgroups" in r["features"]
-    want = evaluate(g, list(g.outputs.values()), {g.inputs[n].id: v for n, v in feeds.items()}, Context())
-    for (n, t), w in zip(g.outputs.items(), want):
-        w = np.asarray(w)
-        got = np.array(r["out"][n]).reshape(t.shape)
-        scale = max(1.0, float(np.abs(w).max()))
-        np.testing.assert_allclose(got, w, rtol=2e-4, atol=2e-5 * scale, err_msg=n)
+    assert "subgroups" in run_against_reference(page, g, prog)
 
 
 def test_device_without_subgroups_refuses_by_name(page, subgroups):

@@ -1,0 +1,32 @@
+"""The GPU class's matmul tiles as Chrome's WGSL compiler (Tint) takes them: every tile
+of the table and of the benchmark sweeps, lowered in CPython and run on SwiftShader
+through web/gpu.mjs, forward and backward, against the reference backend (lavapipe runs
+the same tiles through Naga in tests/test_kernels.py)."""
+
+from __future__ import annotations
+
+import pytest
+from test_kernels import GPU, TILES, build, f
+
+import tgweb as tg
+from tgweb.codegen.target import Target
+from tgweb.lower import lower
+
+from .conftest import run_against_reference
+
+CASES = [
+    (lambda a, b: a @ b, {"a": f(72, 20), "b": f(20, 68)}, True),  # edges, k not a multiple of BK
+    (lambda a, b: a @ b, {"a": f(37, 13), "b": f(13, 30)}, True),  # scalar loads
+    (lambda a, b: tg.relu(a @ b.mT), {"a": f(3, 40, 36), "b": f(44, 36)}, False),  # batch as rows
+    (lambda a, b: a.mT @ b, {"a": f(2, 36, 40), "b": f(2, 36, 44)}, False),  # batch on z
+]
+
+
+@pytest.mark.parametrize("tile", TILES, ids=["x".join(map(str, t)) for t in TILES])
+def test_tile_runs_in_chromium(page, tile):
+    target = Target("gpu", tuning=dict(GPU.tuning, tiles=(tile + (0,),), split_k_chunk=0))
+    for fn, specs, grad in CASES:
+        g = build(fn, specs, grad=grad)
+        prog = lower(g, target=target)
+        assert any("var<workgroup> As" in k.wgsl for k in prog.kernels)
+        run_against_reference(page, g, prog)
