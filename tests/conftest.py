@@ -10,7 +10,6 @@ without a Vulkan driver cannot pass the suite by skipping every kernel test.
 from __future__ import annotations
 
 import functools
-import io
 import json
 import os
 import subprocess
@@ -67,40 +66,36 @@ def native_adapter() -> bool:
     return need_adapter()
 
 
-def run_one_blas_thread(source: str, timeout: float = 600) -> dict:
-    """Runs `source` in a child Python with NumPy's BLAS on one thread (for small
-    products on a busy machine threads only contend; the CLI does the same) and returns
-    the JSON its last line of output prints."""
+def train_to_success(
+    name: str, eval_every: int, tmp_path, seed: int = 0, backend: str = "reference", trained: bool = False
+):
+    """`tgweb train NAME --until-success --check` in a child process (the CLI runs NumPy's
+    BLAS on one thread: for these small products threads only contend on a busy machine).
+    Asserts success within the sample's step budget and returns the CLI's JSON summary
+    (with "line", a sentence of it) and, with trained=True, a fresh trainer holding the
+    trained state (from the checkpoint the CLI saves), for checks of what training made."""
+    from tgweb import samples
+
     root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=timeout
+    summary, ck = tmp_path / f"{name}.json", tmp_path / f"{name}.ckpt"
+    cmd = [sys.executable, "-m", "tgweb", "train", name, "--backend", backend, "--seed", str(seed)]
+    cmd += ["--until-success", "--eval-every", str(eval_every), "--check", "--no-progress"]
+    cmd += ["--json", str(summary)] + (["--checkpoint", str(ck)] if trained else [])
+    p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=1800)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    s = json.loads(summary.read_text())
+    mod = samples.get(name)
+    assert s["success"] and s["steps"] <= mod.SUCCESS["within_steps"], s
+    assert s["first_success_step"] == s["steps"] and samples.succeeded(mod, s["final_metric"]), s
+    s["line"] = (
+        f"{name} on {backend}, seed {seed}: {s['metric']} {s['final_metric']:.4g} (bound {s['bound']:.4g}) "
+        f"at step {s['steps']}, training {s['train_s']:.1f} s, wall {s['wall_s']:.1f} s"
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def train_to_success(name: str, eval_every: int, tmp_path, seed: int = 0):
-    """The CLI's loop (`tgweb train NAME --until-success`) on the reference backend, in this
-    process: asserts success within the sample's step budget and returns the summary and
-    a fresh trainer holding the trained state (for checks of what training made)."""
-    from tgweb import cli, samples
+    print(s["line"])
+    if not trained:
+        return s
     from tgweb.io import checkpoint
 
-    ck = tmp_path / f"{name}.ckpt"
-    out = io.StringIO()
-    s = cli.train(
-        name,
-        "reference",
-        seed=seed,
-        eval_every=eval_every,
-        until_success=True,
-        progress=False,
-        out=out,
-        checkpoint_path=str(ck),
-    )
-    print(f"{name}: {s['metric']} {s['final_metric']:.4g} (bound {s['bound']:.4g}) at step {s['steps']}")
-    assert s["success"] and s["steps"] <= samples.get(name).SUCCESS["within_steps"], out.getvalue()[-2000:]
-    trainer = samples.compile(name, backend="reference", seed=seed)
+    trainer = samples.compile(name, backend=backend, seed=seed)
     checkpoint.load_file(trainer, str(ck))
     return s, trainer

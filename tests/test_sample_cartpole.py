@@ -115,7 +115,7 @@ def test_loss_is_minus_mean_logprob_times_advantage():
 
 def test_trains_to_success_on_the_reference_backend(tmp_path):
     # then the trained policy, played greedily, balances too
-    _, tr = train_to_success("cartpole", 10, tmp_path)
+    _, tr = train_to_success("cartpole", 10, tmp_path, trained=True)
     predict = tr.attach(cp.forward, inputs=cp.EVAL_INPUTS)
     assert cp.metric(lambda feeds: predict.run(**feeds).output, greedy=True) >= 195
 

@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 import pytest
-from conftest import run_one_blas_thread
 
 import tgweb as tg
 from tgweb import samples
@@ -141,36 +140,6 @@ def test_data_and_baseline_are_the_names_samples():
     assert llama.SUCCESS["below_baseline"] == "bigram_loss" and llama.bigram_loss() == names.bigram_loss()
     assert samples.success_bound(llama) == ("below", pytest.approx(names.bigram_loss() - 0.2))
     assert isinstance(llama.batch(0)["tokens"], array.array)
-
-
-# trained in a child process with one BLAS thread: the matrices are small and BLAS threads
-# only contend on a busy machine (the CLI does the same)
-TRAIN = """
-import json, time
-from tgweb import samples
-from tgweb.samples import llama
-tr = samples.compile("llama", backend="reference", seed=0)
-pred = tr.attach(llama.forward, inputs=llama.EVAL_INPUTS)
-t0, reached, val = time.perf_counter(), None, None
-for step in range(1, llama.STEPS + 1):
-    tr.step(**llama.batch(step - 1))
-    if step % 50 == 0 and step >= 200:
-        val = llama.metric(lambda f: pred.run(**f).output)
-        if samples.succeeded(llama, val):
-            reached = step
-            break
-print(json.dumps({"reached": reached, "val": val, "seconds": time.perf_counter() - t0}))
-"""
-
-
-def test_llama_reaches_success_on_the_reference_backend():
-    got = run_one_blas_thread(TRAIN)
-    bound = samples.success_bound(llama)[1]
-    print(
-        f"\nllama: val loss {got['val']:.4f} < {bound:.4f} at step {got['reached']} in {got['seconds']:.1f} s"
-    )
-    assert got["reached"] is not None and got["reached"] <= llama.STEPS, got
-    assert got["val"] < bound
 
 
 def test_everything_the_page_runs_works_without_numpy():

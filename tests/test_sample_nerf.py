@@ -3,18 +3,15 @@ PSNR, and training to SUCCESS on the reference backend."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import train_to_success
 
 from tgweb import samples
-from tgweb.samples import nerf, succeeded
+from tgweb.samples import nerf
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,18 +101,4 @@ def test_check_image_and_psnr():
 
 
 def test_nerf_reaches_success_on_the_reference_backend(tmp_path):
-    # through the CLI, in a process of its own: it runs NumPy on one BLAS thread, which
-    # on this busy 2-core machine is ~10x faster for these small products than two
-    path = tmp_path / "nerf.json"
-    cmd = [sys.executable, "-m", "tgweb", "train", "nerf", "--backend", "reference", "--seed", "0"]
-    cmd += ["--until-success", "--eval-every", "50", "--check", "--no-progress", "--json", str(path)]
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
-    s = json.loads(path.read_text())
-    print(
-        f"nerf: PSNR {s['final_metric']:.2f} dB at step {s['steps']} of {nerf.STEPS}, training "
-        f"{s['train_s']:.1f} s, wall {time.perf_counter() - t0:.1f} s (reference)"
-    )
-    assert s["success"] and s["steps"] <= nerf.SUCCESS["within_steps"]
-    assert succeeded(nerf, s["final_metric"])
+    train_to_success("nerf", 50, tmp_path)

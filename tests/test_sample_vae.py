@@ -106,7 +106,7 @@ def test_baseline_floor_and_latent_grid():
 
 
 def test_vae_reaches_success_on_the_reference_backend(tmp_path):
-    _, tr = train_to_success("vae", 100, tmp_path)
+    _, tr = train_to_success("vae", 100, tmp_path, trained=True)
     # the decoder's sweep of the latent plane gives distinct digits, not one blur
     dec = tr.attach(vae.decode, inputs={"z": (64, 2)}).run(z=vae.latent_grid(8)).output
     assert dec.shape == (64, 64) and ((dec >= 0) & (dec <= 1)).all()

@@ -11,17 +11,15 @@ to success.
 from __future__ import annotations
 
 import array
-import json
 import math
 import os
 import random
-import subprocess
-import sys
 import zlib
 
 import pytest
+from conftest import train_to_success
 
-from tgweb.samples import digits, get, names, succeeded, success_bound
+from tgweb.samples import digits, names, succeeded, success_bound
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -170,6 +168,7 @@ TRAININGS = [
     ("kan", "reference", 0, 25),
     ("canvas", "reference", 0, 50),
     ("tictactoe", "reference", 0, 100),
+    ("llama", "reference", 0, 50),
     ("sin", "native", 0, 25),
     ("digits", "native", 0, 25),
 ]
@@ -182,35 +181,4 @@ def test_sample_reaches_success_through_the_cli(name, backend, seed, eval_every,
         from tgweb.backends import native
 
         assert native.available(), "no WebGPU adapter (python3 build.py setup installs lavapipe)"
-    path = tmp_path / f"{name}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "tgweb",
-        "train",
-        name,
-        "--backend",
-        backend,
-        "--seed",
-        str(seed),
-        "--until-success",
-        "--eval-every",
-        str(eval_every),
-        "--check",
-        "--no-progress",
-        "--json",
-        str(path),
-    ]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
-    s = json.loads(path.read_text())
-    sample = get(name)
-    assert s["success"] and s["steps"] <= sample.SUCCESS["within_steps"]
-    assert s["first_success_step"] == s["steps"] and succeeded(sample, s["final_metric"])
-    line = (
-        f"{name} on {backend}, seed {seed}: {s['metric']} {s['final_metric']:.4g} "
-        f"(bound {s['bound']:.4g}) at step {s['steps']}, training {s['train_s']:.1f} s, "
-        f"wall {s['wall_s']:.1f} s"
-    )
-    record_property("summary", line)
-    print(line)
+    record_property("summary", train_to_success(name, eval_every, tmp_path, seed, backend)["line"])
