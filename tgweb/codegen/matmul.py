@@ -262,6 +262,13 @@ class _TileLoader:
         """Whether load j of some invocations falls outside the tile."""
         return j == self.n - 1 and self.count % self.T != 0
 
+    def _guards(self, j: int) -> list[str]:
+        """What load j must check, whatever the k: inside the tile, inside the operand's rows."""
+        e, rr = f"(li + {self.T * j}u)", f"{self.reg}r{j}"
+        return ([f"{e} < {self.count}u"] if self._spare(j) else []) + (
+            [f"{self.r0} + {rr} < {self.rows}u"] if self.rows % self.R else []
+        )
+
     def setup(self) -> list[str]:
         out = []
         R4, g = self.R // 4, self.reg
@@ -280,16 +287,10 @@ class _TileLoader:
                 self.base, mul_idx(f"({self.r0} + {g}r{j})", self.rs), mul_idx(f"{g}k{j}", self.ks)
             )
             out.append(f"let {g}g{j} = {addr};")
-            ok = ([f"{e} < {self.count}u"] if self._spare(j) else []) + (
-                [f"{self.r0} + {g}r{j} < {self.rows}u"] if self.rows % self.R else []
-            )
-            if ok:
-                out.append(f"let {g}ok{j} = {' && '.join(ok)};")
+            if self._guards(j):
+                out.append(f"let {g}ok{j} = {' && '.join(self._guards(j))};")
             out.append(f"var {g}{j}: {'f32' if self.mode == 'scalar' else 'vec4<f32>'};")
         return out
-
-    def _has_ok(self, j: int) -> bool:
-        return self._spare(j) or self.rows % self.R != 0
 
     def fetch(self, k0: str) -> list[str]:
         out, g = [], self.reg
@@ -299,7 +300,7 @@ class _TileLoader:
                 value, zero = self.kc.load(self.x, addr), "0.0"
             else:
                 value, zero = self.kc.load4(self.x, udiv(addr, 4)), "vec4<f32>()"
-            cond = ([f"{g}ok{j}"] if self._has_ok(j) else []) + (
+            cond = ([f"{g}ok{j}"] if self._guards(j) else []) + (
                 [f"{add_idx(k0, f'{g}k{j}')} < {self.K}u"] if self.K % self.BK else []
             )
             if cond:
