@@ -41,20 +41,30 @@ export async function tgwebRun(source, globals = {}) {
 }
 
 /**
- * The same Program run from the page with gpu.mjs alone (no Python): ms per step of the
- * shim, the page-measured dispatches, pipelines and peak GPU bytes, and per-kernel GPU
- * times from timestamp queries (one compute pass per kernel) and from gpu.mjs profile().
+ * A device for replaying `program` with gpu.mjs alone: the adapter's maxima of the limits
+ * the Program depends on, the optional features it lists (subgroups, for a real GPU's
+ * kernels) and timestamp queries where the adapter has them.
  */
-export async function tgwebReplica(programJson, params, scalars, batches, { warmup = 5, steps = 20, blocks = 3, repeats = 5 } = {}) {
-  const program = gpu.parseProgram(programJson);
+async function replicaDevice(program) {
   const adapter = await navigator.gpu.requestAdapter();
   const hasTs = adapter.features.has("timestamp-query");
   const requiredLimits = {};
   for (const [k, v] of Object.entries(gpu.programLimits(program))) {
     if (k in adapter.limits && v > 0) requiredLimits[k] = adapter.limits[k];
   }
-  const needs = (program.meta && program.meta.features) || [];  // e.g. subgroups, for a real GPU's kernels
+  const needs = (program.meta && program.meta.features) || [];
   const device = await adapter.requestDevice({ requiredFeatures: [...needs, ...(hasTs ? ["timestamp-query"] : [])], requiredLimits });
+  return { device, hasTs, adapter };
+}
+
+/**
+ * The same Program run from the page with gpu.mjs alone (no Python): ms per step of the
+ * shim, the page-measured dispatches, pipelines and peak GPU bytes, and per-kernel GPU
+ * times from timestamp queries (one compute pass per kernel) and from gpu.mjs profile().
+ */
+export async function tgwebReplica(programJson, params, scalars, batches, { warmup = 5, steps = 20, blocks = 3, repeats = 5 } = {}) {
+  const program = gpu.parseProgram(programJson);
+  const { device, hasTs } = await replicaDevice(program);
   const s0 = stats();
   const t0 = now();
   const rt = await gpu.instantiate(device, program);
@@ -144,27 +154,20 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
 }
 
 /**
- * GPU time of a one-kernel Program (a product, from benchmarks/matmul_browser.py): its
- * inputs filled with uniform noise here, then `reps` dispatches in one compute pass
- * between two timestamp queries, `repeats` times; the median ms per dispatch.
+ * GPU time of a product's Program (from benchmarks/matmul_browser.py): its inputs filled
+ * with uniform noise here, then `reps` runs of its kernels in one compute pass between
+ * two timestamp queries, `repeats` times; the median ms per run.
  */
 export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = {}) {
   const program = gpu.parseProgram(programJson);
-  const adapter = await navigator.gpu.requestAdapter();
-  if (!adapter.features.has("timestamp-query")) throw new Error("this adapter has no timestamp queries");
-  const requiredLimits = {};
-  for (const [k, v] of Object.entries(gpu.programLimits(program))) {
-    if (k in adapter.limits && v > 0) requiredLimits[k] = adapter.limits[k];
-  }
-  const needs = (program.meta && program.meta.features) || [];
-  const device = await adapter.requestDevice({ requiredFeatures: [...needs, "timestamp-query"], requiredLimits });
+  const { device, hasTs, adapter } = await replicaDevice(program);
+  if (!hasTs) throw new Error("this adapter has no timestamp queries");
   const rt = await gpu.instantiate(device, program);
   for (const [name, spec] of Object.entries(program.inputs)) {
     const a = new Float32Array(spec.shape.reduce((x, y) => x * y, 1));
     for (let i = 0; i < a.length; i++) a[i] = Math.random() * 2 - 1;
     rt.write("inputs", name, a);
   }
-  const [s] = rt.steps;
   const qs = device.createQuerySet({ type: "timestamp", count: 2 });
   const resolve = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
   const read = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
@@ -172,9 +175,13 @@ export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = 
   for (let r = 0; r <= repeats; r++) {  // the first is a warm-up
     const enc = device.createCommandEncoder();
     const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
-    pass.setPipeline(s.pipeline);
-    pass.setBindGroup(0, s.bindGroup);
-    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+    for (let i = 0; i < reps; i++) {
+      for (const s of rt.steps) {  // every kernel of the product (split-k: the slices, then their sum)
+        pass.setPipeline(s.pipeline);
+        pass.setBindGroup(0, s.bindGroup);
+        pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+      }
+    }
     pass.end();
     enc.resolveQuerySet(qs, 0, 2, resolve, 0);
     enc.copyBufferToBuffer(resolve, 0, read, 0, 16);
@@ -185,9 +192,11 @@ export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = 
     if (r > 0) ms.push(Number(t[1] - t[0]) / 1e6 / reps);
   }
   const info = adapter.info;
-  qs.destroy(); resolve.destroy(); read.destroy(); rt.destroy(); device.destroy();
-  return { ms: median(ms), all_ms: ms, kernel: s.kernel.name, dispatch: s.dispatch,
+  const out = { ms: median(ms), all_ms: ms, kernel: rt.steps.map((s) => s.kernel.name).join(" + "),
+    dispatch: rt.steps[0].dispatch,
     adapter: { vendor: info.vendor, architecture: info.architecture, description: info.description, device: info.device } };
+  qs.destroy(); resolve.destroy(); read.destroy(); rt.destroy(); device.destroy();
+  return out;
 }
 
 // ------------------------------------------------------------------ peers
