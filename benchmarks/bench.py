@@ -308,6 +308,14 @@ def tgweb_page():
         srv.shutdown()
 
 
+def page_target(page):
+    """What the kernels are tuned for on the bench page's adapter, as the worker tunes them
+    (its class, and its optional features such as subgroups)."""
+    from tgweb.codegen.target import classify
+
+    return classify(page.evaluate("() => harness.adapterInfo()"))
+
+
 def _new_page(browser, url):
     ctx = browser.new_context()
     page = ctx.new_page()
@@ -361,20 +369,14 @@ def profile(browser, url, model, cfg) -> None:
     """Print ms/step and per-kernel GPU times of tgweb's step for `model`, the Program
     compiled in this process (no Pyodide) and replayed by gpu.mjs in the page."""
     sys.path.insert(0, str(ROOT))
-    from tgweb.codegen.target import classify
     from tgweb.lower import lower
 
     ns: dict = {}
     exec(BENCH_PY, ns)
     ctx, page, logs = _new_page(browser, url)
-    # kernels tuned for the page's adapter, as the worker would tune them
-    info = page.evaluate(
-        "async () => { const i = (await navigator.gpu.requestAdapter()).info; return {vendor: i.vendor, "
-        "architecture: i.architecture, description: i.description, device: i.device}; }"
-    )
     t = time.perf_counter()
     trainer, _ = ns["_compile"](model, "reference")
-    trainer._engine._program = lower(trainer.graph, target=classify(info))
+    trainer._engine._program = lower(trainer.graph, target=page_target(page))
     compile_s = time.perf_counter() - t
     rep = ns["replica_args"](trainer)
     params = {n: v["data"] for n, v in initial_params(model).items()}

@@ -125,15 +125,13 @@ def main(argv: list[str]) -> int:
 
 
 def _square(page, sizes, tiles, gpu_class) -> None:
-    from tgweb.codegen.target import Target, classify
+    import bench
 
-    info = page.evaluate(
-        "async () => { const i = (await navigator.gpu.requestAdapter()).info; return {vendor: i.vendor, "
-        "architecture: i.architecture, description: i.description, device: i.device}; }"
-    )
-    print(f"adapter: {info}")
+    from tgweb.codegen.target import Target
+
+    print(f"adapter: {page.evaluate('() => harness.adapterInfo()')}")
     for tile in tiles:
-        target = Target("gpu", "forced") if gpu_class else classify(info)
+        target = Target("gpu", "forced") if gpu_class else bench.page_target(page)
         if tile:
             target.tuning["tiles"] = ((*map(int, tile.split("x")), 0),)
         print(f"== {target.cls} class, tiles {target.tuning['tiles']}")

@@ -40,6 +40,11 @@ export async function tgwebRun(source, globals = {}) {
   return tg.run(source, { globals, filename: "bench_steps.py" });
 }
 
+/** The page's adapter as gpu.mjs describes it to tgweb (class, optional features, subgroup sizes). */
+export async function adapterInfo() {
+  return gpu.adapterInfo(await navigator.gpu.requestAdapter());
+}
+
 /**
  * A device for replaying `program` with gpu.mjs alone: the adapter's maxima of the limits
  * the Program depends on, the optional features it lists (subgroups, for a real GPU's
