@@ -2,6 +2,21 @@
 // curve, a sample's curves (x against named series) and heat maps. No state of the
 // page's own: app.mjs passes what to draw.
 
+/**
+ * Canvas c made w x h CSS pixels at the device's pixel ratio (its backing store
+ * reallocated, so cleared); `style` says which of its CSS sizes to set as well:
+ * "height", "both" or "none". Returns its 2D context, scaled to draw in CSS pixels.
+ */
+export function hidpi(c, w, h, style = "height") {
+  const dpr = window.devicePixelRatio || 1;
+  c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
+  if (style === "both") c.style.width = w + "px";
+  if (style !== "none") c.style.height = h + "px";
+  const g = c.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  return g;
+}
+
 function fitCanvas(c, cssHeight) {
   const dpr = window.devicePixelRatio || 1;
   const w = Math.max(50, c.clientWidth), h = cssHeight;
@@ -171,11 +186,7 @@ export function drawCurve(c, curve) {
 export function drawHeat(c, map, ticks, size) {
   const n = map.length, cell = Math.floor((size - 16) / n);
   const side = cell * n + 16;
-  const dpr = window.devicePixelRatio || 1;
-  c.width = side * dpr; c.height = side * dpr;
-  c.style.width = side + "px"; c.style.height = side + "px";
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const g = hidpi(c, side, side, "both");
   g.font = "10px ui-monospace, monospace";
   g.fillStyle = css("--muted"); g.textAlign = "center"; g.textBaseline = "middle";
   for (let i = 0; i < n; i++) {

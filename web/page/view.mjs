@@ -4,7 +4,7 @@
 // draws the rest itself and calls renderParts for these.
 import { drawCurve, drawHeat, fmt } from "./charts.mjs";
 
-export { css } from "./charts.mjs";
+export { css, hidpi } from "./charts.mjs";
 
 /** A DOM element: props set as properties, except style (cssText) and aria-*, data-*,
  * role and for (attributes); kids appended. */

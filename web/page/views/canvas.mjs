@@ -5,7 +5,7 @@
 // At most one call is in flight: strokes drawn meanwhile are sent when it returns.
 // The strokes and the last answer live in module scope, so that a re-render (resize, a
 // new "view" event while training) keeps them.
-import { css, el } from "../view.mjs";
+import { css, el, hidpi } from "../view.mjs";
 
 const PAD = 240; // the drawing pad's CSS size (square)
 
@@ -42,10 +42,7 @@ function setStatus(t) {
 
 function drawPad() {
   if (!els) return;
-  const c = els.pad, dpr = window.devicePixelRatio || 1;
-  c.width = Math.round(PAD * dpr); c.height = Math.round(PAD * dpr);
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const g = hidpi(els.pad, PAD, PAD, "none");
   g.fillStyle = "#fff"; g.fillRect(0, 0, PAD, PAD);
   g.strokeStyle = css("--text"); g.lineWidth = 16; g.lineCap = "round"; g.lineJoin = "round";
   for (const s of strokes) {

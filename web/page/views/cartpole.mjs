@@ -2,7 +2,7 @@
 // time on a canvas (states from episode() in page/samples/cartpole.py, through ctx.call),
 // and the mean return of the training episodes over the steps, with the goal (195).
 // show() sends view.cartpole: {steps, returns, evaluated, at}.
-import { css } from "../view.mjs";
+import { css, hidpi } from "../view.mjs";
 
 // module state: kept across re-renders (the view is redrawn on resize and every "view" event)
 const anim = { ep: null, t0: 0, raf: 0, canvas: null, status: null, pending: false };
@@ -11,12 +11,8 @@ let autoFor = null;   // the training step whose policy was last played automati
 let autoTimer = 0;
 
 function sized(c, h) {
-  const dpr = window.devicePixelRatio || 1, w = Math.max(120, c.clientWidth);
-  c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
-  c.style.height = h + "px";
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  return [g, w, h];
+  const w = Math.max(120, c.clientWidth);
+  return [hidpi(c, w, h), w, h];
 }
 
 function makeCanvas(aria, cls) {

@@ -5,7 +5,7 @@
 // page/samples/flow.py answers {pixels, labels, ratio, steps, seed, fixed, step, frames,
 // times}; show() sends the same as view.flow while training. The choices and the last
 // answer live in module scope, so that a re-render (resize, a new view) keeps them.
-import { css, el } from "../view.mjs";
+import { css, el, hidpi } from "../view.mjs";
 
 const STEP_CHOICES = [1, 2, 4, 8, 16, 32];
 const TILE = 34; // CSS pixels per sample in the grid (8x8 pixels, scaled)
@@ -29,19 +29,10 @@ function tile(g, px, x, y, size) {
   });
 }
 
-function sized(c, w, h) {
-  const dpr = window.devicePixelRatio || 1;
-  c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
-  c.style.width = w + "px"; c.style.height = h + "px";
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  return g;
-}
-
 function drawGrid() {
   const c = els.grid, cols = 8, rows = last ? Math.ceil(last.pixels.length / cols) : 8;
   const w = cols * (TILE + 6), h = rows * (TILE + GAP);
-  const g = sized(c, w, h);
+  const g = hidpi(c, w, h, "both");
   g.fillStyle = "#fff"; g.fillRect(0, 0, w, h);
   if (!last) return;
   g.font = "11px system-ui, sans-serif"; g.textAlign = "center"; g.textBaseline = "top";
@@ -61,10 +52,10 @@ function drawGrid() {
 
 function drawPaths() {
   const c = els.paths;
-  if (!last || !last.frames) { sized(c, 10, 10); return; }
+  if (!last || !last.frames) { hidpi(c, 10, 10, "both"); return; }
   const cols = last.frames.length, rows = last.frames[0].length, size = 30, pad = 12, head = 16;
   const w = cols * (size + pad), h = head + rows * (size + 4);
-  const g = sized(c, w, h);
+  const g = hidpi(c, w, h, "both");
   g.fillStyle = "#fff"; g.fillRect(0, 0, w, h);
   g.font = "11px system-ui, sans-serif"; g.textAlign = "center"; g.textBaseline = "top";
   last.frames.forEach((frame, f) => {

@@ -2,18 +2,14 @@
 // functions as small plots: the 4 edges x → h_j of the first layer and the 4 edges
 // h_i → y of the second (each over the range its input covers). show() in
 // page/samples/kan.py sends view.kan: {x, target, model, ranges, edges: [{layer, i, j, x, y}]}.
-import { css } from "../view.mjs";
+import { css, hidpi } from "../view.mjs";
 
 const SUB = "₀₁₂₃₄₅₆₇₈₉";
 const sub = (n) => String(n).split("").map((d) => SUB[+d]).join("");
 
 function sized(c, h) {
-  const dpr = window.devicePixelRatio || 1, w = Math.max(60, c.clientWidth);
-  c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
-  c.style.height = h + "px";
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  return [g, w, h];
+  const w = Math.max(60, c.clientWidth);
+  return [hidpi(c, w, h), w, h];
 }
 
 /** Round values between lo and hi, at most about `most` of them. */

@@ -5,7 +5,7 @@
 // {names, temperature, entropy, first, traces, step}. show() sends the same as view.llama.
 // The slider's value and the last answer live in module scope, so that a re-render
 // (resize, a new "view" event while training) keeps them.
-import { css, el } from "../view.mjs";
+import { css, el, hidpi } from "../view.mjs";
 
 const LETTERS = ["end", ..."abcdefghijklmnopqrstuvwxyz"];
 
@@ -41,12 +41,8 @@ function atTemperature(p, t0, t) {
 }
 
 function drawBars() {
-  const c = els.bars, dpr = window.devicePixelRatio || 1;
-  const w = Math.max(280, c.clientWidth || 560), h = 150;
-  c.width = Math.round(w * dpr); c.height = Math.round(h * dpr);
-  c.style.height = h + "px";
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const c = els.bars, w = Math.max(280, c.clientWidth || 560), h = 150;
+  const g = hidpi(c, w, h);
   g.clearRect(0, 0, w, h);
   const p = last ? atTemperature(last.first, last.temperature, temperature) : null;
   const pad = { l: 6, r: 6, t: 8, b: 20 };

@@ -5,7 +5,7 @@
 // arrow keys) decodes that point through decode_at(z1, z2) in page/samples/vae.py, one
 // call in flight at a time. show() sends view.vae: {side, originals, reconstructions,
 // grid: {n, z, images}, latent: {means, labels}}.
-import { css, el } from "../view.mjs";
+import { css, el, hidpi } from "../view.mjs";
 
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
@@ -59,10 +59,7 @@ const X = (z) => PLANE * (z + range) / (2 * range);
 const Y = (z) => PLANE * (range - z) / (2 * range);
 
 function drawPlane(view) {
-  const c = els.plane, dpr = window.devicePixelRatio || 1;
-  c.width = Math.round(PLANE * dpr); c.height = Math.round(PLANE * dpr);
-  const g = c.getContext("2d");
-  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const c = els.plane, g = hidpi(c, PLANE, PLANE, "none");
   g.fillStyle = "#fff"; g.fillRect(0, 0, PLANE, PLANE);
   g.strokeStyle = css("--grid"); g.lineWidth = 1;
   for (let t = -Math.floor(range); t <= range; t++) {
