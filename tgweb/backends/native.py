@@ -188,6 +188,42 @@ def device_limits() -> dict:
     return limits_of(_device().limits)
 
 
+def _raw_recorder():
+    """record(pass, steps): each (pipeline, bind group, x, y, z) of `steps` set and
+    dispatched in a compute pass straight through wgpu-native's C functions (steps hold
+    the objects' C handles, from raw_step). wgpu-py's methods check and convert every
+    argument and capture errors around each call: half of a step's host time in a
+    Program of 200 kernels. Errors in a pass still surface, at its end() or the
+    encoder's finish(), which go through wgpu-py. None when this wgpu-py does not
+    expose its C library where this expects it."""
+    try:
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+        set_pipeline = lib.wgpuComputePassEncoderSetPipeline
+        set_group = lib.wgpuComputePassEncoderSetBindGroup
+        dispatch = lib.wgpuComputePassEncoderDispatchWorkgroups
+        null = ffi.NULL
+    except (ImportError, AttributeError):  # pragma: no cover - another wgpu-py layout
+        return None
+
+    def record(cp, steps) -> None:
+        h = cp._internal
+        for pipe, group, x, y, z in steps:
+            set_pipeline(h, pipe)
+            set_group(h, 0, group, 0, null)
+            dispatch(h, x, y, z)
+
+    return record
+
+
+def _method_recorder(cp, steps) -> None:
+    """record(pass, steps) through wgpu-py's methods (steps hold the objects)."""
+    for pipe, group, x, y, z in steps:
+        cp.set_pipeline(pipe)
+        cp.set_bind_group(0, group)
+        cp.dispatch_workgroups(x, y, z)
+
+
 def _compile_error(kernel, err: Exception) -> KernelCompileError:
     msg = str(err)
     lines = _wgsl_for(kernel.wgsl, _DROP_ENABLES).splitlines()  # the text the compiler saw
@@ -319,6 +355,14 @@ class Runtime(base.Runtime):
                 )
             self.pipes.append(pipe)
             self.groups.append(self.device.create_bind_group(layout=bgl, entries=entries))
+        # a step's dispatches, recorded as one list: C handles where wgpu-native's C
+        # functions can be called directly (self.pipes and self.groups keep them alive)
+        raw = _raw_recorder()
+        self._record = raw or _method_recorder
+        self._steps = [
+            (pipe._internal, group._internal, *k.dispatch) if raw else (pipe, group, *k.dispatch)
+            for k, pipe, group in zip(program.kernels, self.pipes, self.groups)
+        ]
         self._wgsl = {k.wgsl for k in program.kernels}
         for w in self._wgsl:
             _PIPELINE_USERS[w] = _PIPELINE_USERS.get(w, 0) + 1
@@ -435,10 +479,7 @@ class Runtime(base.Runtime):
             self.device.queue.write_buffer(self.buffers[p.scalars_buffer], 0, b"".join(words))
         encoder = self.device.create_command_encoder()
         cp = encoder.begin_compute_pass()
-        for k, pipe, bg in zip(p.kernels, self.pipes, self.groups):
-            cp.set_pipeline(pipe)
-            cp.set_bind_group(0, bg)
-            cp.dispatch_workgroups(*k.dispatch)
+        self._record(cp, self._steps)
         cp.end()
         return self._read_many(list(read), encoder)
 
@@ -451,7 +492,7 @@ class Runtime(base.Runtime):
                 b.destroy()
             except Exception:  # pragma: no cover
                 pass
-        self._owned, self.buffers, self.pipes, self.groups = [], [], [], []
+        self._owned, self.buffers, self.pipes, self.groups, self._steps = [], [], [], [], []
         for w in getattr(self, "_wgsl", ()):
             _PIPELINE_USERS[w] -= 1
             if not _PIPELINE_USERS[w]:  # no open Runtime runs it: let the pipeline go
@@ -465,14 +506,12 @@ def profile(rt: Runtime, repeat: int = 1) -> list[tuple[float, str, tuple]]:
     import time
 
     out = []
-    for k, pipe, bg in zip(rt.program.kernels, rt.pipes, rt.groups):
+    for k, step in zip(rt.program.kernels, rt._steps):
         t0 = time.perf_counter()
         for _ in range(repeat):
             enc = rt.device.create_command_encoder()
             cp = enc.begin_compute_pass()
-            cp.set_pipeline(pipe)
-            cp.set_bind_group(0, bg)
-            cp.dispatch_workgroups(*k.dispatch)
+            rt._record(cp, [step])
             cp.end()
             rt.device.queue.submit([enc.finish()])
             rt.device.queue.read_buffer(rt.buffers[k.bindings[-1].buffer], 0, 4)
