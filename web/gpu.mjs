@@ -385,23 +385,21 @@ export class Runtime {
   /**
    * run() for a caller that packs the host data itself (tgweb's browser backend, one call
    * a step): `data` is one Uint8Array holding every input in the order of `packing.names`,
-   * then the scalar words; `plan` comes from readPlan(). Resolves to one ArrayBuffer
-   * holding the slots read, back to back in the plan's order.
+   * then the scalar words; `plan` comes from readPlan(). Returns a promise of one
+   * ArrayBuffer holding the slots read, back to back in the plan's order. Unlike run(), a
+   * step that cannot be sent (a lost device, a destroyed instance, wrong bytes) throws at
+   * once: a caller that reads nothing back need not await the promise.
    */
   runPacked(data, plan) {
-    try {
-      this._check();
-      const { writes, bytes } = this.packing;
-      if (!(data instanceof Uint8Array) || data.byteLength !== bytes) {
-        throw new ProgramError(`runPacked: expected ${bytes} bytes of inputs and scalars, got ` +
-          (data instanceof Uint8Array ? data.byteLength : typeof data));
-      }
-      const queue = this.device.queue;
-      for (const w of writes) queue.writeBuffer(w.buffer, w.offset, data, w.at, w.size);
-      return this._submit(true, plan, true);
-    } catch (e) {
-      return Promise.reject(e); // as run() does: errors come when the result is awaited
+    this._check();
+    const { writes, bytes } = this.packing;
+    if (!(data instanceof Uint8Array) || data.byteLength !== bytes) {
+      throw new ProgramError(`runPacked: expected ${bytes} bytes of inputs and scalars, got ` +
+        (data instanceof Uint8Array ? data.byteLength : typeof data));
     }
+    const queue = this.device.queue;
+    for (const w of writes) queue.writeBuffer(w.buffer, w.offset, data, w.at, w.size);
+    return this._submit(true, plan, true);
   }
 
   // encode and submit now, in call order; the promise resolves once the reads are mapped,

@@ -296,6 +296,35 @@ rt.close()
     assert acc == [0, 0, 0, 0] and scaled == [0.5, 1, 1.5, 2]
 
 
+def test_steps_that_read_nothing_are_not_awaited_and_fail_at_once(page):
+    """Steps that read nothing back return without suspending Python (all but one every
+    YIELD_EVERY_S); each still runs on the GPU, in order, and a step that cannot be sent
+    raises at that step, not at a later read."""
+    prog = json.dumps(two_buffer_program())
+    src = f"""
+import array
+from tgweb.program import Program
+from tgweb.backends import browser
+rt = browser.Runtime(Program.from_json({prog!r}))
+x = {{"x": array.array("f", [1, 2, 3, 4]), "y": array.array("f", [10, 20, 30, 40])}}
+got = [rt.submit(x, {{"s": 0.5, "k": 3}}, []) for _ in range(50)]
+empty = [w() for w in got]
+acc = rt.read("states", "acc").tolist()  # each of the 50 steps added 2 x to acc
+def refused(r):
+    try:
+        r.submit(x, {{"s": 0.5, "k": 3}}, [])
+    except browser.BrowserError as e:
+        return str(e)
+gone = browser.Runtime(Program.from_json({prog!r}))
+gone._rt.destroy()  # gpu.mjs's instance gone under the Runtime: gpu.mjs throws at once
+rt.close()
+[empty == [{{}}] * 50, acc, refused(gone), refused(rt)]
+"""
+    all_empty, acc, gone, closed = py(page, src)
+    assert all_empty and acc == [100, 200, 300, 400]
+    assert "destroyed" in gone and "closed" in closed, (gone, closed)
+
+
 def test_browser_runtime_rejects_bad_data_and_changes_nothing(page):
     prog = json.dumps(vector_add())
     src = f"""
