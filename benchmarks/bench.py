@@ -90,6 +90,7 @@ import time, statistics
 import tgweb as tg
 from tgweb import samples
 from tgweb.compile import seed_word
+from tgweb.program import DEPTH, SEEN, outcome
 from tgweb.inputs import check_inputs
 
 def _compile(model, backend=None):
@@ -100,19 +101,21 @@ def _compile(model, backend=None):
     return trainer, time.perf_counter() - t0
 
 def _scalars(trainer, applied, seed):
-    # the Program's host scalars for a step after `applied` applied steps, none in flight
-    sc, _ = trainer._host_scalars(applied)
-    sc.update({k + "@skipped": v for k, v in sc.items()})
-    sc["seed"] = seed
+    # the Program's host scalars for a step after `applied` applied steps, none unread
+    sc = dict(trainer._host_scalars(applied)[0])
+    sc.update({outcome(k, j): v for k, v in list(sc.items()) for j in range(1, DEPTH + 1)})
+    sc["seed"], sc[SEEN] = seed, trainer._seen
     names = {s.name for s in trainer.program.scalars}
     return {k: v for k, v in sc.items() if k in names}
 
 def _raw_step(trainer, data, read):
-    # Trainer.step without its readback: the same host scalars, reads only `read`
+    # Trainer.step without its readback: the same host scalars, reads only `read` (the
+    # bench's batches are finite: the step is applied, and counted so)
     trainer._settle()
     sc = _scalars(trainer, trainer._t, seed_word(trainer.seed, trainer._calls))
     trainer._calls += 1
     trainer._t += 1
+    trainer._seen += 1
     return trainer._engine.rt.run(data, sc, read)
 
 def _program_stats(trainer):

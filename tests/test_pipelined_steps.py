@@ -14,6 +14,7 @@ import pytest
 import tgweb as tg
 from tgweb import nn, web
 from tgweb.optim import schedules
+from tgweb.program import DEPTH
 
 BACKENDS = ["reference", pytest.param("native", marks=pytest.mark.native)]
 
@@ -31,8 +32,11 @@ def loss_fn(m, x, y):
     return ((m(x) - y) ** 2).mean()
 
 
-def batches(n, bad=(3, 4, 9)):
-    """n batches; those at `bad` hold a NaN (skipped steps), two of them back to back."""
+BAD = (3, 4, 9, 17, 18, 19)  # skipped steps: two and three back to back, 8 apart (DEPTH)
+
+
+def batches(n, bad=BAD):
+    """n batches; those at `bad` hold a NaN (skipped steps)."""
     rng = np.random.default_rng(1)
     out = []
     for i in range(n):
@@ -53,7 +57,7 @@ def make(backend):
 def run(backend, read_at_once: bool):
     tr = make(backend)
     results = []
-    for b in batches(14):
+    for b in batches(24):
         r = tr.step(**b)
         if read_at_once:
             assert r.loss is not None  # waits for this step before the next is sent
@@ -66,12 +70,12 @@ def run(backend, read_at_once: bool):
 def test_skips_in_a_pipelined_run_match_reading_every_step_at_once(backend):
     a, got_a = run(backend, read_at_once=False)
     b, got_b = run(backend, read_at_once=True)
-    assert [g[1] for g in got_a] == [i not in (3, 4, 9) for i in range(14)]
-    assert [g[2] for g in got_a] == [1, 2, 3, 3, 3, 4, 5, 6, 7, 7, 8, 9, 10, 11]
+    assert [g[1] for g in got_a] == [i not in BAD for i in range(24)]
+    assert [g[2] for g in got_a] == [sum(j not in BAD for j in range(i + 1)) for i in range(24)]
     for ga, gb in zip(got_a, got_b):
         assert ga[1:4] == gb[1:4]
         assert (math.isnan(ga[0]) and math.isnan(gb[0])) or ga[0] == gb[0]
-    assert a.steps == b.steps == 11 and a.calls == b.calls == 14
+    assert a.steps == b.steps == 18 and a.calls == b.calls == 24
     for kind in ("params", "states"):
         pa, pb = getattr(a, kind)(), getattr(b, kind)()
         for k in pa:
@@ -81,15 +85,14 @@ def test_skips_in_a_pipelined_run_match_reading_every_step_at_once(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_results_wait_lazily_and_methods_settle_the_step_in_flight(backend):
     tr = make(backend)
-    bs = batches(3, bad=())
-    r1 = tr.step(**bs[0])
-    r2 = tr.step(**bs[1])  # sending r2 brings r1's results in
-    assert r1.ready and not r2.ready
-    assert tr.steps == 2 and r2.ready  # steps waits for the step in flight
-    r3 = tr.step(**bs[2])
-    assert not r3.ready
+    bs = batches(DEPTH + 3, bad=())
+    rs = [tr.step(**b) for b in bs[: DEPTH + 1]]  # the last one sent brings the first in
+    assert rs[0].ready and not any(r.ready for r in rs[1:])
+    assert tr.steps == DEPTH + 1 and all(r.ready for r in rs)  # steps waits for every step in flight
+    more = [tr.step(**b) for b in bs[DEPTH + 1 :]]
+    assert not any(r.ready for r in more)
     params = tr.params()  # so do params(), states(), checkpoint(), ...
-    assert r3.ready and r3.step == 3
+    assert all(r.ready for r in more) and more[-1].step == DEPTH + 3
     again = tg.compile(
         M(), loss_fn, {"x": (16, 4), "y": (16, 1)}, make(backend).optimizer, backend=backend, seed=3
     )
@@ -105,15 +108,15 @@ def test_metric_of_a_step_result_is_sent_in_order_once_read_back():
     web.set_handler(lambda event, data: seen.append((data["step"], data["value"])))
     try:
         rs = []
-        for b in batches(6, bad=(2,)):
+        for b in batches(DEPTH + 4, bad=(2,)):
             r = tr.step(**b)
             rs.append(r)
             web.metric("loss", r)
-            # at most the step in flight is still waiting
-            assert len(seen) >= len(rs) - 1
+            # at most DEPTH steps are still unread
+            assert len(seen) >= len(rs) - DEPTH
         web.flush()
     finally:
         web.set_handler(None)
-    assert [s for s, _ in seen] == [1, 2, 2, 3, 4, 5]
+    assert [s for s, _ in seen] == [1, 2, *range(2, DEPTH + 4)]
     assert seen[2][1] is None  # the skipped step's NaN loss goes out as null
     assert [v for _, v in seen if v is not None] == [r.loss for r in rs if r.ok]

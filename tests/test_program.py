@@ -6,7 +6,7 @@ import pytest
 
 import tgweb as tg
 from tgweb import nn
-from tgweb.program import SKIPPED, VERSION, Binding, Kernel, Program
+from tgweb.program import DEPTH, SEEN, VERSION, Binding, Kernel, Program, outcome
 
 
 class MLP(nn.Module):
@@ -48,8 +48,11 @@ def test_program_json_round_trip():
     assert isinstance(again.kernels[0].dispatch, tuple)
     planned, allocated = again.meta["memory"]["total_bytes"], sum(b.size for b in again.buffers)
     assert planned <= allocated < planned + 16 * len(again.buffers)  # buffers in whole 16-byte units
+    opt = ("lr", "step_size", "bc2_sqrt")
     assert {s.name: s.type for s in again.scalars} == {
-        k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)
+        **{k: "f32" for k in opt},
+        **{outcome(k, j): "f32" for k in opt for j in range(1, DEPTH + 1)},
+        SEEN: "u32",
     }
     assert again.bytes_by_kind() == prog.bytes_by_kind()
 

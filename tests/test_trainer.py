@@ -11,7 +11,7 @@ import tgweb as tg
 from tgweb import nn
 from tgweb.compile import decays
 from tgweb.optim import schedules
-from tgweb.program import SKIPPED
+from tgweb.program import DEPTH, SEEN, outcome
 
 
 class Net(nn.Module):
@@ -292,8 +292,9 @@ def test_graph_conventions():
     assert all(u.kind == "where" for u in g.updates.values())
     sumsq = [t for t in g.tensors if t.kind == "global_sumsq"]
     assert len(sumsq) == 1 and {i.id for i in sumsq[0].inputs} == {t.id for t in g.grads.values()}
-    assert set(g.scalars) == {k + sfx for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
-    assert all(g.scalars[n].dtype == "f32" for n in g.scalars)
+    opt = ("lr", "step_size", "bc2_sqrt")
+    assert set(g.scalars) == {*opt, *(outcome(k, j) for k in opt for j in range(1, DEPTH + 1)), SEEN}
+    assert all(g.scalars[n].dtype == ("i32" if n == SEEN else "f32") for n in g.scalars)
 
 
 def test_attach_shares_params():
@@ -320,8 +321,9 @@ def test_memory_report_and_program():
     prog = tr.program
     arena = prog.meta["grad_arena"]["buffer"]
     assert prog.buffers[arena].kind == "grad" and prog.buffers[arena].size >= kinds["param"]
-    want = {k + sfx: "f32" for k in ("lr", "step_size", "bc2_sqrt") for sfx in ("", SKIPPED)}
-    assert {s.name: s.type for s in prog.scalars} == want
+    opt = ("lr", "step_size", "bc2_sqrt")
+    want = {k: "f32" for k in opt} | {outcome(k, j): "f32" for k in opt for j in range(1, DEPTH + 1)}
+    assert {s.name: s.type for s in prog.scalars} == want | {SEEN: "u32"}
     assert set(prog.outputs) == {"loss", "ok", "grad_norm"}
 
 

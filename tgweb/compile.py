@@ -12,8 +12,9 @@ unclipped global norm); the host reads the three back with the loss, so no
 extra round trip is needed to learn whether the step was applied.
 
 Per-step host scalars (see tgweb.optim.optimizers): "lr", and for Adam/AdamW
-"step_size" and "bc2_sqrt" (f32), each also as "<name>@skipped" for pipelined steps
-(Trainer.step), plus "seed" (a u32 word) when a random op asks for it. The
+"step_size" and "bc2_sqrt" (f32), each also as "<name>@<j>" with "applied_seen" for
+pipelined steps (tgweb.program, Trainer.step), plus "seed" (a u32 word) when a random
+op asks for it. The
 optimizer's step counter and the schedule advance only on applied steps.
 
 Backends: "reference" runs the graph with the NumPy interpreter
@@ -33,6 +34,7 @@ tgweb.InputError naming the input, before anything changes (tgweb.inputs).
 from __future__ import annotations
 
 import array
+import collections
 import functools
 import importlib
 import json
@@ -53,7 +55,7 @@ from .optim.optimizers import Optimizer, ParamInfo
 from .optim.optimizers import from_spec as _optimizer_from_spec
 from .optim.schedules import Schedule
 from .optim.schedules import from_spec as _schedule_from_spec
-from .program import SKIPPED
+from .program import DEPTH, SEEN, outcome
 from .trace import scalar_loss, trace
 
 BACKENDS = ("reference", "native", "browser")
@@ -240,12 +242,16 @@ def build_training_graph(
     graph.outputs["loss"] = loss
     graph.outputs["ok"] = ok
     graph.outputs["grad_norm"] = norm
-    # pipelined steps (Trainer.step): each optimizer scalar also comes in the version for
-    # "the step before was skipped"; the Program's first kernel keeps that version when
-    # the last run's ok output says so (tgweb.lower), so a step can be sent before the
-    # one before it is read back
-    for k in [k for k in graph.scalars if k != "seed"]:
-        graph.scalar(k + SKIPPED)
+    # pipelined steps (Trainer.step): each optimizer scalar also comes in a version for
+    # each number of unread steps before it that turn out applied; the Program's first
+    # kernel picks the version by the ok outputs of the runs so far (tgweb.program,
+    # tgweb.lower), so a step can be sent before those before it are read back
+    optimizer_scalars = [k for k in graph.scalars if k != "seed"]
+    for k in optimizer_scalars:
+        for j in range(1, DEPTH + 1):
+            graph.scalar(outcome(k, j))
+    if optimizer_scalars:
+        graph.scalar(SEEN, "i32")
     return graph
 
 
@@ -266,7 +272,12 @@ def _owned(grads: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 _OPTIMIZER_SCALARS = ("lr", "step_size", "bc2_sqrt")
-_HOST_SCALARS = ("seed", *_OPTIMIZER_SCALARS, *(k + SKIPPED for k in _OPTIMIZER_SCALARS))
+_HOST_SCALARS = (
+    "seed",
+    SEEN,
+    *_OPTIMIZER_SCALARS,
+    *(outcome(k, j) for k in _OPTIMIZER_SCALARS for j in range(1, DEPTH + 1)),
+)
 STATE_PREFIX = "optimizer."  # optimizer state tensors in a checkpoint (the page's files too)
 
 
@@ -317,7 +328,10 @@ class Trainer:
         self._engine = make_engine(graph, backend, precision)
         self.recover_every: int | None = None  # see compile()
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
-        self._pending: StepResult | None = None  # the step in flight (see step())
+        self._unread: collections.deque[StepResult] = collections.deque()  # sent, not read back
+        self._seen = 0  # applied steps read back from this engine (the Program counts them too)
+        self._memo: dict[int, tuple[dict, float]] = {}  # applied steps -> _host_scalars
+        self._memo_for: tuple = (None, None)  # the (schedule, origin) the memo is of
         self.reset()
 
     # ---------------------------------------------------------------- state
@@ -505,26 +519,31 @@ class Trainer:
         """One training step on the batch (every input by name).
 
         Pipelined: the step is sent to the GPU and its StepResult returned at once; its
-        loss and flags are read back while the caller prepares the next batch, and the
-        next step() goes out before waiting for them. The applied/skipped outcome stays
-        exact: the next step carries the optimizer scalars (t, lr) for both outcomes,
-        and the GPU picks by the flag it just computed. Reading a field of the result
-        waits for that step; trainer.steps, lr, params(), checkpoint() and the other
-        methods wait for the step in flight first. An error of a step (a lost device)
-        surfaces at the latest at the next call. With recover_every set, every step is
-        read back before step() returns."""
+        loss and flags are read back while the caller goes on, and up to DEPTH (8) more
+        steps go out before step() waits for the oldest. The applied/skipped outcome
+        stays exact: each step carries the optimizer scalars (t, lr) for every number of
+        the unread steps before it that may turn out applied, and the GPU picks by the
+        flags those steps computed. Reading a field of a result waits for that step;
+        trainer.steps, lr, params(), checkpoint() and the other methods wait for every
+        step in flight first. An error of a step (a lost device) surfaces when it is
+        read back: at the latest DEPTH steps later, or at the next call that waits.
+        With recover_every set, every step is read back before step() returns."""
         data = check_inputs(self.graph, batch, "step", self._bounds)
-        prev = self._pending
+        prevs = tuple(self._unread)
         try:
-            # the applied steps before this one: self._t, plus one if prev is applied
-            ok_scalars, lr_ok = self._host_scalars(self._t + (prev is not None))
-            skip_scalars, lr_skip = self._host_scalars(self._t) if prev is not None else (ok_scalars, lr_ok)
+            # the optimizer scalars and lr should j of the unread steps turn out applied
+            sets = [self._host_scalars(self._t + j) for j in range(len(prevs) + 1)]
         except InputError:
-            if prev is None:
+            if not prevs:
                 raise
-            self._settle()  # an lr only one of the two outcomes gives: decide exactly
+            self._settle()  # an lr only some outcomes give: decide exactly
             return self.step(**batch)
-        scalars = {**ok_scalars, **{k + SKIPPED: v for k, v in skip_scalars.items()}}
+        sets += [sets[-1]] * (DEPTH + 1 - len(sets))  # outcomes that cannot happen
+        scalars = dict(sets[0][0])
+        for j in range(1, DEPTH + 1):
+            for k, v in sets[j][0].items():
+                scalars[outcome(k, j)] = v
+        scalars[SEEN] = self._seen
         scalars["seed"] = seed_word(self.seed, self._calls)
         scalars = {k: scalars[k] for k in self.graph.scalars}
         self._calls += 1
@@ -537,10 +556,11 @@ class Trainer:
                 raise
             return self._recover(e)
         result = StepResult(None, None, None, None, None, None, None)
-        result._fill = lambda: self._finish(result, wait, caps, prev, (lr_ok, lr_skip))
-        self._pending = result  # tracked before prev is read: an error there loses no step
-        if prev is not None and not prev.ready:
-            prev._fill()  # on the GPU it ran before this one: its results are in by now
+        lrs, seen = [lr for _, lr in sets], self._seen
+        result._fill = lambda: self._finish(result, wait, caps, prevs, seen, lrs)
+        self._unread.append(result)  # tracked before any is read: an error there loses no step
+        if len(self._unread) > DEPTH:
+            self._unread[0]._fill()  # on the GPU it ran DEPTH steps before this one
         if self.recover_every:  # a lost device must be seen at the step it hit
             try:
                 result._fill()
@@ -551,25 +571,37 @@ class Trainer:
         return result
 
     def _host_scalars(self, applied: int) -> tuple[dict, float]:
-        """The optimizer scalars and lr of a step that follows `applied` applied steps."""
-        lr = self._schedule(applied - self._origin)
-        return _checked_scalars(self.optimizer, applied + 1, lr, self._schedule, applied - self._origin), lr
+        """The optimizer scalars and lr of a step that follows `applied` applied steps
+        (remembered: a pipelined step asks for up to DEPTH + 1 of them; do not change)."""
+        if self._memo_for[0] is not self._schedule or self._memo_for[1] != self._origin:
+            self._memo, self._memo_for = {}, (self._schedule, self._origin)
+        hit = self._memo.get(applied)
+        if hit is None:
+            lr = self._schedule(applied - self._origin)
+            scalars = _checked_scalars(self.optimizer, applied + 1, lr, self._schedule, applied - self._origin)
+            if len(self._memo) > 4 * DEPTH:
+                self._memo = {t: v for t, v in self._memo.items() if t >= self._t}
+            hit = self._memo[applied] = (scalars, lr)
+        return hit
 
     def _settle(self) -> None:
-        """Wait for the step in flight, if any (its result then holds its values)."""
-        if self._pending is not None:
-            self._pending._fill()
+        """Wait for every step in flight (their results then hold their values)."""
+        if self._unread:
+            self._unread[-1]._fill()
 
-    def _finish(self, r: StepResult, wait, caps, prev: StepResult | None, lrs: tuple) -> None:
-        """Read back step r's results and count it if it was applied. prev: the step
-        before it, if it was in flight when r was sent (r's lr is lrs[0] if prev was
-        applied, else lrs[1])."""
-        if self._pending is r:
-            self._pending = None
+    def _finish(self, r: StepResult, wait, caps, prevs: tuple, seen: int, lrs: list) -> None:
+        """Read back step r's results and count it if it was applied. prevs: the steps
+        still unread when r was sent, which are read first, in order; seen: the applied
+        steps read back then (r's lr is lrs[j] for the j of prevs that were applied)."""
         try:
-            if prev is not None and not prev.ready:
-                prev._fill()  # in order (its own error, if any, comes again here)
-            r._lr = lrs[0] if prev is None or prev._ok else lrs[1]
+            self._unread.remove(r)
+        except ValueError:
+            pass
+        try:
+            for p in prevs:
+                if not p.ready:
+                    p._fill()  # in order (its own error, if any, comes again here)
+            r._lr = lrs[self._seen - seen]
             r._fill = None
             got = wait()
         except Exception as e:
@@ -581,6 +613,7 @@ class Trainer:
         reason = None
         if ok:
             self._t += 1
+            self._seen += 1
             if self.recover_every and self._t % self.recover_every == 0:
                 self._keep_host_copy()
         elif not math.isfinite(loss):
@@ -605,7 +638,9 @@ class Trainer:
         the old device: attach them again."""
         tensors, meta = self._host_copy
         lost = self._t - int(meta["steps"])
+        self._unread.clear()  # steps sent to the lost device: gone with it
         self._engine = make_engine(self.graph, self.backend, self.precision)
+        self._seen = 0  # the new Program has counted no runs
         self.restore(tensors, meta)
         reason = (
             f"{e}; training continues on a new device from step {self._t} "

@@ -24,7 +24,7 @@ from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
 from .passes.remat import rematerialize
 from .passes.views import fold_views
-from .program import SKIPPED, Binding, Kernel, Program, Scalar, Slot, limits_of, wgsl_features
+from .program import DEPTH, SEEN, Binding, Kernel, Program, Scalar, Slot, limits_of, outcome, wgsl_features
 
 
 class IdSource:
@@ -339,7 +339,10 @@ def assign_buffers(graph: Graph, sched: Schedule, ups: Updates, lim: dict, scala
         for kind in ("inputs", "params", "states")
         for n, t in getattr(graph, kind).items()
     ]
-    values.append(Value(scalars_id, 4 * max(1, len(graph.scalars)), "scalars", "scalars"))
+    # a training step's select_scalars kernel keeps its count of applied runs in the word
+    # after the host's scalars
+    words = len(graph.scalars) + (SEEN in graph.scalars)
+    values.append(Value(scalars_id, 4 * max(1, words), "scalars", "scalars"))
     for vid in sorted(sched.stored):
         t = by_id[vid]
         if vid in ups.inplace or vid in over:
@@ -415,20 +418,27 @@ def emit(sched: Schedule, ups: Updates, store: Storage, target: Target) -> list[
 
 
 def select_kernel(graph: Graph, store: Storage) -> list[Kernel]:
-    """[the select_scalars kernel] when the graph has "@skipped" scalars (a training
-    step; see tgweb.program): keep those when the ok output still says the last run
-    was skipped. [] otherwise."""
-    word = {n: store.where(t)[1] for n, t in graph.scalars.items()}
-    pairs = [(word[n[: -len(SKIPPED)]], k) for n, k in word.items() if n.endswith(SKIPPED)]
-    if not pairs:
+    """[the select_scalars kernel] when the graph has the "applied_seen" scalar (a
+    training step; see tgweb.program): count the last run if its ok output says it was
+    applied, then copy the optimizer scalars for that many applied unread steps over
+    the plain ones. [] otherwise."""
+    if SEEN not in graph.scalars:
         return []
+    word = {n: store.where(t)[1] for n, t in graph.scalars.items()}
+    count = len(graph.scalars)  # the word after the host's (assign_buffers keeps it)
     ok_buffer, ok_at = store.where(graph.outputs["ok"])
-    copies = " ".join(f"s[{a}u] = s[{b}u];" for a, b in pairs)
+    cases = []
+    for j in range(1, DEPTH + 1):
+        copies = " ".join(f"s[{word[n]}u] = s[{word[outcome(n, j)]}u];" for n in word if outcome(n, j) in word)
+        cases.append(f"    case {j}u: {{ {copies} }}\n")
     wgsl = (
         "@group(0) @binding(0) var<storage, read_write> s: array<u32>;\n"
         "@group(0) @binding(1) var<storage, read> ok: array<u32>;\n"
         "@compute @workgroup_size(1)\n"
-        f"fn main() {{\n  if (ok[{ok_at}u] == 0u) {{ {copies} }}\n}}\n"
+        "fn main() {\n"
+        f"  let applied = s[{count}u] + select(0u, 1u, ok[{ok_at}u] != 0u);\n"
+        f"  s[{count}u] = applied;\n"
+        f"  switch (applied - s[{word[SEEN]}u]) {{\n" + "".join(cases) + "    default: {}\n  }\n}\n"
     )
     bindings = [Binding(store.scalars_buffer, "read_write"), Binding(ok_buffer, "read")]
     return [Kernel("k_select_scalars", wgsl, bindings, (1, 1, 1), ["select_scalars"], "tgweb.compile")]

@@ -34,11 +34,15 @@ A training step (tgweb.compile) has the outputs "loss" (f32), "ok" (bool: the
 loss and every gradient were finite, so the step was applied; parameters and
 states are otherwise left exactly as they were) and "grad_norm" (f32, the global
 gradient norm before clipping); its scalars are "lr", "step_size" and
-"bc2_sqrt" (Adam/AdamW) and "seed" (u32), whichever the graph uses, and each
-optimizer scalar again as "<name>@skipped": its value should the step before turn
-out skipped. The first kernel, "select_scalars", copies those over the plain ones
-when the `ok` output still holds false from the last run; so the host can send a
-step before it has read the previous one back (Trainer.step). States start
+"bc2_sqrt" (Adam/AdamW) and "seed" (u32), whichever the graph uses. So that the
+host can send a step before it has read back the DEPTH steps sent before it
+(Trainer.step), each optimizer scalar comes again as "<name>@<j>" for j = 1..DEPTH:
+its value should j of the steps still unread when this one was sent turn out
+applied (the plain name: none of them); "applied_seen" (u32) says how many applied
+steps of this Program's runs the host had read back. The first kernel,
+"select_scalars", counts applied runs in the word after the scalars (adding the `ok`
+output the last run left), and copies set j = count - applied_seen over the plain
+words. The Trainer counts the same, from the `ok` it reads back. States start
 at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
 planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
 intermediate in its own buffer) and peak_live_bytes.
@@ -77,7 +81,14 @@ from typing import Any
 from .ir import prod
 
 VERSION = 2
-SKIPPED = "@skipped"  # suffix of a host scalar's value for "the step before was skipped"
+DEPTH = 8  # steps a Trainer may have sent and not yet read back when it sends another
+SEEN = "applied_seen"  # the host scalar: applied runs the host has read back (see above)
+
+
+def outcome(name: str, j: int) -> str:
+    """The host scalar holding `name`'s value should j of the unread steps be applied."""
+    return f"{name}@{j}"
+
 BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
 ACCESS = ("read", "read_write")
 SLOT_DTYPES = ("f32", "i32", "bool")
@@ -325,10 +336,11 @@ class Program:
         return out
 
 
-def selected_scalars(scalars: dict[str, Any], prev_ok: bool) -> dict[str, Any]:
-    """The scalars a step uses, given the last run's ok output: what a Program's
+def selected_scalars(scalars: dict[str, Any], applied: int) -> dict[str, Any]:
+    """The scalars a step uses, given the applied runs before it: what a Program's
     select_scalars kernel does on the GPU (see the module docstring)."""
-    out = {k: v for k, v in scalars.items() if not k.endswith(SKIPPED)}
-    if not prev_ok:
-        out.update({k[: -len(SKIPPED)]: v for k, v in scalars.items() if k.endswith(SKIPPED)})
+    out = {k: v for k, v in scalars.items() if "@" not in k}
+    j = applied - int(scalars.get(SEEN, applied))
+    if 1 <= j <= DEPTH:
+        out.update({k: scalars[outcome(k, j)] for k in list(out) if outcome(k, j) in scalars})
     return out
