@@ -578,7 +578,9 @@ class Trainer:
         hit = self._memo.get(applied)
         if hit is None:
             lr = self._schedule(applied - self._origin)
-            scalars = _checked_scalars(self.optimizer, applied + 1, lr, self._schedule, applied - self._origin)
+            scalars = _checked_scalars(
+                self.optimizer, applied + 1, lr, self._schedule, applied - self._origin
+            )
             if len(self._memo) > 4 * DEPTH:
                 self._memo = {t: v for t, v in self._memo.items() if t >= self._t}
             hit = self._memo[applied] = (scalars, lr)

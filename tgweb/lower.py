@@ -429,7 +429,9 @@ def select_kernel(graph: Graph, store: Storage) -> list[Kernel]:
     ok_buffer, ok_at = store.where(graph.outputs["ok"])
     cases = []
     for j in range(1, DEPTH + 1):
-        copies = " ".join(f"s[{word[n]}u] = s[{word[outcome(n, j)]}u];" for n in word if outcome(n, j) in word)
+        copies = " ".join(
+            f"s[{word[n]}u] = s[{word[outcome(n, j)]}u];" for n in word if outcome(n, j) in word
+        )
         cases.append(f"    case {j}u: {{ {copies} }}\n")
     wgsl = (
         "@group(0) @binding(0) var<storage, read_write> s: array<u32>;\n"

@@ -89,6 +89,7 @@ def outcome(name: str, j: int) -> str:
     """The host scalar holding `name`'s value should j of the unread steps be applied."""
     return f"{name}@{j}"
 
+
 BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
 ACCESS = ("read", "read_write")
 SLOT_DTYPES = ("f32", "i32", "bool")
