@@ -16,9 +16,14 @@ Figures (per model and framework):
                 pipelines ready); peers: their first step minus a steady step (their
                 tracing and shader compilation happen in the first step)
   ms/step       median of >= 20 steps after warm-up, every step's loss read back (tgweb:
-                one step late, as a page's loop reads it: steps are pipelined); tgweb
-                also reading each loss before sending the next step; and with the loss
-                read every 10th step (median over blocks of 10 steps)
+                each once it is back, as web.metric("loss", r) in a page's loop takes
+                it, since steps are pipelined, up to 8 unread: so the time of the whole
+                loop, its last losses waited for, per step); tgweb also reading each loss
+                before sending the next step; and with the loss read every 10th step
+                (median over blocks of 10 steps; tgweb: the Program run by its engine)
+  GPU clock     where nvidia-smi is found: the median SM clock (MHz) and mean reported
+                utilisation while each figure was measured (a GPU left lightly loaded
+                clocks itself down, which makes figures of one machine differ by 3x)
   dispatches    compute dispatches per step, counted in the page by wrapping
                 GPUComputePassEncoder.dispatchWorkgroups (tgweb: the same Program
                 replayed by gpu.mjs on the page, since its worker is not instrumented)
@@ -135,19 +140,27 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
     losses = []
     for i in range(1, warmup + 1):
         losses.append(trainer.step(**batches[i % len(batches)]).loss)
-    # every loss read, as a page's loop does (web.metric(name, r)): step n is sent, then
-    # step n-1's loss read, which the GPU has ready by then (pipelined steps)
-    per, prev = [], None
+    # every loss read, as a page's loop does (web.metric("loss", r) each step): each
+    # step's loss is taken once it is back, in order, without waiting for it; step()
+    # itself waits once DEPTH steps are unread (pipelined steps)
+    # (the figure: the whole loop, the last losses waited for, per step; a median of
+    # single steps would count the first steps, which only fill the pipeline)
+    windows = {}  # wall-clock spans of each measurement, for the GPU clock beside it
+    t_span = time.time()
+    per, unread = [], []
+    t_all = time.perf_counter()
     for i in range(steps):
         b = batches[(warmup + 1 + i) % len(batches)]
         t = time.perf_counter()
-        r = trainer.step(**b)
-        if prev is not None:
-            losses.append(prev.loss)
+        unread.append(trainer.step(**b))
+        while unread and unread[0].ready:
+            losses.append(unread.pop(0).loss)
         per.append(1000 * (time.perf_counter() - t))
-        prev = r
-    losses.append(prev.loss)
+    losses.extend(r.loss for r in unread)
+    every = 1000 * (time.perf_counter() - t_all) / steps
+    windows["read_every"] = [t_span, time.time()]
     datas = [check_inputs(trainer.graph, b, "bench") for b in batches]
+    t_span = time.time()
     blk = []
     for j in range(blocks):
         t = time.perf_counter()
@@ -155,6 +168,8 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
             got = _raw_step(trainer, datas[i % len(datas)], [("outputs", "loss")] if i == 9 else [])
         blk.append(100 * (time.perf_counter() - t))
         losses.append(float(got[("outputs", "loss")][0]))
+    windows["every10"] = [t_span, time.time()]
+    t_span = time.time()
     # each loss read before the next step is sent: a full round trip per step (last, so
     # the loss trajectory above matches the peers' step for step)
     at_once = []
@@ -162,7 +177,8 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
         t = time.perf_counter()
         trainer.step(**batches[i % len(batches)]).loss
         at_once.append(1000 * (time.perf_counter() - t))
-    out = {"ms_per_step_read_every": statistics.median(per),
+    windows["at_once"] = [t_span, time.time()]
+    out = {"windows": windows, "ms_per_step_read_every": every,
            "ms_per_step_read_at_once": statistics.median(at_once),
            "ms_per_step_read_every10": statistics.median(blk),
            "step_ms_all": per, "block_ms": blk, "losses": losses}
@@ -347,6 +363,7 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
         steps["host_breakdown"] = page.evaluate("() => harness.tgwebRun('bench_overhead(TRAINER, BATCHES)')")
         rep = page.evaluate("() => harness.tgwebRun('replica_args(TRAINER)')")
         params = {n: v["data"] for n, v in initial_params(model).items()}  # = the trainer's seed-0 init
+        t_span = time.time()
         replica = page.evaluate(
             "([p, prm, sc, b, o]) => harness.tgwebReplica(p, prm, sc, b, o)",
             [
@@ -357,6 +374,7 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
                 {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": cfg["blocks"][model]},
             ],
         )
+        replica["windows"] = {"steps": [t_span, time.time()]}
         out = {"fw": "tgweb", "where": "browser", **cold, **steps, "replica": replica}
         out["cold_start_s"] = out["cold_start_ms"] / 1000
         out["peak_gpu_bytes"] = replica["peak_gpu_bytes"]
@@ -426,6 +444,7 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
     ctx, page, logs = _new_page(browser, url)
     try:
         page.set_default_timeout(600_000)
+        t_span = time.time()
         r = page.evaluate(
             "([fw, m, init, b, o]) => harness.peer(fw, m, init, b, o)",
             [
@@ -441,6 +460,7 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
                 },
             ],
         )
+        r["windows"] = {"steps": [t_span, time.time()]}  # its load, compile and steps
         r["cold_start_s"] = r["cold_start_ms"] / 1000
         r["compile_s"] = max(0.0, r["first_step_ms"] - r["ms_per_step_read_every"]) / 1000
         r["logs"] = logs[-5:]
@@ -454,6 +474,55 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
 def _short(e) -> str:
     s = " ".join(str(e).split())
     return s if len(s) <= 600 else s[:150] + " … " + s[-450:]
+
+
+# --------------------------------------------------------------------------
+# The GPU's clock while figures are measured (NVIDIA: nvidia-smi)
+
+
+class GpuClocks:
+    """Samples the SM clock and utilisation every 100 ms through nvidia-smi, when there
+    is one, for the whole run; window(t0, t1) summarises a wall-clock span."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float, float]] = []  # (time.time(), MHz, util %)
+        self._proc = None
+        if shutil.which("nvidia-smi"):
+            cmd = ["nvidia-smi", "--query-gpu=clocks.sm,utilization.gpu", "--format=csv,noheader,nounits"]
+            self._proc = subprocess.Popen(cmd + ["-lms", "100"], stdout=subprocess.PIPE, text=True)
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self._proc.stdout:
+            try:
+                mhz, util = (float(x) for x in line.split(",")[:2])
+            except ValueError:
+                continue
+            self.samples.append((time.time(), mhz, util))
+
+    def window(self, span) -> dict | None:
+        """{"sm_mhz": median, "util": mean %} over the span [t0, t1] (None: no samples)."""
+        if not span:
+            return None
+        got = [(m, u) for t, m, u in self.samples if span[0] <= t <= span[1]]
+        if not got:
+            return None
+        mhz = sorted(m for m, _ in got)
+        return {"sm_mhz": mhz[len(mhz) // 2], "util": round(sum(u for _, u in got) / len(got), 1)}
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+
+
+def add_clocks(r: dict | None, clocks: GpuClocks) -> None:
+    """r["clocks"]: the GPU clock in each of r's measurement windows, when known."""
+    if not r or "error" in r:
+        return
+    got = {k: clocks.window(span) for k, span in (r.get("windows") or {}).items()}
+    got = {k: v for k, v in got.items() if v}
+    if got:
+        r["clocks"] = got
 
 
 # --------------------------------------------------------------------------
@@ -560,6 +629,14 @@ def _process_start_time() -> float | None:
 
 # --------------------------------------------------------------------------
 # Report
+
+
+def _fmt_clocks(c) -> str:
+    """'1980 (12 %)' per window, read every / every 10th / at once where measured."""
+    if not c:
+        return ""
+    order = ["read_every", "every10", "at_once", "steps"]
+    return " / ".join(f"{c[k]['sm_mhz']:.0f} ({c[k]['util']:.0f} %)" for k in order if k in c)
 
 
 def _fmt_ms(x):
@@ -673,6 +750,14 @@ def write_report(results: dict, cmd: str) -> str:
             ratio=False,
         )
         row("peak GPU bytes", "peak_gpu_bytes", _fmt_bytes, replica_key="peak_gpu_bytes", ratio=False)
+        if any(_get(r, "clocks") for r in [tb, nat, rep] + [R.get(p) for p in results["peers"]]):
+            cells = [
+                _fmt_clocks(_get(tb, "clocks")),
+                _fmt_clocks(rep.get("clocks")),
+                _fmt_clocks(_get(nat, "clocks")),
+            ]
+            cells += [_fmt_clocks(_get(R.get(p), "clocks")) for p in results["peers"]]
+            L.append("| GPU SM clock, MHz (utilisation) while measured | " + " | ".join(cells) + " |")
         first = [f"tgweb {(_get(tb, 'losses') or [None])[0]}" if tb and "error" not in tb else ""]
         L.append("")
         ls = []
@@ -897,6 +982,7 @@ def main(argv: list[str]) -> int:
         "models": {},
     }
     out = Path(a.out)
+    clocks = GpuClocks()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         results["env"]["chromium"] = f"Chromium {browser.version}"
@@ -907,16 +993,20 @@ def main(argv: list[str]) -> int:
             # interleaved: tgweb, then each peer, in one browser
             print(f"[{model}] tgweb in Chromium ...", flush=True)
             R["tgweb"] = run_tgweb_browser(browser, url, model, batches, cfg)
+            add_clocks(R["tgweb"], clocks)
+            add_clocks(R["tgweb"].get("replica"), clocks)
             _say(model, "tgweb", R["tgweb"])
             if "info" in R["tgweb"]:
                 results["env"]["adapter"] = R["tgweb"]["info"].get("adapter")
             for peer in peers:
                 print(f"[{model}] {peer} ...", flush=True)
                 R[peer] = run_peer(browser, url, peer, model, init, batches, cfg)
+                add_clocks(R[peer], clocks)
                 _say(model, peer, R[peer])
             if not a.no_native:
                 print(f"[{model}] tgweb native ...", flush=True)
                 R["native"] = run_native(model, cfg)
+                add_clocks(R["native"], clocks)
                 _say(model, "native", R["native"])
         report = write_report(results, cmd)
         try:
@@ -924,6 +1014,7 @@ def main(argv: list[str]) -> int:
         except Exception as e:
             print("chart failed:", _short(e))
         browser.close()
+    clocks.close()
     srv.shutdown()
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     (out / "RESULTS.md").write_text(report)
