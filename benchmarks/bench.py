@@ -501,10 +501,11 @@ class GpuClocks:
             self.samples.append((time.time(), mhz, util))
 
     def window(self, span) -> dict | None:
-        """{"sm_mhz": median, "util": mean %} over the span [t0, t1] (None: no samples)."""
+        """{"sm_mhz": median, "util": mean %} over the span [t0, t1], widened by a sample
+        period on each side: a figure of 20 short steps may fall between two samples."""
         if not span:
             return None
-        got = [(m, u) for t, m, u in self.samples if span[0] <= t <= span[1]]
+        got = [(m, u) for t, m, u in self.samples if span[0] - 0.15 <= t <= span[1] + 0.15]
         if not got:
             return None
         mhz = sorted(m for m, _ in got)
