@@ -15,6 +15,9 @@ Figures (per model and framework):
   compile       tgweb: tg.compile() wall time (trace, grad, passes, WGSL, buffers,
                 pipelines ready); peers: their first step minus a steady step (their
                 tracing and shader compilation happen in the first step)
+  warm-up       every framework steps for at least 1 s (and 5 steps, 2 for slow peers)
+                before its figures: a GPU idle through a compile stays at its lowest
+                clock for a while after work resumes (H200: 345 against 1980 MHz)
   ms/step       median of >= 20 steps after warm-up, every step's loss read back (tgweb:
                 each once it is back, as web.metric("loss", r) in a page's loop takes
                 it, since steps are pipelined, up to 8 unread: so the time of the whole
@@ -136,10 +139,14 @@ def bench_first(model, batches, backend=None):
     first = time.perf_counter() - t
     return trainer, {"compile_s": compile_s, "first_step_ms": 1000 * first, "first_loss": r.loss}
 
-def bench_steps(trainer, batches, warmup, steps, blocks):
-    losses = []
-    for i in range(1, warmup + 1):
-        losses.append(trainer.step(**batches[i % len(batches)]).loss)
+def bench_steps(trainer, batches, warmup, steps, blocks, warmup_s=0.0):
+    # warm-up: `warmup` steps and at least warmup_s seconds of them (a GPU idle through
+    # the compile runs at its lowest clock for a while: a figure should not measure that)
+    warm, t_warm = [], time.perf_counter()
+    while len(warm) < warmup or time.perf_counter() - t_warm < warmup_s:
+        warm.append(trainer.step(**batches[(len(warm) + 1) % len(batches)]))
+    losses = [r.loss for r in warm]
+    warmup = len(warm)
     # every loss read, as a page's loop does (web.metric("loss", r) each step): each
     # step's loss is taken once it is back, in order, without waiting for it; step()
     # itself waits once DEPTH steps are unread (pipelined steps)
@@ -178,7 +185,7 @@ def bench_steps(trainer, batches, warmup, steps, blocks):
         trainer.step(**batches[i % len(batches)]).loss
         at_once.append(1000 * (time.perf_counter() - t))
     windows["at_once"] = [t_span, time.time()]
-    out = {"windows": windows, "ms_per_step_read_every": every,
+    out = {"windows": windows, "warmup_steps": warmup, "ms_per_step_read_every": every,
            "ms_per_step_read_at_once": statistics.median(at_once),
            "ms_per_step_read_every10": statistics.median(blk),
            "step_ms_all": per, "block_ms": blk, "losses": losses}
@@ -358,7 +365,10 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
         )
         steps = page.evaluate(
             "([src]) => harness.tgwebRun(src)",
-            [f"bench_steps(TRAINER, BATCHES, {cfg['warmup']}, {cfg['steps']}, {cfg['blocks'][model]})"],
+            [
+                f"bench_steps(TRAINER, BATCHES, {cfg['warmup']}, {cfg['steps']}, "
+                f"{cfg['blocks'][model]}, {cfg['warmup_s']})"
+            ],
         )
         steps["host_breakdown"] = page.evaluate("() => harness.tgwebRun('bench_overhead(TRAINER, BATCHES)')")
         rep = page.evaluate("() => harness.tgwebRun('replica_args(TRAINER)')")
@@ -371,7 +381,12 @@ def run_tgweb_browser(browser, url, model, batches, cfg) -> dict:
                 params,
                 rep["scalars"],
                 batches,
-                {"warmup": cfg["warmup"], "steps": cfg["steps"], "blocks": cfg["blocks"][model]},
+                {
+                    "warmup": cfg["warmup"],
+                    "warmupMs": 1000 * cfg["warmup_s"],
+                    "steps": cfg["steps"],
+                    "blocks": cfg["blocks"][model],
+                },
             ],
         )
         replica["windows"] = {"steps": [t_span, time.time()]}
@@ -454,6 +469,7 @@ def run_peer(browser, url, fw, model, init, batches, cfg) -> dict:
                 batches,
                 {
                     "warmup": cfg["peer_warmup"][model],
+                    "warmupMs": 1000 * cfg["warmup_s"],
                     "steps": cfg["steps"],
                     "blocks": cfg["blocks"][model],
                     "budgetMs": cfg["budget_ms"],
@@ -581,7 +597,9 @@ def native_run(model: str, cfg: dict) -> None:
             for b in make_batches(model)
         ]
         trainer, first = ns["bench_first"](model, bs, "native")
-        steps = ns["bench_steps"](trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model])
+        steps = ns["bench_steps"](
+            trainer, bs, cfg["warmup"], cfg["steps"], cfg["blocks"][model], cfg["warmup_s"]
+        )
         steps["host_breakdown"] = ns["bench_overhead"](trainer, bs)
         out = {"fw": "tgweb", "where": "native", **first, **steps}
         out["peak_gpu_bytes"] = steps["program_bytes"]
@@ -766,9 +784,15 @@ def write_report(results: dict, cmd: str) -> str:
             if r and "error" not in r:
                 fl = r.get("first_loss", (r.get("losses") or [None])[0])
                 last = (r.get("losses") or [None])[-1]
-                ls.append(f"{name} {fl:.4f} → {last:.4f}" if fl is not None and last is not None else name)
+                n = len(r.get("losses") or [])
+                ls.append(
+                    f"{name} {fl:.4f} → {last:.4f} ({n} steps)"
+                    if fl is not None and last is not None
+                    else name
+                )
         L.append(
-            "Loss at the first step → the last timed step (same data and initial weights everywhere): "
+            "Loss at the first step → the last timed step (same data and initial weights everywhere; "
+            "the warm-up lasts at least as long for each, so the step counts differ): "
             + "; ".join(ls)
             + ".\n"
         )
@@ -933,6 +957,7 @@ def main(argv: list[str]) -> int:
     # peers that take seconds per step get fewer warm-up steps and a time budget per model
     cfg = {
         "warmup": 5,
+        "warmup_s": 1.0,  # and at least this long (every framework)
         "steps": 20,
         "blocks": {"sin": 3, "addition": 2},
         "peer_warmup": {"sin": 5, "addition": 2},
@@ -941,6 +966,7 @@ def main(argv: list[str]) -> int:
     if a.quick:
         cfg = {
             "warmup": 2,
+            "warmup_s": 0.2,
             "steps": 5,
             "blocks": {"sin": 1, "addition": 1},
             "peer_warmup": {"sin": 2, "addition": 1},

@@ -67,7 +67,7 @@ async function replicaDevice(program) {
  * shim, the page-measured dispatches, pipelines and peak GPU bytes, and per-kernel GPU
  * times from timestamp queries (one compute pass per kernel) and from gpu.mjs profile().
  */
-export async function tgwebReplica(programJson, params, scalars, batches, { warmup = 5, steps = 20, blocks = 3, repeats = 5 } = {}) {
+export async function tgwebReplica(programJson, params, scalars, batches, { warmup = 5, warmupMs = 0, steps = 20, blocks = 3, repeats = 5 } = {}) {
   const program = gpu.parseProgram(programJson);
   const { device, hasTs } = await replicaDevice(program);
   const s0 = stats();
@@ -77,7 +77,8 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
   for (const [n, v] of Object.entries(params)) rt.write("params", n, Float32Array.from(v));
   const inputs = toArrays(batches).map((b) => Object.fromEntries(Object.entries(b).filter(([k]) => k in program.inputs)));
   const loss = [["outputs", "loss"]];
-  for (let i = 0; i < warmup; i++) await rt.run(inputs[i % inputs.length], scalars, loss);
+  // warm-up: `warmup` steps and at least warmupMs of them (as every framework here)
+  for (let i = 0, t = now(); i < warmup || now() - t < warmupMs; i++) await rt.run(inputs[i % inputs.length], scalars, loss);
   const d0 = stats().dispatches;
   const per = [];
   let last;
@@ -227,7 +228,7 @@ async function loadPeer(fw) {
 }
 
 /** A peer from page load: import, set up, build, first step (cold start), then timed steps. */
-export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, blocks = 3, budgetMs = Infinity } = {}) {
+export async function peer(fw, model, init, batches, { warmup = 5, warmupMs = 0, steps = 20, blocks = 3, budgetMs = Infinity } = {}) {
   const out = { fw, model };
   const arrays = toArrays(batches);
   const t0 = now();
@@ -241,7 +242,11 @@ export async function peer(fw, model, init, batches, { warmup = 5, steps = 20, b
   out.first_step_ms = now() - t;
   out.cold_start_ms = now();
   out.pipelines_first_step = stats().pipelines - s0.pipelines;
-  for (let i = 1; i <= warmup; i++) losses.push(await mod.readScalar(m.step(arrays[i % arrays.length])));
+  // warm-up: `warmup` steps and at least warmupMs of them (as every framework here)
+  const tWarm = now();
+  for (let i = 1; i <= warmup || now() - tWarm < warmupMs; i++) losses.push(await mod.readScalar(m.step(arrays[i % arrays.length])));
+  warmup = losses.length - 1;
+  out.warmup_steps = warmup;
   const d0 = stats().dispatches, p0 = stats().pipelines;
   const per = [];
   const tLoop = now();
