@@ -113,8 +113,11 @@ def step_ms(sample: str, steps: int) -> tuple[float, dict]:
     s = samples.get(sample)
     tr = samples.compile(s, backend="native", seed=0)
     batches = [s.batch(i) for i in range(steps + 3)]
+    t0 = time.perf_counter()  # warm-up: 3 steps and 1 s (an idle GPU clocks itself down)
     for i in range(3):
         tr.step(**batches[i])
+    while time.perf_counter() - t0 < 1.0:
+        tr.step(**batches[0])
     t0 = time.perf_counter()
     for i in range(steps):
         loss = tr.step(**batches[3 + i]).loss
