@@ -282,6 +282,16 @@ CASES: dict[str, list] = {
         (lambda x: tg.causal_softmax(x), {"x": normal(*s)}, ["x"])
         for s in [(3, 3), (2, 7, 7), (1, 2, 3, 7), (7, 3), (1, 1, 7, 7)]
     ],
+    "normalize": [
+        (lambda x: tg.layer_norm(x), {"x": normal(3, 7)}, ["x"]),
+        (lambda x: tg.layer_norm(x * 0.1, eps=1e-3), {"x": normal(2, 3, 5)}, ["x"]),
+        (
+            lambda x, w, b: tg.layer_norm(x, w, b),
+            {"x": normal(4, 6), "w": normal(6), "b": normal(6)},
+            ["x", "w", "b"],
+        ),
+        (lambda x: tg.layer_norm(x), {"x": normal(1, 9)}, ["x"]),
+    ],
     "embedding": [
         (lambda w, i: tg.embedding(w, i), {"w": normal(*ws), "i": index(ws[0] + hi, *ish)}, ["w"])
         for ws, ish, hi in [((7, 3), (3,), 0), ((3, 7), (2, 7), 0), ((7, 1), (7, 3), 2), ((1, 3), (3,), 0)]

@@ -279,6 +279,12 @@ CASES = {
         (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
         (lambda x: nn_ops.causal_softmax(x), {"x": f(33, 40)}, {}),
     ],
+    "normalize": [  # the gradient runs normalize_grad; rows of one, serial, and trees
+        (lambda x: nn_ops.layer_norm(x), {"x": f(1)}, {}),
+        (lambda x, w, b: nn_ops.layer_norm(x * 3.0, w, b, 1e-3), {"x": f(7, 33), "w": f(33), "b": f(33)}, {}),
+        (lambda x: nn_ops.layer_norm(x, eps=0.5), {"x": f(2, 3, 257)}, {}),
+        (lambda x: nn_ops.layer_norm(x + 100.0), {"x": f(3, 2049)}, {}),
+    ],
     "one_hot": [
         (lambda k: nn_ops.one_hot(k, 1), {"k": i(1)}, {"doms": {"k": (0, 1)}}),
         (lambda k: nn_ops.one_hot(k, 7), {"k": i(33)}, {"doms": {"k": (-1, 8)}}),
@@ -402,6 +408,7 @@ CASES = {
 
 # grad-only kinds are exercised through the forward kind whose gradient they are
 GRAD_KINDS = {
+    "normalize_grad": "normalize",
     "embedding_grad": "embedding",
     "take_along_axis_grad": "take_along_axis",
     "conv2d_grad_input": "conv2d",
@@ -479,6 +486,7 @@ def test_gpu_tuned_kernel_matches_reference(kind, j):
         (lambda x: ops.sum(x, axis=1), {"x": f(5, 300)}),  # rows over serial_max: workgroup trees
         (lambda x: ops.argmax(x, axis=-1), {"x": f(3, 700)}),
         (lambda x: tg.softmax(x, axis=-1), {"x": f(4, 333)}),
+        (lambda x: tg.layer_norm(x), {"x": f(4, 333)}),
         (lambda a, b: a @ b, {"a": f(40, 1024), "b": f(1024, 70)}),  # few tiles, long k: split
         (lambda a, b: (a.T @ b).T, {"a": f(512, 24), "b": f(512, 40)}),  # split, written transposed
     ],
@@ -488,6 +496,7 @@ def test_gpu_tuned_kernel_matches_reference(kind, j):
         "sum-tree",
         "argmax-tree",
         "softmax-tree",
+        "layer_norm-tree",
         "split-k",
         "split-k-T",
     ],
@@ -595,6 +604,7 @@ def test_long_rows_take_workgroup_trees():
         (lambda x: nn_ops.softmax(x, -1), f(2, n)),
         (lambda x: nn_ops.log_softmax(x, 0), f(n, 3)),
         (lambda x: nn_ops.causal_softmax(x), f(4, n)),
+        (lambda x: nn_ops.layer_norm(x), f(3, n)),
     ]
     for fn, spec in cases:
         prog = run_case(fn, {"x": spec})

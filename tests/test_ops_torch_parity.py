@@ -219,6 +219,28 @@ def test_every_target_ignored_gives_nan_as_in_torch():
 
 
 @pytest.mark.parametrize(
+    "shape,affine,eps", [((4, 9), True, 1e-5), ((2, 3, 17), False, 1e-2), ((5, 1), True, 0.5)]
+)
+def test_layer_norm_matches_torch(shape, affine, eps):
+    d = shape[-1]
+    ins = {"x": normal(*shape) * 3.0 + 1.0, "w": normal(d), "b": normal(d)}
+    if affine:
+        compare(
+            lambda x, w, b: tg.layer_norm(x, w, b, eps),
+            lambda x, w, b: F.layer_norm(x, (d,), w, b, eps),
+            ins,
+            ["x", "w", "b"],
+        )
+    else:
+        compare(
+            lambda x: tg.layer_norm(x, eps=eps),
+            lambda x: F.layer_norm(x, (d,), eps=eps),
+            {"x": ins["x"]},
+            ["x"],
+        )
+
+
+@pytest.mark.parametrize(
     "xs,dim,idx_shape,srcs",
     [((4, 5), 0, (6, 5), (6, 5)), ((3, 6, 2), 1, (2, 4, 2), (3, 5, 2)), ((5, 4), -1, (5, 7), (5, 7))],
 )

@@ -67,6 +67,14 @@ def fn(x):
         {"x": ((9, 130), "f32")},
         2e-5,
     ),
+    "layer_norm": (  # rows of 130 (one invocation each here) and of 1100 (a workgroup each)
+        """
+def fn(x, w, b, y):
+    return tg.layer_norm(x, w, b), tg.layer_norm(y * 3.0 + 1.0, eps=1e-3)
+""",
+        {"x": ((9, 130), "f32"), "w": ((130,), "f32"), "b": ((130,), "f32"), "y": ((3, 1100), "f32")},
+        2e-5,
+    ),
     "embedding": (
         """
 def fn(table, ids):

@@ -1,5 +1,5 @@
 """Reductions (sum, max, min, argmax, argmin over any axes), row kernels (softmax,
-log_softmax, causal_softmax) and the embedding gradient (a scatter-add written as
+log_softmax, causal_softmax, normalize and its gradient) and the embedding gradient (a scatter-add written as
 one reduction per output).
 
 Rows up to the target's serial_max long are reduced by one invocation each, in a plain loop;
@@ -224,6 +224,21 @@ def emit_reduce(kc: KernelCtx, node):
     return body, disp, wg
 
 
+def _row_total(kc: KernelCtx, serial: bool, wg: int, var: str, kind: str) -> list[str]:
+    """Lines leaving the whole row's `var` (each invocation's part of a sum or max) in
+    `var`_t, in every invocation of a row kernel laid out by _rows: the part itself if
+    one invocation holds the row, else subgroup folds or a shared-memory tree (`sh`
+    free again after)."""
+    if serial:
+        return [f"let {var}_t = {var};"]
+    if kc.target.has("subgroups"):
+        lines, e = subgroup_total(kc, wg, kind, "f32", var, everyone=True)
+        return lines + [f"let {var}_t = {e};"]
+    out = [f"sh[li] = {var};", "workgroupBarrier();"]
+    out += tree(wg, "sh[li] = " + _comb(kind, "sh[li]", "sh[li + {s}u]") + ";")
+    return out + [f"let {var}_t = sh[0];", "workgroupBarrier();"]
+
+
 def emit_softmax(kc: KernelCtx, node):
     """softmax / log_softmax over one axis, causal_softmax over the last: the row's max,
     then the sum of exponentials, then the write; one invocation per row up to
@@ -248,28 +263,16 @@ def emit_softmax(kc: KernelCtx, node):
     def ld(r):
         return kc.load(x, add_idx("base", mul_idx(r, step)))
 
-    def total(var, comb, kind):
-        """Lines leaving the whole row's `var` in `var`_t (a shared-memory tree, or subgroup
-        folds, if parallel)."""
-        if serial:
-            return [f"let {var}_t = {var};"]
-        if kc.target.has("subgroups"):
-            lines, e = subgroup_total(kc, wg, kind, "f32", var, everyone=True)
-            return lines + [f"let {var}_t = {e};"]
-        out = [f"sh[li] = {var};", "workgroupBarrier();"]
-        out += tree(wg, "sh[li] = " + comb("sh[li]", "sh[li + {s}u]") + ";")
-        return out + [f"let {var}_t = sh[0];", "workgroupBarrier();"]
-
     body += [
         "var m = bitcast<f32>(0xff800000u);",
         f"for (var r = {first}; r < n; r = r + {stride}) {{ m = max(m, {ld('r')}); }}",
     ]
-    body += total("m", lambda a, b: f"max({a}, {b})", "max")
+    body += _row_total(kc, serial, wg, "m", "max")
     body += [
         "var s = 0.0;",
         f"for (var r = {first}; r < n; r = r + {stride}) {{ s = s + exp({ld('r')} - m_t); }}",
     ]
-    body += total("s", lambda a, b: f"{a} + {b}", "sum")
+    body += _row_total(kc, serial, wg, "s", "sum")
     if node.kind == "log_softmax":
         body.append("let lt = log(s_t);")
         val = f"{ld('r')} - m_t - lt"
@@ -284,6 +287,47 @@ def emit_softmax(kc: KernelCtx, node):
     body.append("  " + kc.store(node, add_idx("base", mul_idx("r", step)), "y"))
     body.append("}")
     return body, disp, wg
+
+
+def emit_normalize(kc: KernelCtx, node):
+    """normalize over the last axis: the row's mean, then its variance about the mean,
+    then (x - mean) / sqrt(var + eps) written. normalize_grad (x, g): the same
+    statistics, then the sums of g and of g * xhat, then dx = (g - mean(g) - xhat *
+    mean(g * xhat)) / sqrt(var + eps). One invocation per row up to the target's
+    serial_max long, else one workgroup per row (as the softmax kernels)."""
+    x = node.inputs[0]
+    length = x.shape[-1]
+    rows = prod(x.shape[:-1])
+    serial = length <= kc.target.knob("serial_max")
+    body, disp, wg, first, stride = _rows(kc, rows, length, serial, "f32")
+    inv_n, eps = f32_lit(1.0 / length), f32_lit(node.attrs["eps"])
+    loop = f"for (var r = {first}; r < {length}u; r = r + {stride}) {{"
+
+    def ld(t):
+        return kc.load(t, "(base + r)")
+
+    body += [f"let base = {mul_idx('o', length)};", "var s = 0.0;", f"{loop} s = s + {ld(x)}; }}"]
+    body += _row_total(kc, serial, wg, "s", "sum")
+    body += [
+        f"let mean = s_t * {inv_n};",
+        "var q = 0.0;",
+        f"{loop} let d = {ld(x)} - mean; q = q + d * d; }}",
+    ]
+    body += _row_total(kc, serial, wg, "q", "sum")
+    body.append(f"let rstd = inverseSqrt(q_t * {inv_n} + {eps});")
+    if node.kind == "normalize":
+        return body + [f"{loop} {kc.store(node, '(base + r)', f'({ld(x)} - mean) * rstd')} }}"], disp, wg
+    g = node.inputs[1]
+    body += [
+        "var a = 0.0;",
+        "var b = 0.0;",
+        f"{loop} let gv = {ld(g)}; a = a + gv; b = b + gv * ({ld(x)} - mean) * rstd; }}",
+    ]
+    body += _row_total(kc, serial, wg, "a", "sum") + _row_total(kc, serial, wg, "b", "sum")
+    body += [f"let ma = a_t * {inv_n};", f"let mb = b_t * {inv_n};", loop]
+    body.append(f"  let xh = ({ld(x)} - mean) * rstd;")
+    body.append("  " + kc.store(node, "(base + r)", f"rstd * ({ld(g)} - ma - xh * mb)"))
+    return body + ["}"], disp, wg
 
 
 def emit_embedding_grad(kc: KernelCtx, node):

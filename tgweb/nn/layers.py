@@ -22,13 +22,6 @@ class Linear(Module):
         return y + self.bias if self.bias is not None else y
 
 
-def _normalize(x, eps, axis=-1):
-    mu = ops.mean(x, axis, keepdims=True)
-    xc = x - mu
-    var = ops.mean(xc * xc, axis, keepdims=True)
-    return xc * ops.rsqrt(var + eps)
-
-
 class LayerNorm(Module):
     def __init__(self, dim: int, eps: float = 1e-5, elementwise_affine: bool = True) -> None:
         self.eps = float(eps)
@@ -36,8 +29,7 @@ class LayerNorm(Module):
         self.bias = self.param((dim,), init.zeros()) if elementwise_affine else None
 
     def forward(self, x):
-        y = _normalize(x, self.eps)
-        return y * self.weight + self.bias if self.weight is not None else y
+        return ops.layer_norm(x, self.weight, self.bias, self.eps)
 
 
 class RMSNorm(Module):

@@ -8,6 +8,10 @@ Kinds and attrs (what a kernel must implement):
 - ``causal_softmax`` {}: softmax over the last axis of x [..., T, S] where entry
   (i, j) of each T x S matrix is visible iff j <= i (top-left aligned, like
   ``torch.tril``); hidden entries come out exactly 0.
+- ``normalize`` {eps}: over the last axis, (x - mean) / sqrt(var + eps) with the
+  biased variance (a layer norm without its scale and shift). One kernel per row.
+- ``normalize_grad`` {eps}: (x, g) -> the gradient of normalize at x for the output
+  gradient g. No gradient of its own.
 - ``one_hot`` {num_classes}: i32 [...] -> f32 [..., C]; indices outside [0, C)
   give an all-zero row. No gradient.
 - ``embedding`` {}: (weight [N, D] f32, idx [...] i32) -> [..., D], row idx of
@@ -27,7 +31,7 @@ targets [...] (shape logits.shape[:-1]), unlike PyTorch's [N, C, ...].
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, mul_idx
-from ..codegen.reduce import emit_embedding_grad, emit_softmax
+from ..codegen.reduce import emit_embedding_grad, emit_normalize, emit_softmax
 from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register, set_torch
 from .base import as_tensor, norm_axis, op, require_float
 
@@ -136,6 +140,80 @@ def causal_softmax(scores) -> Tensor:
     x = as_tensor(scores)
     require_float("causal_softmax", x)
     return make("causal_softmax", (x,))
+
+
+# ---------------------------------------------------------------- layer norm
+
+
+def _np_normalized(np, x, eps):
+    """(xhat, 1 / sqrt(var + eps)) over the last axis."""
+    d = x - x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
+    return d * rstd, rstd
+
+
+def _ref_normalize_grad(ctx, args, t):
+    x, g = args
+    xh, rstd = _np_normalized(ctx.np, x, t.attrs["eps"])
+    return rstd * (g - g.mean(-1, keepdims=True) - xh * (g * xh).mean(-1, keepdims=True))
+
+
+def _infer_normalize_grad(ins, attrs):
+    x, g = ins
+    if g.shape != x.shape or g.dtype != "f32":
+        raise OpError(f"needs a gradient of x's shape {x.shape}, got {g.dtype} {g.shape}")
+    return _infer_float_same((x,), attrs)
+
+
+def _infer_normalize(ins, attrs):
+    (x,) = ins
+    if x.ndim < 1:
+        raise OpError("needs a tensor of rank >= 1 (it normalizes the last axis), got a scalar")
+    return _infer_float_same(ins, attrs)
+
+
+register(
+    "normalize",
+    family="nn",
+    role="kernel",
+    emit=emit_normalize,
+    infer=_infer_normalize,
+    grad=lambda t, g: [make("normalize_grad", (t.inputs[0], g), eps=t.attrs["eps"])],
+    ref=lambda ctx, args, t: _np_normalized(ctx.np, args[0], t.attrs["eps"])[0],
+)
+register(
+    "normalize_grad",
+    family="nn",
+    role="kernel",
+    emit=emit_normalize,
+    infer=_infer_normalize_grad,
+    grad=NO_GRAD,
+    ref=_ref_normalize_grad,
+)
+
+
+@op
+def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the last axis (torch.nn.functional.layer_norm with
+    normalized_shape = x.shape[-1:]): (x - mean) / sqrt(var + eps), the variance biased,
+    then times weight and plus bias when given (each of shape [x.shape[-1]]). The
+    normalization is one kernel per row, and its gradient one more."""
+    x = as_tensor(x)
+    require_float("layer_norm", x)
+    if x.ndim < 1:
+        raise OpError("needs a tensor of rank >= 1 (it normalizes the last axis), got a scalar")
+    eps = float(eps)
+    if not eps > 0.0 or eps == float("inf"):
+        raise OpError(f"eps must be a finite number > 0, got {eps!r}")
+    y = make("normalize", (x,), eps=eps)
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is None:
+            continue
+        p = as_tensor(p)
+        if p.shape != x.shape[-1:]:
+            raise OpError(f"{name} must have shape {x.shape[-1:]} (x's last axis), got {p.shape}")
+        y = y * p if name == "weight" else y + p
+    return y
 
 
 # ---------------------------------------------------------------- one_hot
@@ -597,6 +675,14 @@ def _torch_take(tc, a, n):
     return tc.torch.take_along_dim(x, idx.clamp(0, size - 1).long(), n.attrs["axis"]) * ok
 
 
+def _torch_normalize_grad(tc, a, n):
+    x, g = a
+    d = x - x.mean(-1, keepdim=True)
+    rstd = tc.torch.rsqrt((d * d).mean(-1, keepdim=True) + n.attrs["eps"])
+    xh = d * rstd
+    return rstd * (g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True))
+
+
 def _torch_take_grad(tc, a, n):
     g, idx = a
     axis, size = n.attrs["axis"], n.attrs["size"]
@@ -612,6 +698,10 @@ set_torch(
         "softmax": lambda tc, a, n: tc.torch.softmax(a[0], n.attrs["axis"]),
         "log_softmax": lambda tc, a, n: tc.torch.log_softmax(a[0], n.attrs["axis"]),
         "causal_softmax": _torch_causal,
+        "normalize": lambda tc, a, n: tc.torch.nn.functional.layer_norm(
+            a[0], a[0].shape[-1:], eps=n.attrs["eps"]
+        ),
+        "normalize_grad": _torch_normalize_grad,
         "one_hot": lambda tc, a, n: (
             a[0].unsqueeze(-1) == tc.torch.arange(n.attrs["num_classes"], device=a[0].device)
         ).to(tc.float),

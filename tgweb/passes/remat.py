@@ -19,10 +19,15 @@ MIN_GAP = 8  # kernels between an early and a late reader before recomputing pay
 MAX_OPS = 4  # operations one recomputation may copy
 
 
+# row kernels whose copy, a kernel of its own reading one stored row, costs less than
+# keeping their output: a layer norm's x_hat, read again by its scale's gradient
+KERNELS = ("normalize",)
+
+
 def clonable(t: Tensor) -> bool:
     """Kinds a fused elementwise kernel can compute (elementwise math, broadcasts, slices
-    and other index moves), except constants."""
-    return REGISTRY[t.kind].role in ("elementwise", "index")
+    and other index moves), except constants; and the row kernels of KERNELS."""
+    return REGISTRY[t.kind].role in ("elementwise", "index") or t.kind in KERNELS
 
 
 def _free(t: Tensor) -> bool:
