@@ -1,14 +1,15 @@
-"""Rematerialization: recompute a cheap elementwise value where it is read again much
-later, instead of keeping it stored in between.
+"""Rematerialization: recompute a cheap value where it is read again much later, instead
+of keeping it stored in between.
 
 A training step reads many forward values twice: in the forward pass and, much later,
 in the backward pass. When such a value is a short elementwise function of values
-that stay stored until its late readers run anyway (a layer norm's
-x_hat = (x - mean) * rstd from x - mean and rstd, its output x_hat * gamma + beta), the
-late readers get a copy of that computation instead. Fusion then folds the copy into
-their kernel (or gives it a small kernel of its own in front of a matmul), and the
-original value's memory is free from its last early reader on. Results are bit-identical:
-the copy runs the same operations on the same stored operands.
+that stay stored until its late readers run anyway (a layer norm's output
+x_hat * gamma + beta from x_hat), or a row kernel of KERNELS over such a value (x_hat
+itself, normalize(x), from x), the late readers get a copy of that computation
+instead. Fusion then folds an elementwise copy into their kernel (or gives it a small
+kernel of its own in front of a matmul), and the original value's memory is free from
+its last early reader on. Results are bit-identical: the copy runs the same operations
+on the same stored operands.
 """
 
 from __future__ import annotations
