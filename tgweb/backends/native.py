@@ -191,7 +191,7 @@ def device_limits() -> dict:
 def _raw_recorder():
     """record(pass, steps): each (pipeline, bind group, x, y, z) of `steps` set and
     dispatched in a compute pass straight through wgpu-native's C functions (steps hold
-    the objects' C handles, from raw_step). wgpu-py's methods check and convert every
+    the objects' C handles: Runtime._steps). wgpu-py's methods check and convert every
     argument and capture errors around each call: half of a step's host time in a
     Program of 200 kernels. Errors in a pass still surface, at its end() or the
     encoder's finish(), which go through wgpu-py. None when this wgpu-py does not
