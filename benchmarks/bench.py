@@ -98,7 +98,7 @@ import time, statistics
 import tgweb as tg
 from tgweb import samples
 from tgweb.compile import seed_word
-from tgweb.program import DEPTH, SEEN, outcome
+from tgweb.program import DEPTH
 from tgweb.inputs import check_inputs
 
 def _compile(model, backend=None):
@@ -110,11 +110,7 @@ def _compile(model, backend=None):
 
 def _scalars(trainer, applied, seed):
     # the Program's host scalars for a step after `applied` applied steps, none unread
-    sc = dict(trainer._host_scalars(applied)[0])
-    sc.update({outcome(k, j): v for k, v in list(sc.items()) for j in range(1, DEPTH + 1)})
-    sc["seed"], sc[SEEN] = seed, trainer._seen
-    names = {s.name for s in trainer.program.scalars}
-    return {k: v for k, v in sc.items() if k in names}
+    return trainer._step_scalars([trainer._host_scalars(applied)[0]] * (DEPTH + 1), seed)
 
 def _raw_step(trainer, data, read):
     # Trainer.step without its readback: the same host scalars, reads only `read` (the

@@ -539,13 +539,7 @@ class Trainer:
             self._settle()  # an lr only some outcomes give: decide exactly
             return self.step(**batch)
         sets += [sets[-1]] * (DEPTH + 1 - len(sets))  # outcomes that cannot happen
-        scalars = dict(sets[0][0])
-        for j in range(1, DEPTH + 1):
-            for k, v in sets[j][0].items():
-                scalars[outcome(k, j)] = v
-        scalars[SEEN] = self._seen
-        scalars["seed"] = seed_word(self.seed, self._calls)
-        scalars = {k: scalars[k] for k in self.graph.scalars}
+        scalars = self._step_scalars([sc for sc, _ in sets], seed_word(self.seed, self._calls))
         self._calls += 1
         caps = list(self.graph.captures)
         read = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
@@ -569,6 +563,17 @@ class Trainer:
                     raise
                 return self._recover(e)
         return result
+
+    def _step_scalars(self, sets: list[dict], seed: int) -> dict:
+        """The Program's host scalars for a step: sets[j], j = 0..DEPTH, the optimizer
+        scalars should j of the unread steps before it turn out applied."""
+        scalars = dict(sets[0])
+        for j in range(1, DEPTH + 1):
+            for k, v in sets[j].items():
+                scalars[outcome(k, j)] = v
+        scalars[SEEN] = self._seen
+        scalars["seed"] = seed
+        return {k: scalars[k] for k in self.graph.scalars}
 
     def _host_scalars(self, applied: int) -> tuple[dict, float]:
         """The optimizer scalars and lr of a step that follows `applied` applied steps
