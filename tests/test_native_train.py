@@ -48,10 +48,12 @@ def test_addition_20_steps_native_equals_reference():
     # float32 and in float64 already differ by 1.6e-4 in the loss at step 10, and in
     # about 38 % of the parameters at 1e-4 after 20 steps (Adam divides each gradient
     # by its own magnitude, so entries whose gradient is rounding noise move by up to
-    # lr per step). So: the losses agree to 1e-4 for the first steps and to 5e-4 over 20,
+    # lr per step). So: the losses agree to 1e-4 for the first steps, both float32 runs stay
+    # within 5e-4 of the float64 trajectory over 20 (they may stray from it on opposite sides:
+    # with numpy 2.4 and Mesa 22.3.6, reference 1.9e-4 and native 4.0e-4 at steps 9 and 18),
     # and native must be about as close to the float64 trajectory as float32 NumPy is.
     np.testing.assert_allclose(l_nat[:5], l_ref[:5], rtol=1e-4)
-    np.testing.assert_allclose(l_nat, l_ref, rtol=5e-4)
+    np.testing.assert_allclose(l_ref, l_64, rtol=5e-4)
     np.testing.assert_allclose(l_nat, l_64, rtol=5e-4)
     d_nat = np.sqrt(sum(((p_nat[k] - p_64[k]) ** 2).sum() for k in p_64))
     d_ref = np.sqrt(sum(((p_ref[k] - p_64[k]) ** 2).sum() for k in p_64))
