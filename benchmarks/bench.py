@@ -97,8 +97,8 @@ BENCH_PY = r"""
 import time, statistics
 import tgweb as tg
 from tgweb import samples
-from tgweb.compile import seed_word
-from tgweb.program import DEPTH
+from tgweb.inference import seed_word
+from tgweb.pipeline import DEPTH
 from tgweb.inputs import check_inputs
 
 def _compile(model, backend=None):
@@ -115,11 +115,11 @@ def _scalars(trainer, applied, seed):
 def _raw_step(trainer, data, read):
     # Trainer.step without its readback: the same host scalars, reads only `read` (the
     # bench's batches are finite: the step is applied, and counted so)
-    trainer._settle()
-    sc = _scalars(trainer, trainer._t, seed_word(trainer.seed, trainer._calls))
+    trainer._wait_in_flight()
+    sc = _scalars(trainer, trainer._applied, seed_word(trainer.seed, trainer._calls))
     trainer._calls += 1
-    trainer._t += 1
-    trainer._seen += 1
+    trainer._applied += 1
+    trainer._in_flight.applied_read += 1
     return trainer._engine.rt.run(data, sc, read)
 
 def _program_stats(trainer):

@@ -9,7 +9,7 @@ import pytest
 
 import tgweb as tg
 from tgweb import samples
-from tgweb.compile import FreeInference
+from tgweb.inference import FreeInference
 from tgweb.samples import addition, sin
 
 

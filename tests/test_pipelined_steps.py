@@ -14,7 +14,7 @@ import pytest
 import tgweb as tg
 from tgweb import nn, web
 from tgweb.optim import schedules
-from tgweb.program import DEPTH
+from tgweb.pipeline import DEPTH
 
 BACKENDS = ["reference", pytest.param("native", marks=pytest.mark.native)]
 

@@ -6,7 +6,8 @@ import pytest
 
 import tgweb as tg
 from tgweb import nn
-from tgweb.program import DEPTH, SEEN, VERSION, Binding, Kernel, Program, outcome
+from tgweb.pipeline import APPLIED_READ, DEPTH, if_applied
+from tgweb.program import VERSION, Binding, Kernel, Program
 
 
 class MLP(nn.Module):
@@ -51,8 +52,8 @@ def test_program_json_round_trip():
     opt = ("lr", "step_size", "bc2_sqrt")
     assert {s.name: s.type for s in again.scalars} == {
         **{k: "f32" for k in opt},
-        **{outcome(k, j): "f32" for k in opt for j in range(1, DEPTH + 1)},
-        SEEN: "u32",
+        **{if_applied(k, j): "f32" for k in opt for j in range(1, DEPTH + 1)},
+        APPLIED_READ: "u32",
     }
     assert again.bytes_by_kind() == prog.bytes_by_kind()
 

@@ -11,7 +11,7 @@ import tgweb as tg
 from tgweb import nn
 from tgweb.compile import decays
 from tgweb.optim import schedules
-from tgweb.program import DEPTH, SEEN, outcome
+from tgweb.pipeline import APPLIED_READ, DEPTH, if_applied
 
 
 class Net(nn.Module):
@@ -293,8 +293,8 @@ def test_graph_conventions():
     sumsq = [t for t in g.tensors if t.kind == "global_sumsq"]
     assert len(sumsq) == 1 and {i.id for i in sumsq[0].inputs} == {t.id for t in g.grads.values()}
     opt = ("lr", "step_size", "bc2_sqrt")
-    assert set(g.scalars) == {*opt, *(outcome(k, j) for k in opt for j in range(1, DEPTH + 1)), SEEN}
-    assert all(g.scalars[n].dtype == ("i32" if n == SEEN else "f32") for n in g.scalars)
+    assert set(g.scalars) == {*opt, *(if_applied(k, j) for k in opt for j in range(1, DEPTH + 1)), APPLIED_READ}
+    assert all(g.scalars[n].dtype == ("i32" if n == APPLIED_READ else "f32") for n in g.scalars)
 
 
 def test_attach_shares_params():
@@ -322,8 +322,8 @@ def test_memory_report_and_program():
     arena = prog.meta["grad_arena"]["buffer"]
     assert prog.buffers[arena].kind == "grad" and prog.buffers[arena].size >= kinds["param"]
     opt = ("lr", "step_size", "bc2_sqrt")
-    want = {k: "f32" for k in opt} | {outcome(k, j): "f32" for k in opt for j in range(1, DEPTH + 1)}
-    assert {s.name: s.type for s in prog.scalars} == want | {SEEN: "u32"}
+    want = {k: "f32" for k in opt} | {if_applied(k, j): "f32" for k in opt for j in range(1, DEPTH + 1)}
+    assert {s.name: s.type for s in prog.scalars} == want | {APPLIED_READ: "u32"}
     assert set(prog.outputs) == {"loss", "ok", "grad_norm"}
 
 

@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
+from .codegen.select import select_kernel
 from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
 from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
 from .passes.remat import rematerialize
 from .passes.views import fold_views
-from .program import DEPTH, SEEN, Binding, Kernel, Program, Scalar, Slot, limits_of, outcome, wgsl_features
+from .pipeline import APPLIED_READ, scalar_words
+from .program import Kernel, Program, Scalar, Slot, limits_of, wgsl_features
 
 
 class IdSource:
@@ -49,7 +51,7 @@ def lower(graph: Graph, limits=None, name: str = "step", target: Target | None =
     sched = schedule(graph, nodes, lim["maxStorageBuffersPerShaderStage"], ids)
     ups = place_updates(graph, sched)
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
-    kernels = select_kernel(graph, store) + emit(sched, ups, store, target)
+    kernels = select_kernels(graph, store) + emit(sched, ups, store, target)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
     prog.meta["features"] = wgsl_features(prog.kernels)  # what the device must have been created with
@@ -102,7 +104,9 @@ def computed_nodes(graph: Graph, target: Target | None = None, ids: IdSource | N
 # ---------------------------------------------------------------- schedule
 
 
-class Schedule(NamedTuple):
+class KernelOrder(NamedTuple):
+    """What schedule() decides: the kernels in execution order and what each stores and reads."""
+
     nodes: list[Tensor]  # computed nodes, recomputations included
     inlined: set[int]  # size-1 nodes every reader recomputes
     groups: list[Group]  # the kernels, in order
@@ -112,7 +116,7 @@ class Schedule(NamedTuple):
     roots: set[int]  # ids that must be stored (outputs, captures, updates)
 
 
-def schedule(graph: Graph, nodes: list[Tensor], max_bind: int, ids: IdSource) -> Schedule:
+def schedule(graph: Graph, nodes: list[Tensor], max_bind: int, ids: IdSource) -> KernelOrder:
     """Fuse the nodes into kernels; then values read again much later (forward values
     the backward pass needs) that are cheap to recompute from what stays stored anyway
     are recomputed there instead of kept, and the nodes are fused again."""
@@ -162,7 +166,7 @@ def _inlined(nodes: list[Tensor], roots: set[int], consumers) -> set[int]:
     return out
 
 
-def _fused(nodes, roots, max_bind, late, hint) -> Schedule:
+def _fused(nodes, roots, max_bind, late, hint) -> KernelOrder:
     consumers = _consumers(nodes)
     inlined = _inlined(nodes, roots, consumers)
     groups = fuse(nodes, consumers, roots, root, max_bind, inlined=inlined, late=late, inplace=hint)
@@ -177,7 +181,7 @@ def _fused(nodes, roots, max_bind, late, hint) -> Schedule:
             stored |= g.epilogue.stored
         if g.epilogue is None or g.head.id in roots:
             stored.add(g.head.id)
-    return Schedule(nodes, inlined, groups, reads, pos_of, stored, roots)
+    return KernelOrder(nodes, inlined, groups, reads, pos_of, stored, roots)
 
 
 def _kernel_reads(g: Group, inlined: set[int]) -> set[int]:
@@ -210,7 +214,7 @@ class Updates:
     copies: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # (leaf, new value) copied at the end
 
 
-def place_updates(graph: Graph, sched: Schedule) -> Updates:
+def place_updates(graph: Graph, sched: KernelOrder) -> Updates:
     """Each param/state update is written straight into its leaf's buffer when that is
     safe, else copied there by a kernel at the end of the step."""
     leaves = {**graph.params, **graph.states}
@@ -234,7 +238,7 @@ def place_updates(graph: Graph, sched: Schedule) -> Updates:
     return out
 
 
-def _inplace_ok(u: Tensor, leaf: Tensor, sched: Schedule) -> bool:
+def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder) -> bool:
     """u may be written straight into leaf's buffer: u is stored by a fused group that
     reads leaf only at the same element, and no later kernel reads leaf's old value."""
     if REGISTRY[u.kind].role in ("leaf", "view", "const"):
@@ -252,7 +256,7 @@ def _inplace_ok(u: Tensor, leaf: Tensor, sched: Schedule) -> bool:
     return all(j <= k or leaf.id not in rs for j, rs in enumerate(sched.reads))
 
 
-def _overwrites(sched: Schedule, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
+def _overwrites(sched: KernelOrder, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
     """result id -> id of the intermediate it may be written over: the kernel computing
     the result (elementwise, or the elementwise epilogue of a strided kernel writing its
     own layout) is the last to read the intermediate, reads it only directly at the
@@ -320,7 +324,7 @@ class Storage:
     scalars_buffer: int
 
 
-def assign_buffers(graph: Graph, sched: Schedule, ups: Updates, lim: dict, scalars_id: int) -> Storage:
+def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, scalars_id: int) -> Storage:
     """Values (leaves, the scalars arena, every stored tensor) and steps (what each
     kernel reads and writes) handed to the planner; device limits checked."""
     by_id = {t.id: t for t in graph.tensors} | {t.id: t for t in sched.nodes}
@@ -339,9 +343,7 @@ def assign_buffers(graph: Graph, sched: Schedule, ups: Updates, lim: dict, scala
         for kind in ("inputs", "params", "states")
         for n, t in getattr(graph, kind).items()
     ]
-    # a training step's select_scalars kernel keeps its count of applied runs in the word
-    # after the host's scalars
-    words = len(graph.scalars) + (SEEN in graph.scalars)
+    words = scalar_words(graph.scalars)
     values.append(Value(scalars_id, 4 * max(1, words), "scalars", "scalars"))
     for vid in sorted(sched.stored):
         t = by_id[vid]
@@ -406,7 +408,7 @@ def _check_size(nbytes: int, lim: dict, what: str, site: str) -> None:
 # ---------------------------------------------------------------- kernels
 
 
-def emit(sched: Schedule, ups: Updates, store: Storage, target: Target) -> list[Kernel]:
+def emit(sched: KernelOrder, ups: Updates, store: Storage, target: Target) -> list[Kernel]:
     """The WGSL of every kernel: the scheduled groups, then the copied updates."""
     kernels = [_emit_group(g, k, sched, store, target) for k, g in enumerate(sched.groups)]
     for leaf, u in ups.copies:
@@ -417,36 +419,17 @@ def emit(sched: Schedule, ups: Updates, store: Storage, target: Target) -> list[
     return kernels
 
 
-def select_kernel(graph: Graph, store: Storage) -> list[Kernel]:
-    """[the select_scalars kernel] when the graph has the "applied_seen" scalar (a
-    training step; see tgweb.program): count the last run if its ok output says it was
-    applied, then copy the optimizer scalars for that many applied unread steps over
-    the plain ones. [] otherwise."""
-    if SEEN not in graph.scalars:
+def select_kernels(graph: Graph, store: Storage) -> list[Kernel]:
+    """[the select_scalars kernel] for a training step (a graph with the APPLIED_READ
+    scalar: tgweb.pipeline), [] otherwise."""
+    if APPLIED_READ not in graph.scalars:
         return []
-    word = {n: store.where(t)[1] for n, t in graph.scalars.items()}
-    count = len(graph.scalars)  # the word after the host's (assign_buffers keeps it)
     ok_buffer, ok_at = store.where(graph.outputs["ok"])
-    cases = []
-    for j in range(1, DEPTH + 1):
-        copies = " ".join(
-            f"s[{word[n]}u] = s[{word[outcome(n, j)]}u];" for n in word if outcome(n, j) in word
-        )
-        cases.append(f"    case {j}u: {{ {copies} }}\n")
-    wgsl = (
-        "@group(0) @binding(0) var<storage, read_write> s: array<u32>;\n"
-        "@group(0) @binding(1) var<storage, read> ok: array<u32>;\n"
-        "@compute @workgroup_size(1)\n"
-        "fn main() {\n"
-        f"  let applied = s[{count}u] + select(0u, 1u, ok[{ok_at}u] != 0u);\n"
-        f"  s[{count}u] = applied;\n"
-        f"  switch (applied - s[{word[SEEN]}u]) {{\n" + "".join(cases) + "    default: {}\n  }\n}\n"
-    )
-    bindings = [Binding(store.scalars_buffer, "read_write"), Binding(ok_buffer, "read")]
-    return [Kernel("k_select_scalars", wgsl, bindings, (1, 1, 1), ["select_scalars"], "tgweb.compile")]
+    word = {n: store.where(t)[1] for n, t in graph.scalars.items()}
+    return [select_kernel(word, store.scalars_buffer, ok_buffer, ok_at)]
 
 
-def _emit_group(g: Group, k: int, sched: Schedule, store: Storage, target: Target) -> Kernel:
+def _emit_group(g: Group, k: int, sched: KernelOrder, store: Storage, target: Target) -> Kernel:
     if g.kind == "ew":
         kc = KernelCtx(store.where, sched.inlined, target=target)
         kinds = _uniq(m.kind for m in g.members)

@@ -35,14 +35,15 @@ loss and every gradient were finite, so the step was applied; parameters and
 states are otherwise left exactly as they were) and "grad_norm" (f32, the global
 gradient norm before clipping); its scalars are "lr", "step_size" and
 "bc2_sqrt" (Adam/AdamW) and "seed" (u32), whichever the graph uses. So that the
-host can send a step before it has read back the DEPTH steps sent before it
-(Trainer.step), each optimizer scalar comes again as "<name>@<j>" for j = 1..DEPTH:
+host can send a step before it has read back the DEPTH (8) steps sent before it
+(tgweb.pipeline), each optimizer scalar comes again as "<name>@<j>" for j = 1..DEPTH:
 its value should j of the steps still unread when this one was sent turn out
 applied (the plain name: none of them); "applied_seen" (u32) says how many applied
 steps of this Program's runs the host had read back. The first kernel,
 "select_scalars", counts applied runs in the word after the scalars (adding the `ok`
 output the last run left), and copies set j = count - applied_seen over the plain
-words. The Trainer counts the same, from the `ok` it reads back. States start
+words (tgweb.codegen.select). The Trainer counts the same, from the `ok` it reads
+back. States start
 at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
 planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
 intermediate in its own buffer) and peak_live_bytes.
@@ -81,15 +82,6 @@ from typing import Any
 from .ir import prod
 
 VERSION = 2
-DEPTH = 8  # steps a Trainer may have sent and not yet read back when it sends another
-SEEN = "applied_seen"  # the host scalar: applied runs the host has read back (see above)
-
-
-def outcome(name: str, j: int) -> str:
-    """The host scalar holding `name`'s value should j of the unread steps be applied."""
-    return f"{name}@{j}"
-
-
 BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
 ACCESS = ("read", "read_write")
 SLOT_DTYPES = ("f32", "i32", "bool")
@@ -110,7 +102,7 @@ LIMITS = {
 }
 
 
-def kebab(name: str) -> str:
+def wgpu_limit_name(name: str) -> str:
     """A limit's name as wgpu-py spells it: maxBufferSize -> max-buffer-size."""
     return "".join("-" + c.lower() if c.isupper() else c for c in name)
 
@@ -335,13 +327,3 @@ class Program:
         for b in self.buffers:
             out[b.kind] = out.get(b.kind, 0) + b.size
         return out
-
-
-def selected_scalars(scalars: dict[str, Any], applied: int) -> dict[str, Any]:
-    """The scalars a step uses, given the applied runs before it: what a Program's
-    select_scalars kernel does on the GPU (see the module docstring)."""
-    out = {k: v for k, v in scalars.items() if "@" not in k}
-    j = applied - int(scalars.get(SEEN, applied))
-    if 1 <= j <= DEPTH:
-        out.update({k: scalars[outcome(k, j)] for k in list(out) if outcome(k, j) in scalars})
-    return out

@@ -13,30 +13,38 @@ from typing import Any
 
 from ..host import to_user
 from ..ir import Graph
+from ..program import Program
 
 
-def make_engine(graph: Graph, backend: str, precision: str, share=None):
-    """The engine of one graph on one backend; share: another engine whose parameters
-    this one uses (an inference program attached to a trainer)."""
-    name = "step" if graph.updates else "forward"
+def lowering_for(backend: str) -> dict | None:
+    """lower()'s limits and target for a GPU backend's device (tensors over its limits
+    fail there; kernels are tuned for its class); None for the reference backend, which
+    runs the graph itself."""
+    if backend == "reference":
+        return None
+    mod = importlib.import_module(f"tgweb.backends.{backend}")
+    return {"limits": mod.device_limits(), "target": mod.device_target()}
+
+
+def make_engine(graph: Graph, program: Program | None, backend: str, precision: str, share=None):
+    """The engine of one graph on one backend: a GPU backend runs `program` (the graph
+    lowered with lowering_for(backend)); the reference backend runs the graph (and lowers
+    it only when asked for its plan). share: another engine whose parameters this one
+    uses (an inference program attached to a trainer)."""
     if backend == "reference":
         from .reference import Engine  # NumPy: imported only when asked for
 
-        return Engine(graph, precision, name, share)
-    return RuntimeEngine(graph, backend, name, share)
+        return Engine(graph, precision, "step" if graph.updates else "forward", share)
+    return RuntimeEngine(program, backend, share)
 
 
 class RuntimeEngine:
-    """A GPU backend: the graph lowered to a Program (tgweb.lower), run by that backend's
-    Runtime (tgweb.backends.base); host data as array.array."""
+    """A GPU backend: a Program run by that backend's Runtime (tgweb.backends.base); host
+    data as array.array."""
 
-    def __init__(self, graph: Graph, backend: str, name: str, share=None) -> None:
-        from ..lower import lower
-
+    def __init__(self, program: Program, backend: str, share=None) -> None:
         mod = importlib.import_module(f"tgweb.backends.{backend}")
-        self.graph = graph
-        # tensors over the device's limits fail here; kernels are tuned for its class
-        self.program = lower(graph, limits=mod.device_limits(), name=name, target=mod.device_target())
+        self.program = program
         shared = None
         if share is not None:
             shared = {n: share.rt.param_handle(n) for n in self.program.params}
@@ -50,7 +58,7 @@ class RuntimeEngine:
         self._scalar_names = frozenset(s.name for s in self.program.scalars)
 
     def close(self) -> None:
-        """Free this program's buffers and pipelines (tgweb.compile.Trainer.close)."""
+        """Free this program's buffers and pipelines (Trainer.close, Inference.close)."""
         self.rt.close()
 
     def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:

@@ -18,7 +18,7 @@ import struct
 from typing import Any
 
 from ..codegen.target import FEATURES, Target, classify
-from ..program import LIMITS, Program, kebab, limits_of, unmet_features, unmet_limits
+from ..program import LIMITS, Program, limits_of, unmet_features, unmet_limits, wgpu_limit_name
 from . import base
 
 _DEVICE: Any = None
@@ -84,7 +84,8 @@ def _device():
         )
         raise NativeError(_ERROR)
     # the adapter's own maxima of every limit Programs depend on
-    limits = {kebab(k): adapter.limits[kebab(k)] for k in LIMITS if kebab(k) in adapter.limits}
+    spelled_limits = [wgpu_limit_name(k) for k in LIMITS]
+    limits = {n: adapter.limits[n] for n in spelled_limits if n in adapter.limits}
     # the optional features, as this wgpu-py spells them ("subgroup")
     spelled = {f: next((n for n in names if n in adapter.features), None) for f, names in FEATURES.items()}
     spelled = {f: n for f, n in spelled.items() if n}

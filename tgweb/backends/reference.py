@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..ir import REGISTRY, Graph, Tensor
-from ..program import SEEN, selected_scalars
+from ..pipeline import APPLIED_READ, Selector
 
 
 class Context:
@@ -100,8 +100,7 @@ class Engine:
             for n, t in d.items()
         ]
         self._upd = list(graph.updates.items())
-        self._prev_ok = False  # the last run's ok output (a GPU's zeroed buffer at first)
-        self._applied = 0  # the select_scalars kernel's count of applied runs
+        self._selector = Selector()  # a training step's select_scalars kernel, on the host
 
     @property
     def program(self):
@@ -136,24 +135,25 @@ class Engine:
             feeds[t.id] = self.values["params"][n]
         for n, t in g.states.items():
             feeds[t.id] = self.values["states"][n]
-        counted = SEEN in g.scalars  # a training step: as its select_scalars kernel does
-        if counted:
-            self._applied += self._prev_ok
-        self.ctx.scalars = selected_scalars(scalars, self._applied)
+        counted = APPLIED_READ in g.scalars  # a training step: its ok outputs are counted
+        self.ctx.scalars = self._selector.select(scalars)
         asked = {(k, n) for k, n in read}
         want = asked | ({("outputs", "ok")} if counted else set())
         outs = [(k, n, t) for k, n, t in self._out if (k, n) in want]
         with self.np.errstate(all="ignore"):  # a non-finite step is detected in the graph
             vals = evaluate(g, [t for _, _, t in outs] + [u for _, u in self._upd], feeds, self.ctx)
         got = {(k, n): v for (k, n, _), v in zip(outs, vals)}
-        if counted:  # what the select_scalars kernel reads next time
-            self._prev_ok = bool(got[("outputs", "ok")])
+        if counted:
+            self._selector.ran(bool(got[("outputs", "ok")]))
             if ("outputs", "ok") not in asked:
                 del got[("outputs", "ok")]
         for (n, _), v in zip(self._upd, vals[len(outs) :]):
             kind = "params" if n in g.params else "states"
             self.values[kind][n] = v
         return got
+
+    def close(self) -> None:
+        """Nothing to free: the reference engine holds no GPU memory."""
 
     def submit(self, data, raw, scalars, read):
         """run() at once; the wait is free (the interface of a GPU engine's submit)."""

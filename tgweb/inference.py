@@ -1,0 +1,156 @@
+"""Inference programs: forward-only programs that share a Trainer's parameters
+(Trainer.attach). Inference has fixed input shapes; FreeInference has free (None) axes
+and compiles one Inference per size it meets. Both have run(**batch) and close()."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .backends import lowering_for, make_engine
+from .host import InputError
+from .inputs import check_inputs, index_bounds
+from .ir import Tensor, TraceError
+from .lower import lower
+from .trace import trace
+
+
+class RunResult:
+    """What Inference.run returns: .output (an array, or a dict of arrays when the
+    forward function returned a dict) and .captures; unpacks as (output, captures)."""
+
+    __slots__ = ("output", "captures")
+
+    def __init__(self, output, captures) -> None:
+        self.output, self.captures = output, captures
+
+    def __iter__(self):
+        return iter((self.output, self.captures))
+
+
+CLOSED = "this trainer was closed (trainer.close()); compile a new one"
+
+
+class Closed:
+    """Stands in for the engine of a closed trainer or inference program: any use says so."""
+
+    def __getattr__(self, name):
+        raise RuntimeError(CLOSED)
+
+    def close(self) -> None:  # closing again is harmless
+        pass
+
+
+class Inference:
+    """A forward-only program sharing a Trainer's parameters. run(**batch) -> RunResult."""
+
+    def __init__(self, trainer, forward_fn: Callable, inputs: dict[str, Any]) -> None:
+        self.trainer = trainer
+        graph, out = trace(forward_fn, trainer.model, inputs)
+        if isinstance(out, Tensor):
+            graph.outputs["output"] = out
+            self._single = True
+        elif isinstance(out, dict) and out and all(isinstance(v, Tensor) for v in out.values()):
+            graph.outputs.update(out)
+            self._single = False
+        else:
+            raise TraceError(
+                f"the forward function must return a tensor or a dict of tensors, got {type(out).__name__}"
+            )
+        self.graph = graph
+        self._bounds = index_bounds(graph)
+        device = lowering_for(trainer.backend)
+        program = None if device is None else lower(graph, name="forward", **device)
+        self._engine = make_engine(graph, program, trainer.backend, trainer.precision, share=trainer._engine)
+        self.runs = 0  # run() calls: the position of its random stream
+
+    @property
+    def program(self):
+        return self._engine.program
+
+    def run(self, **batch) -> RunResult:
+        data = check_inputs(self.graph, batch, "run", self._bounds)
+        outs, caps = list(self.graph.outputs), list(self.graph.captures)
+        scalars = {}
+        if "seed" in self.graph.scalars:  # random ops (sampling): new numbers each run
+            scalars["seed"] = seed_word(self.trainer.seed, self.runs, stream=2)
+        self.runs += 1
+        got = self._engine.run(
+            data, batch, scalars, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
+        )
+        o = {n: got[("outputs", n)] for n in outs}
+        return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
+
+    def close(self) -> None:
+        """Free this program's GPU buffers and pipelines; afterwards run() raises. Closing
+        twice is harmless."""
+        self._engine.close()
+        self._engine = Closed()
+
+
+def spec_shape(spec) -> tuple:
+    """The shape part of an input spec (a shape, or a (shape, dtype) pair)."""
+    pair = isinstance(spec, (tuple, list)) and len(spec) == 2 and not isinstance(spec[1], int)
+    pair = pair and not (spec[1] is None or isinstance(spec[1], (tuple, list)))
+    return tuple(spec[0]) if pair else tuple(spec)
+
+
+def _shape_of(value, name: str) -> tuple[int, ...]:
+    """The shape of an input given for a free axis: an array's, or a nested list's."""
+    if hasattr(value, "shape"):
+        return tuple(int(d) for d in value.shape)
+    shape, v = [], value
+    while isinstance(v, (list, tuple)):
+        shape.append(len(v))
+        v = v[0] if v else None
+    if not shape:
+        raise InputError(f"run: input {name!r} has a free axis, so it must be an array or a nested list")
+    return tuple(shape)
+
+
+class FreeInference:
+    """attach() with free (None) axes: one Inference per size seen, compiled on first use;
+    the KEEP most recently used stay compiled (older ones are closed)."""
+
+    KEEP = 8
+
+    def __init__(self, trainer, forward_fn: Callable, inputs: dict[str, Any]) -> None:
+        self.trainer, self._fn, self._specs = trainer, forward_fn, dict(inputs)
+        self._compiled: dict[tuple, Inference] = {}
+        self._closed = False
+
+    def _inference_for(self, batch: dict) -> Inference:
+        """The Inference of the batch's sizes (compiled now if it is not kept)."""
+        concrete = {}
+        for n, spec in self._specs.items():
+            want = spec_shape(spec)
+            if n not in batch:
+                raise InputError(f"run: missing input(s) [{n!r}]")
+            got = _shape_of(batch[n], n) if None in want else want
+            if len(got) != len(want) or any(w is not None and w != g for w, g in zip(want, got)):
+                raise InputError(f"run: input {n!r} has shape {got}, expected {want}")
+            shape = tuple(got)
+            concrete[n] = (shape, spec[1]) if spec_shape(spec) != tuple(spec) else shape
+        key = tuple(sorted((n, c if isinstance(c[0], int) else c[0]) for n, c in concrete.items()))
+        inf = self._compiled.pop(key, None) or Inference(self.trainer, self._fn, concrete)
+        self._compiled[key] = inf  # most recently used last
+        while len(self._compiled) > self.KEEP:
+            self._compiled.pop(next(iter(self._compiled))).close()
+        return inf
+
+    def run(self, **batch) -> RunResult:
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        return self._inference_for(batch).run(**batch)
+
+    def close(self) -> None:
+        """Free every compiled size; afterwards run() raises. Closing twice is harmless."""
+        for inf in self._compiled.values():
+            inf.close()
+        self._compiled = {}
+        self._closed = True
+
+
+def seed_word(seed: int, n: int, stream: int = 1) -> int:
+    """The PRNG seed scalar of the n-th run of a stream (1: training steps, 2: inference
+    runs) for a trainer's seed: every run draws new random numbers."""
+    return (seed * 0x9E3779B1 + n * 0x85EBCA6B + stream) & 0x7FFFFFFF
