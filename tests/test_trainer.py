@@ -293,7 +293,11 @@ def test_graph_conventions():
     sumsq = [t for t in g.tensors if t.kind == "global_sumsq"]
     assert len(sumsq) == 1 and {i.id for i in sumsq[0].inputs} == {t.id for t in g.grads.values()}
     opt = ("lr", "step_size", "bc2_sqrt")
-    assert set(g.scalars) == {*opt, *(if_applied(k, j) for k in opt for j in range(1, DEPTH + 1)), APPLIED_READ}
+    assert set(g.scalars) == {
+        *opt,
+        *(if_applied(k, j) for k in opt for j in range(1, DEPTH + 1)),
+        APPLIED_READ,
+    }
     assert all(g.scalars[n].dtype == ("i32" if n == APPLIED_READ else "f32") for n in g.scalars)
 
 
