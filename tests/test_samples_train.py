@@ -1,5 +1,6 @@
-"""The digits and names samples' data, splits and baselines, and every sample trained to
-its SUCCESS criterion through the command line (slow; run with -m slow).
+"""The digits and names samples' data, splits and baselines; sin trained to success and
+addition's memory plan through tg.compile; and every sample trained to its SUCCESS
+criterion through the command line (slow; run with -m slow).
 
 The slow trainings run every sample on the reference backend (with one BLAS thread, the
 fastest here: 35-80 steps/s on a busy 2-core machine), and sin and digits also on the
@@ -19,7 +20,9 @@ import zlib
 import pytest
 from conftest import train_to_success
 
-from tgweb.samples import digits, names, succeeded, success_bound
+import tgweb as tg
+from tgweb import samples
+from tgweb.samples import addition, digits, names, sin, succeeded, success_bound
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -154,6 +157,32 @@ def test_sample_names_from_the_bigram_model():
     assert len(got) == 40 and all(isinstance(n, str) and len(n) <= names.MAX_LEN for n in got)
     assert all(n.isalpha() and n.islower() for n in got if n)
     assert sum(len(n) for n in got) / 40 > 3  # names, not single letters
+
+
+# ---------------------------------------------------------------- through tg.compile
+
+
+def test_sin_trains_to_success():
+    tr = samples.compile(sin, backend="reference")
+    assert isinstance(tr.optimizer, tg.optim.Adam) and tr.lr == sin.OPTIMIZER["lr"]
+    fwd = tr.attach(sin.forward, inputs=sin.EVAL_INPUTS)
+    best = float("inf")
+    for s in range(sin.STEPS):
+        r = tr.step(**sin.batch(s))
+        assert r.ok
+        if (s + 1) % 100 == 0:
+            best = sin.metric(lambda b: fwd.run(**b).output)
+            if best < sin.SUCCESS["below"]:
+                break
+    assert best < sin.SUCCESS["below"], best
+
+
+def test_addition_plan_pools_intermediates():
+    tr = samples.compile(addition, backend="reference")
+    assert tr.clip_grad_norm == 1.0 and isinstance(tr.optimizer, tg.optim.AdamW)
+    rep = tr.memory_report()  # the GPU backends' plan: fused kernels, pooled intermediates
+    assert rep["total_bytes"] * 2 < rep["unpooled_total_bytes"]
+    assert rep["bytes_by_kind"]["state"] == 2 * rep["bytes_by_kind"]["param"]
 
 
 # ---------------------------------------------------------------- training to success
