@@ -54,3 +54,23 @@ def test_closing_one_trainer_leaves_another_running():
     r = b.step(**sin.batch(0))
     assert r.ok
     b.close()
+
+
+def test_an_inference_program_closes_on_its_own_and_the_trainer_runs_on():
+    with compile_sin() as trainer:
+        trainer.step(**sin.batch(0))
+        before = gpu_objects()
+        fixed = trainer.attach(sin.forward, inputs=sin.EVAL_INPUTS)
+        free = trainer.attach(sin.forward, inputs={"x": (None, 1)})
+        fixed.run(**sin.grid())
+        free.run(x=[[0.5]] * 3)
+        assert gpu_objects()["Buffer"] > before["Buffer"]
+        fixed.close()
+        free.close()
+        assert gpu_objects() == before
+        with pytest.raises(RuntimeError, match="inference program was closed"):
+            fixed.run(**sin.grid())
+        with pytest.raises(RuntimeError, match="inference program was closed"):
+            free.run(x=[[0.5]] * 3)
+        fixed.close()  # twice is harmless
+        assert trainer.step(**sin.batch(1)).ok

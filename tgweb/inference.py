@@ -27,14 +27,17 @@ class RunResult:
         return iter((self.output, self.captures))
 
 
-CLOSED = "this trainer was closed (trainer.close()); compile a new one"
+CLOSED = "this inference program was closed (its close(), or its trainer's); attach a new one"
 
 
 class Closed:
     """Stands in for the engine of a closed trainer or inference program: any use says so."""
 
+    def __init__(self, message: str = CLOSED) -> None:
+        self.message = message
+
     def __getattr__(self, name):
-        raise RuntimeError(CLOSED)
+        raise RuntimeError(self.message)
 
     def close(self) -> None:  # closing again is harmless
         pass

@@ -441,7 +441,7 @@ class Trainer:
         for inf in attached:
             inf.close()
         self._engine.close()
-        self._engine = Closed()
+        self._engine = Closed("this trainer was closed (trainer.close()); compile a new one")
 
     def __enter__(self) -> "Trainer":
         return self
