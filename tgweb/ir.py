@@ -201,6 +201,23 @@ def root(t: "Tensor") -> "Tensor":
 # Tensors and graphs
 
 
+class Size(int):
+    """A tensor's element count that, called, is PyTorch's size(): the shape, or the
+    length of one axis."""
+
+    def __new__(cls, n: int, shape: tuple[int, ...]) -> "Size":
+        self = super().__new__(cls, n)
+        self.shape = shape
+        return self
+
+    def __call__(self, dim: int | None = None):
+        if dim is None:
+            return self.shape
+        if not isinstance(dim, int) or not -len(self.shape) <= dim < len(self.shape):
+            raise TraceError(f"size({dim!r}) is out of range for shape {self.shape}", user_site())
+        return self.shape[dim]
+
+
 class TensorOps:
     """Operators shared by Tensor and nn.Parameter; each forwards to tgweb.ops."""
 
@@ -276,75 +293,76 @@ class TensorOps:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        return prod(self.shape)
+    def size(self) -> "Size":
+        """The element count (NumPy's x.size); called, PyTorch's x.size() or x.size(dim)."""
+        return Size(prod(self.shape), self.shape)
 
     def reshape(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return _ops().reshape(self, shape)
 
-    def sum(self, axis=None, keepdims=False):
-        return _ops().sum(self, axis, keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        return _ops().mean(self, axis, keepdims)
-
-    def max(self, axis=None, keepdims=False):
-        return _ops().max(self, axis, keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        return _ops().min(self, axis, keepdims)
-
-    def argmax(self, axis=-1, keepdims=False):
-        return _ops().argmax(self, axis, keepdims)
-
-    def argmin(self, axis=-1, keepdims=False):
-        return _ops().argmin(self, axis, keepdims)
+    view = reshape
 
     def permute(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         return _ops().permute(self, axes)
 
-    def transpose(self, *axes):
-        return _ops().transpose(self, axes or None)
-
-    def swapaxes(self, a, b):
-        return _ops().swapaxes(self, a, b)
-
-    def squeeze(self, axis=None):
-        return _ops().squeeze(self, axis)
-
-    def unsqueeze(self, axis):
-        return _ops().unsqueeze(self, axis)
-
-    def broadcast_to(self, shape):
-        return _ops().broadcast_to(self, shape)
+    def expand(self, *shape):
+        """PyTorch's expand: -1 keeps an axis's size."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        lead = len(shape) - self.ndim
+        full = tuple(d if d != -1 else self.shape[i - lead] for i, d in enumerate(shape))
+        return _ops().broadcast_to(self, full)
 
     def astype(self, dtype):
         return _ops().cast(self, dtype)
 
-    def exp(self):
-        return _ops().exp(self)
+    def numel(self) -> int:
+        return prod(self.shape)
 
-    def log(self):
-        return _ops().log(self)
+    def dim(self) -> int:
+        return len(self.shape)
 
-    def sqrt(self):
-        return _ops().sqrt(self)
+    def contiguous(self):
+        return self  # every traced tensor is laid out row-major
 
-    def tanh(self):
-        return _ops().tanh(self)
+    def masked_fill(self, mask, value):
+        return _ops().where(mask, value, self)
 
-    def sigmoid(self):
-        return _ops().sigmoid(self)
+    def float(self):
+        return _ops().cast(self, "f32")
 
-    def relu(self):
-        return _ops().relu(self)
+    def long(self):
+        return _ops().cast(self, "i32")
 
-    def square(self):
-        return _ops().square(self)
+    int = long
+
+    def bool(self):
+        return _ops().cast(self, "bool")
+
+
+def _forward(name: str):
+    """A Tensor method that calls the op of the same name on the tensor."""
+
+    def method(self, *args, **kwargs):
+        return getattr(_ops(), name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+# Tensor methods that are the op of the same name with the tensor first
+TENSOR_METHODS = (
+    "sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "transpose", "swapaxes",
+    "squeeze", "unsqueeze", "broadcast_to", "split", "chunk", "narrow", "exp", "log", "sqrt",
+    "rsqrt", "tanh", "sigmoid", "relu", "square", "abs", "sign", "sin", "cos", "clamp", "pow",
+    "softmax", "log_softmax", "maximum", "minimum", "matmul",
+)  # fmt: skip
+for _name in TENSOR_METHODS:
+    setattr(TensorOps, _name, _forward(_name))
 
 
 _OPS: Any = None  # the tgweb.ops namespace; tgweb.ops binds itself (ir never imports it)

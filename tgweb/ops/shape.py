@@ -175,10 +175,18 @@ def permute(x, axes) -> Tensor:
 
 
 @op
-def transpose(x, axes=None) -> Tensor:
-    """NumPy's transpose: axes reversed, or permuted by axes."""
+def transpose(x, dim0: int | None = None, dim1: int | None = None) -> Tensor:
+    """PyTorch's transpose: axes dim0 and dim1 swapped; with neither given, every axis
+    reversed (x.T). Permute takes a whole permutation."""
     x = as_tensor(x)
-    return permute(x, tuple(reversed(range(x.ndim))) if axes is None else axes)
+    if dim0 is None and dim1 is None:
+        return permute(x, tuple(reversed(range(x.ndim))))
+    if not isinstance(dim0, int) or not isinstance(dim1, int):
+        raise OpError(
+            f"transpose takes two axes (dim0, dim1) to swap, got {dim0!r}, {dim1!r}; "
+            "use permute for a whole permutation"
+        )
+    return swapaxes(x, dim0, dim1)
 
 
 @op
@@ -389,25 +397,41 @@ def stack(xs, axis: int = 0) -> Tensor:
     return concat([unsqueeze(x, a) for x in xs], a)
 
 
-@op
-def split(x, sections, axis: int = 0) -> list[Tensor]:
-    """Split into `sections` equal parts, or into parts of the given sizes."""
-    x = as_tensor(x)
-    a = norm_axis(axis, x.ndim, x.shape)
-    n = x.shape[a]
-    if isinstance(sections, int):
-        if sections < 1 or n % sections:
-            raise OpError(f"axis {a} of shape {x.shape} does not split into {sections} equal parts")
-        sizes = [n // sections] * sections
-    else:
-        sizes = list(sections)
-        if sum(sizes) != n or any(s < 1 for s in sizes):
-            raise OpError(f"sizes {sizes} do not add up to {n} (axis {a} of shape {x.shape})")
+def _parts(x: Tensor, a: int, sizes) -> list[Tensor]:
     out, off = [], 0
     for s in sizes:
         out.append(narrow(x, a, off, s))
         off += s
     return out
+
+
+@op
+def split(x, split_size_or_sections, axis: int = 0) -> list[Tensor]:
+    """PyTorch's split: an int is the size of each part (the last may be smaller); a list
+    gives every part's size."""
+    x = as_tensor(x)
+    a = norm_axis(axis, x.ndim, x.shape)
+    n, size = x.shape[a], split_size_or_sections
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size < 1:
+            raise OpError(f"split size must be >= 1, got {size}")
+        sizes = [min(size, n - off) for off in range(0, n, size)]
+    else:
+        sizes = list(size)
+        if sum(sizes) != n or any(not isinstance(s, int) or s < 1 for s in sizes):
+            raise OpError(f"sizes {sizes} do not add up to {n} (axis {a} of shape {x.shape})")
+    return _parts(x, a, sizes)
+
+
+@op
+def chunk(x, chunks: int, axis: int = 0) -> list[Tensor]:
+    """PyTorch's chunk: parts of ceil(n / chunks) along axis (fewer parts when that
+    size already covers it; the last may be smaller)."""
+    x = as_tensor(x)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise OpError(f"chunks must be an int >= 1, got {chunks!r}")
+    a = norm_axis(axis, x.ndim, x.shape)
+    return split(x, -(-x.shape[a] // chunks), a)
 
 
 # ---------------------------------------------------------------- indexing
