@@ -22,6 +22,9 @@ _DTYPE_NAMES = {
     "torch.float32": "f32",
     "torch.int32": "i32",
     "torch.bool": "bool",
+    # 64-bit integers (torch.long) become i32; step inputs are checked to fit
+    "int64": "i32",
+    "torch.int64": "i32",
 }
 
 
@@ -278,6 +281,13 @@ class TensorOps:
     def __getitem__(self, idx):
         return _ops().getitem(self, idx)
 
+    def __setitem__(self, idx, value):
+        raise TraceError(
+            "item assignment on a parameter is an in-place update, which a compiled graph "
+            "cannot express: compute a new tensor instead (or set values before compiling)",
+            user_site(),
+        )
+
     __hash__ = object.__hash__
 
     @property
@@ -418,7 +428,35 @@ class Tensor(TensorOps):
     def __eq__(self, o):  # type: ignore[override]
         return _ops().equal(self, o)
 
+    def __ne__(self, o):  # type: ignore[override]
+        return _ops().equal(_ops().equal(self, o), False)
+
+    def __setitem__(self, idx, value):
+        """x[idx] = value as a functional update: this tensor object now denotes the new
+        value (tgweb.ops.index_put); readers built before still read the old one."""
+        _swap(self, _ops().index_put(self, idx, value))
+
     __hash__ = TensorOps.__hash__
+
+
+def _swap(a: Tensor, b: Tensor) -> None:
+    """Exchange two nodes' identities in their graph: every reference to a (the node
+    lists, inputs, entry and exit points) now holds b and the other way round, and the
+    objects trade contents, so object a is the later value and object b the earlier."""
+    g = a.graph
+    pick = {id(a): b, id(b): a}
+    for t in g.tensors:
+        if any(id(i) in pick for i in t.inputs):
+            t.inputs = tuple(pick.get(id(i), i) for i in t.inputs)
+    for d in (g.inputs, g.params, g.captures, g.outputs, g.param_tensors, g.states, g.scalars):
+        for k, v in d.items():
+            if id(v) in pick:
+                d[k] = pick[id(v)]
+    for s in Tensor.__slots__:
+        va, vb = getattr(a, s), getattr(b, s)
+        setattr(a, s, vb)
+        setattr(b, s, va)
+    g.tensors[a.id], g.tensors[b.id] = a, b
 
 
 def replace(

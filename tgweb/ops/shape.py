@@ -434,6 +434,25 @@ def chunk(x, chunks: int, axis: int = 0) -> list[Tensor]:
     return split(x, -(-x.shape[a] // chunks), a)
 
 
+@op
+def roll(x, shifts, axis=None) -> Tensor:
+    """torch.roll: elements shifted along axis (or axes), wrapping around; with no axis,
+    over the flattened tensor."""
+    x = as_tensor(x)
+    if axis is None:
+        return reshape(roll(reshape(x, (x.size,)), shifts, 0), x.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(shifts) != len(axes):
+        raise OpError(f"roll: {len(shifts)} shifts for {len(axes)} axes")
+    for k, a in zip(shifts, axes):
+        a = norm_axis(a, x.ndim, x.shape)
+        k %= x.shape[a]
+        if k:
+            x = concat(_parts(x, a, [x.shape[a] - k, k])[::-1], a)
+    return x
+
+
 # ---------------------------------------------------------------- indexing
 
 
@@ -476,6 +495,53 @@ def getitem(x, idx) -> Tensor:
             out_shape.append(stop - start)
         axis += 1
     return reshape(x, tuple(out_shape))
+
+
+def _index_ranges(x: Tensor, idx) -> list[tuple[int, int, bool]]:
+    """(start, stop, dropped) per axis of x for a basic index (ints, step-1 slices, ...)."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if any(i is None for i in idx):
+        raise OpError("None in an assigned index is not supported")
+    n_real = sum(1 for i in idx if i is not Ellipsis)
+    if Ellipsis in idx:
+        e = idx.index(Ellipsis)
+        idx = idx[:e] + (slice(None),) * (x.ndim - n_real) + idx[e + 1 :]
+    idx = idx + (slice(None),) * (x.ndim - len(idx))
+    if len(idx) > x.ndim:
+        raise OpError(f"too many indices ({len(idx)}) for shape {x.shape}")
+    out = []
+    for a, (i, n) in enumerate(zip(idx, x.shape)):
+        if isinstance(i, int) and not isinstance(i, bool) and -n <= i < n:
+            out.append((i % n, i % n + 1, True))
+        elif isinstance(i, slice) and i.step in (None, 1) and i.indices(n)[1] > i.indices(n)[0]:
+            out.append(i.indices(n)[:2] + (False,))
+        else:
+            raise OpError(f"unsupported or out-of-range index {i!r} on axis {a} of shape {x.shape}")
+    return out
+
+
+@op
+def index_put(x, idx, value) -> Tensor:
+    """x with x[idx] replaced by value (broadcast), as a new tensor: what item assignment
+    (x[idx] = value) on a traced tensor computes. Basic indices only."""
+    from .elementwise import arange, cast, greater_equal, less, logical_and, where
+
+    x = as_tensor(x)
+    ranges = _index_ranges(x, idx)
+    region = tuple(b - a for a, b, _ in ranges)
+    v = as_tensor(value, x)
+    v = v if v.dtype == x.dtype else cast(v, x.dtype)
+    kept = tuple(r for r, (_, _, dropped) in zip(region, ranges) if not dropped)
+    v = reshape(broadcast_to(v, kept), region)
+    mask = None
+    for a, (start, stop, _) in enumerate(ranges):
+        v = pad(v, a, start, x.shape[a] - stop)
+        if (start, stop) != (0, x.shape[a]):
+            pos = reshape(arange(x.shape[a]), tuple(-1 if d == a else 1 for d in range(x.ndim)))
+            m = logical_and(greater_equal(pos, start), less(pos, stop))
+            mask = m if mask is None else logical_and(mask, m)
+    return v if mask is None else where(mask, v, x)
 
 
 # ---------------------------------------------------------------- PyTorch (tg.to_torch)
