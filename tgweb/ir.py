@@ -336,6 +336,17 @@ class TensorOps:
     def dim(self) -> int:
         return len(self.shape)
 
+    @property
+    def device(self) -> str:
+        return "webgpu"
+
+    def to(self, *args, **kwargs):
+        """PyTorch's to(device or dtype): a dtype casts, a device changes nothing."""
+        for a in (*args, *kwargs.values()):
+            if dtype_name(a) in DTYPES:
+                return _ops().cast(self, dtype_name(a))
+        return self
+
     def contiguous(self):
         return self  # every traced tensor is laid out row-major
 

@@ -6,6 +6,7 @@ Never imports torch: Pyodide has none."""
 
 from __future__ import annotations
 
+import builtins as _b
 import contextlib
 import functools
 import math
@@ -111,11 +112,7 @@ def _factory(values_fn, traced_fn, shape, own):
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     own = _own(
         dtype,
-        "f32"
-        if isinstance(fill_value, builtins_float)
-        else "bool"
-        if isinstance(fill_value, builtins_bool)
-        else "i32",
+        "f32" if isinstance(fill_value, _b.float) else "bool" if isinstance(fill_value, _b.bool) else "i32",
     )
     size = _shape((size,))
     return _factory(lambda: [fill_value] * prod(size), lambda: _ops.full(size, fill_value, own), size, own)
@@ -144,8 +141,8 @@ def ones_like(x, dtype=None):
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
-    n = max(0, math.ceil((end - start) / step))
-    floats = any(isinstance(v, builtins_float) for v in (start, end, step))
+    n = _b.max(0, math.ceil((end - start) / step))
+    floats = any(isinstance(v, _b.float) for v in (start, end, step))
     own = _own(dtype, "f32" if floats else "i32")
     return _factory(
         lambda: [start + i * step for i in range(n)], lambda: _ops.arange(start, end, step, own), (n,), own
@@ -163,9 +160,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 
 
 def _kind(values) -> str:
-    if all(isinstance(v, builtins_bool) for v in values):
+    if all(isinstance(v, _b.bool) for v in values):
         return "bool"
-    return "i32" if all(isinstance(v, builtins_int) for v in values) else "f32"
+    return "i32" if all(isinstance(v, _b.int) for v in values) else "f32"
 
 
 def _random(kind, size, generator=None):
@@ -251,9 +248,5 @@ _SAME = (
 globals().update({n: getattr(_ops, n) for n in _SAME})
 clip, gather_along = _ops.clamp, _ops.take_along_axis
 eq, lt, gt, le, ge = _ops.equal, _ops.less, _ops.greater, _ops.less_equal, _ops.greater_equal
-
-import builtins as _builtins  # noqa: E402 - after the dtype objects shadow the names
-
-builtins_float, builtins_int, builtins_bool = _builtins.float, _builtins.int, _builtins.bool
 
 from . import nn, optim  # noqa: E402,F401 - they use the names above
