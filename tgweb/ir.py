@@ -336,6 +336,22 @@ class TensorOps:
     def dim(self) -> int:
         return len(self.shape)
 
+    def item(self):
+        raise TraceError(
+            ".item() inside a traced function: a tensor's value exists only on the GPU while "
+            "the step runs; return it from the loss function (or tg.capture it) and read it "
+            "from the step's result",
+            user_site(),
+        )
+
+    def backward(self, *args, **kwargs):
+        raise TraceError(
+            ".backward() outside tg.compile: gradients are part of the compiled step; "
+            "tg.compile(model, loss_fn, inputs, optimizer) derives them, and "
+            "tg.value_and_grad returns them",
+            user_site(),
+        )
+
     @property
     def device(self) -> str:
         return "webgpu"
@@ -434,7 +450,11 @@ class Tensor(TensorOps):
         return f"Tensor(%{self.id} {self.kind} {self.dtype}{list(self.shape)})"
 
     def __bool__(self):
-        raise TraceError("a traced tensor has no truth value; use tg.where for conditions", user_site())
+        raise TraceError(
+            "a traced tensor has no truth value (a Python branch on a tensor's value, "
+            "as in `if x > 0:`, cannot be compiled); use tg.where for conditions",
+            user_site(),
+        )
 
     def __eq__(self, o):  # type: ignore[override]
         return _ops().equal(self, o)

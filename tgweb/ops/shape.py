@@ -464,6 +464,12 @@ def getitem(x, idx) -> Tensor:
     if isinstance(idx, TensorOps):
         from .nn import embedding
 
+        if idx.dtype != "i32":
+            raise OpError(
+                f"indexing by a {idx.dtype} tensor (a boolean mask) gives a shape that depends "
+                "on the data, which a static graph cannot have: use tg.where(mask, x, 0)"
+            )
+
         return embedding(x, idx)
     if not isinstance(idx, tuple):
         idx = (idx,)
