@@ -45,7 +45,7 @@ def cases(small: bool) -> list[tuple[str, tuple, object, object]]:
         (f"sum rows of {n}", (rows, n), lambda x: ops.sum(x, axis=-1), lambda x: x.sum(-1)) for n in lengths
     ]
     out += [
-        ("max rows of 1024", (rows, 1024), lambda x: ops.max(x, axis=-1), lambda x: x.max(-1)),
+        ("max rows of 1024", (rows, 1024), lambda x: ops.amax(x, axis=-1), lambda x: x.max(-1)),
         (
             "mean of squares, rows of 4096",
             (rows, 4096),

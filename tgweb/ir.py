@@ -22,6 +22,9 @@ _DTYPE_NAMES = {
     "torch.float32": "f32",
     "torch.int32": "i32",
     "torch.bool": "bool",
+    # 64-bit integers (torch.long) become i32; step inputs are checked to fit
+    "int64": "i32",
+    "torch.int64": "i32",
 }
 
 
@@ -201,6 +204,23 @@ def root(t: "Tensor") -> "Tensor":
 # Tensors and graphs
 
 
+class Size(int):
+    """A tensor's element count that, called, is PyTorch's size(): the shape, or the
+    length of one axis."""
+
+    def __new__(cls, n: int, shape: tuple[int, ...]) -> "Size":
+        self = super().__new__(cls, n)
+        self.shape = shape
+        return self
+
+    def __call__(self, dim: int | None = None):
+        if dim is None:
+            return self.shape
+        if not isinstance(dim, int) or not -len(self.shape) <= dim < len(self.shape):
+            raise TraceError(f"size({dim!r}) is out of range for shape {self.shape}", user_site())
+        return self.shape[dim]
+
+
 class TensorOps:
     """Operators shared by Tensor and nn.Parameter; each forwards to tgweb.ops."""
 
@@ -261,6 +281,13 @@ class TensorOps:
     def __getitem__(self, idx):
         return _ops().getitem(self, idx)
 
+    def __setitem__(self, idx, value):
+        raise TraceError(
+            "item assignment on a parameter is an in-place update, which a compiled graph "
+            "cannot express: compute a new tensor instead (or set values before compiling)",
+            user_site(),
+        )
+
     __hash__ = object.__hash__
 
     @property
@@ -276,75 +303,103 @@ class TensorOps:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        return prod(self.shape)
+    def size(self) -> "Size":
+        """The element count (NumPy's x.size); called, PyTorch's x.size() or x.size(dim)."""
+        return Size(prod(self.shape), self.shape)
 
     def reshape(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return _ops().reshape(self, shape)
 
-    def sum(self, axis=None, keepdims=False):
-        return _ops().sum(self, axis, keepdims)
-
-    def mean(self, axis=None, keepdims=False):
-        return _ops().mean(self, axis, keepdims)
-
-    def max(self, axis=None, keepdims=False):
-        return _ops().max(self, axis, keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        return _ops().min(self, axis, keepdims)
-
-    def argmax(self, axis=-1, keepdims=False):
-        return _ops().argmax(self, axis, keepdims)
-
-    def argmin(self, axis=-1, keepdims=False):
-        return _ops().argmin(self, axis, keepdims)
+    view = reshape
 
     def permute(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         return _ops().permute(self, axes)
 
-    def transpose(self, *axes):
-        return _ops().transpose(self, axes or None)
-
-    def swapaxes(self, a, b):
-        return _ops().swapaxes(self, a, b)
-
-    def squeeze(self, axis=None):
-        return _ops().squeeze(self, axis)
-
-    def unsqueeze(self, axis):
-        return _ops().unsqueeze(self, axis)
-
-    def broadcast_to(self, shape):
-        return _ops().broadcast_to(self, shape)
+    def expand(self, *shape):
+        """PyTorch's expand: -1 keeps an axis's size."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        lead = len(shape) - self.ndim
+        full = tuple(d if d != -1 else self.shape[i - lead] for i, d in enumerate(shape))
+        return _ops().broadcast_to(self, full)
 
     def astype(self, dtype):
         return _ops().cast(self, dtype)
 
-    def exp(self):
-        return _ops().exp(self)
+    def numel(self) -> int:
+        return prod(self.shape)
 
-    def log(self):
-        return _ops().log(self)
+    def dim(self) -> int:
+        return len(self.shape)
 
-    def sqrt(self):
-        return _ops().sqrt(self)
+    def item(self):
+        raise TraceError(
+            ".item() inside a traced function: a tensor's value exists only on the GPU while "
+            "the step runs; return it from the loss function (or tg.capture it) and read it "
+            "from the step's result",
+            user_site(),
+        )
 
-    def tanh(self):
-        return _ops().tanh(self)
+    def backward(self, *args, **kwargs):
+        raise TraceError(
+            ".backward() outside tg.compile: gradients are part of the compiled step; "
+            "tg.compile(model, loss_fn, inputs, optimizer) derives them, and "
+            "tg.value_and_grad returns them",
+            user_site(),
+        )
 
-    def sigmoid(self):
-        return _ops().sigmoid(self)
+    @property
+    def device(self) -> str:
+        return "webgpu"
 
-    def relu(self):
-        return _ops().relu(self)
+    def to(self, *args, **kwargs):
+        """PyTorch's to(device or dtype): a dtype casts, a device changes nothing."""
+        for a in (*args, *kwargs.values()):
+            if dtype_name(a) in DTYPES:
+                return _ops().cast(self, dtype_name(a))
+        return self
 
-    def square(self):
-        return _ops().square(self)
+    def contiguous(self):
+        return self  # every traced tensor is laid out row-major
+
+    def masked_fill(self, mask, value):
+        return _ops().where(mask, value, self)
+
+    def float(self):
+        return _ops().cast(self, "f32")
+
+    def long(self):
+        return _ops().cast(self, "i32")
+
+    int = long
+
+    def bool(self):
+        return _ops().cast(self, "bool")
+
+
+def _forward(name: str):
+    """A Tensor method that calls the op of the same name on the tensor."""
+
+    def method(self, *args, **kwargs):
+        return getattr(_ops(), name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+# Tensor methods that are the op of the same name with the tensor first
+TENSOR_METHODS = (
+    "sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "transpose", "swapaxes",
+    "squeeze", "unsqueeze", "broadcast_to", "split", "chunk", "narrow", "exp", "log", "sqrt",
+    "rsqrt", "tanh", "sigmoid", "relu", "square", "abs", "sign", "sin", "cos", "clamp", "pow",
+    "softmax", "log_softmax", "maximum", "minimum", "matmul",
+)  # fmt: skip
+for _name in TENSOR_METHODS:
+    setattr(TensorOps, _name, _forward(_name))
 
 
 _OPS: Any = None  # the tgweb.ops namespace; tgweb.ops binds itself (ir never imports it)
@@ -395,12 +450,44 @@ class Tensor(TensorOps):
         return f"Tensor(%{self.id} {self.kind} {self.dtype}{list(self.shape)})"
 
     def __bool__(self):
-        raise TraceError("a traced tensor has no truth value; use tg.where for conditions", user_site())
+        raise TraceError(
+            "a traced tensor has no truth value (a Python branch on a tensor's value, "
+            "as in `if x > 0:`, cannot be compiled); use tg.where for conditions",
+            user_site(),
+        )
 
     def __eq__(self, o):  # type: ignore[override]
         return _ops().equal(self, o)
 
+    def __ne__(self, o):  # type: ignore[override]
+        return _ops().equal(_ops().equal(self, o), False)
+
+    def __setitem__(self, idx, value):
+        """x[idx] = value as a functional update: this tensor object now denotes the new
+        value (tgweb.ops.index_put); readers built before still read the old one."""
+        _swap(self, _ops().index_put(self, idx, value))
+
     __hash__ = TensorOps.__hash__
+
+
+def _swap(a: Tensor, b: Tensor) -> None:
+    """Exchange two nodes' identities in their graph: every reference to a (the node
+    lists, inputs, entry and exit points) now holds b and the other way round, and the
+    objects trade contents, so object a is the later value and object b the earlier."""
+    g = a.graph
+    pick = {id(a): b, id(b): a}
+    for t in g.tensors:
+        if any(id(i) in pick for i in t.inputs):
+            t.inputs = tuple(pick.get(id(i), i) for i in t.inputs)
+    for d in (g.inputs, g.params, g.captures, g.outputs, g.param_tensors, g.states, g.scalars):
+        for k, v in d.items():
+            if id(v) in pick:
+                d[k] = pick[id(v)]
+    for s in Tensor.__slots__:
+        va, vb = getattr(a, s), getattr(b, s)
+        setattr(a, s, vb)
+        setattr(b, s, va)
+    g.tensors[a.id], g.tensors[b.id] = a, b
 
 
 def replace(

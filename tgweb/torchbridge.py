@@ -25,7 +25,7 @@ from .trace import input_spec, trace
 
 def to_torch(model, fn: Callable, inputs: dict[str, Any]):
     """A torch.nn.Module whose forward(**inputs) computes fn(model, **inputs) with
-    PyTorch, holding the model's parameters (their initial values: see load_params)
+    PyTorch, holding the model's parameters (their current values: see load_params)
     under the same dotted names. inputs: name -> shape or (shape, dtype), as for
     tg.compile; an axis given as None is free (each new size is traced once)."""
     import torch
@@ -40,7 +40,8 @@ def to_torch(model, fn: Callable, inputs: dict[str, Any]):
     module._retrace = (fn, model, specs)
     for name, p in model.named_parameters():
         if name in graph.params:
-            value = p.init(p.shape, param_rng(0, name))
+            # the model's current values (loaded or initialised), else the seed-0 draw
+            value = p.value if p.value is not None else p.init(p.shape, param_rng(0, name))
             module.set(name, torch.tensor(_floats(value), dtype=torch.float32).reshape(p.shape))
     return module
 

@@ -37,7 +37,7 @@ def fn(x):
     "reduce_max": (
         """
 def fn(x):
-    return tg.max(x, axis=0), tg.min(x, axis=1), tg.argmax(x, axis=-1)
+    return tg.amax(x, axis=0), tg.amin(x, axis=1), tg.argmax(x, axis=-1)
 """,
         {"x": ((33, 257), "f32")},
         0,

@@ -3,19 +3,42 @@
 from __future__ import annotations
 
 import functools
+import inspect
 
 from ..ir import OpError, Tensor, TensorOps, TraceError, make, user_site
 
 PUBLIC: dict = {}  # name -> public op function; tgweb.ops exports exactly these
 
 
+# PyTorch's keyword names, accepted wherever the op takes NumPy's (both is an error)
+TORCH_KWARGS = {"dim": "axis", "keepdim": "keepdims", "dims": "axes", "input": "x"}
+
+
+def _kwarg_aliases(fn) -> dict[str, str]:
+    names = inspect.signature(fn).parameters
+    return {t: n for t, n in TORCH_KWARGS.items() if n in names and t not in names}
+
+
+def _renamed(name: str, aliases: dict[str, str], kwargs: dict) -> dict:
+    for torch_name, own in aliases.items():
+        if torch_name in kwargs:
+            if own in kwargs:
+                raise OpError(f"{name}: {torch_name}= and {own}= name the same argument; give one")
+            kwargs[own] = kwargs.pop(torch_name)
+    return kwargs
+
+
 def op(fn):
     """Marks a public op function (tgweb.ops and tgweb export it by its name); an OpError
-    raised by its own checks names the user's call site."""
+    raised by its own checks names the user's call site. PyTorch's keyword names (dim=,
+    keepdim=, dims=, input=) are accepted for NumPy's (axis=, keepdims=, axes=, x=)."""
+    aliases = _kwarg_aliases(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            if aliases and kwargs:
+                kwargs = _renamed(fn.__name__, aliases, kwargs)
             return fn(*args, **kwargs)
         except OpError as e:
             raise TraceError(f"{fn.__name__}: {e}", user_site()) from None

@@ -1,9 +1,10 @@
-"""Reductions over any axes with keepdims: sum, mean, max, min; argmax, argmin."""
+"""Reductions over any axes with keepdims: sum, mean, amax, amin; argmax, argmin; and
+PyTorch's max/min (values and indices along one axis)."""
 
 from __future__ import annotations
 
 from ..codegen.reduce import emit_reduce
-from ..ir import NO_GRAD, OpError, Tensor, make, prod, register, set_torch
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register, set_torch
 from .base import as_tensor, norm_axes, norm_axis, op
 
 
@@ -95,13 +96,56 @@ def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's
     return _reduce("sum", x, axis, keepdims)
 
 
+class ValuesIndices(tuple):
+    """(values, indices) of max/min along a dim, as torch.return_types.max."""
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+
+def _extreme(kind, x, axis, keepdims, other):
+    """PyTorch's max/min: over everything; (values, indices) along one axis; or the
+    elementwise extreme of two tensors."""
+    from . import elementwise
+
+    if other is not None or isinstance(axis, TensorOps):
+        if other is not None and axis is not None:
+            raise OpError(f"{kind} takes either an axis or another tensor, not both")
+        return getattr(elementwise, "maximum" if kind == "max" else "minimum")(
+            x, axis if other is None else other
+        )
+    if axis is None:
+        return _reduce(kind, x, None, keepdims)
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise OpError(
+            f"{kind} takes one axis (an int) and gives (values, indices); use a{kind} to reduce over {axis!r}"
+        )
+    x = as_tensor(x)
+    arg = argmax if kind == "max" else argmin
+    return ValuesIndices((_reduce(kind, x, axis, keepdims), arg(x, axis, keepdims)))
+
+
 @op
-def max(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's name
+def max(x, axis=None, keepdims: bool = False, other=None):  # noqa: A001 - PyTorch's name
+    """PyTorch's max: max(x) the largest element; max(x, dim) the pair (values, indices)
+    along dim; max(x, other) the elementwise maximum. amax reduces over several axes."""
+    return _extreme("max", x, axis, keepdims, other)
+
+
+@op
+def min(x, axis=None, keepdims: bool = False, other=None):  # noqa: A001 - PyTorch's name
+    """PyTorch's min; see max."""
+    return _extreme("min", x, axis, keepdims, other)
+
+
+@op
+def amax(x, axis=None, keepdims: bool = False) -> Tensor:
+    """The largest value over the given axes (all by default)."""
     return _reduce("max", x, axis, keepdims)
 
 
 @op
-def min(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's name
+def amin(x, axis=None, keepdims: bool = False) -> Tensor:
     return _reduce("min", x, axis, keepdims)
 
 

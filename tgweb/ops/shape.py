@@ -4,7 +4,7 @@ broadcast_to, slice, pad and concat move data. The rest are built from these."""
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, u32_lit
-from ..ir import NO_GRAD, OpError, Tensor, make, prod, register, set_torch
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register, set_torch
 from .base import as_tensor, norm_axis, op
 
 # ---------------------------------------------------------------- WGSL
@@ -175,10 +175,18 @@ def permute(x, axes) -> Tensor:
 
 
 @op
-def transpose(x, axes=None) -> Tensor:
-    """NumPy's transpose: axes reversed, or permuted by axes."""
+def transpose(x, dim0: int | None = None, dim1: int | None = None) -> Tensor:
+    """PyTorch's transpose: axes dim0 and dim1 swapped; with neither given, every axis
+    reversed (x.T). Permute takes a whole permutation."""
     x = as_tensor(x)
-    return permute(x, tuple(reversed(range(x.ndim))) if axes is None else axes)
+    if dim0 is None and dim1 is None:
+        return permute(x, tuple(reversed(range(x.ndim))))
+    if not isinstance(dim0, int) or not isinstance(dim1, int):
+        raise OpError(
+            f"transpose takes two axes (dim0, dim1) to swap, got {dim0!r}, {dim1!r}; "
+            "use permute for a whole permutation"
+        )
+    return swapaxes(x, dim0, dim1)
 
 
 @op
@@ -389,20 +397,7 @@ def stack(xs, axis: int = 0) -> Tensor:
     return concat([unsqueeze(x, a) for x in xs], a)
 
 
-@op
-def split(x, sections, axis: int = 0) -> list[Tensor]:
-    """Split into `sections` equal parts, or into parts of the given sizes."""
-    x = as_tensor(x)
-    a = norm_axis(axis, x.ndim, x.shape)
-    n = x.shape[a]
-    if isinstance(sections, int):
-        if sections < 1 or n % sections:
-            raise OpError(f"axis {a} of shape {x.shape} does not split into {sections} equal parts")
-        sizes = [n // sections] * sections
-    else:
-        sizes = list(sections)
-        if sum(sizes) != n or any(s < 1 for s in sizes):
-            raise OpError(f"sizes {sizes} do not add up to {n} (axis {a} of shape {x.shape})")
+def _parts(x: Tensor, a: int, sizes) -> list[Tensor]:
     out, off = [], 0
     for s in sizes:
         out.append(narrow(x, a, off, s))
@@ -410,13 +405,72 @@ def split(x, sections, axis: int = 0) -> list[Tensor]:
     return out
 
 
+@op
+def split(x, split_size_or_sections, axis: int = 0) -> list[Tensor]:
+    """PyTorch's split: an int is the size of each part (the last may be smaller); a list
+    gives every part's size."""
+    x = as_tensor(x)
+    a = norm_axis(axis, x.ndim, x.shape)
+    n, size = x.shape[a], split_size_or_sections
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size < 1:
+            raise OpError(f"split size must be >= 1, got {size}")
+        sizes = [min(size, n - off) for off in range(0, n, size)]
+    else:
+        sizes = list(size)
+        if sum(sizes) != n or any(not isinstance(s, int) or s < 1 for s in sizes):
+            raise OpError(f"sizes {sizes} do not add up to {n} (axis {a} of shape {x.shape})")
+    return _parts(x, a, sizes)
+
+
+@op
+def chunk(x, chunks: int, axis: int = 0) -> list[Tensor]:
+    """PyTorch's chunk: parts of ceil(n / chunks) along axis (fewer parts when that
+    size already covers it; the last may be smaller)."""
+    x = as_tensor(x)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
+        raise OpError(f"chunks must be an int >= 1, got {chunks!r}")
+    a = norm_axis(axis, x.ndim, x.shape)
+    return split(x, -(-x.shape[a] // chunks), a)
+
+
+@op
+def roll(x, shifts, axis=None) -> Tensor:
+    """torch.roll: elements shifted along axis (or axes), wrapping around; with no axis,
+    over the flattened tensor."""
+    x = as_tensor(x)
+    if axis is None:
+        return reshape(roll(reshape(x, (x.size,)), shifts, 0), x.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(shifts) != len(axes):
+        raise OpError(f"roll: {len(shifts)} shifts for {len(axes)} axes")
+    for k, a in zip(shifts, axes):
+        a = norm_axis(a, x.ndim, x.shape)
+        k %= x.shape[a]
+        if k:
+            x = concat(_parts(x, a, [x.shape[a] - k, k])[::-1], a)
+    return x
+
+
 # ---------------------------------------------------------------- indexing
 
 
 @op
 def getitem(x, idx) -> Tensor:
-    """Basic indexing: ints, slices with step 1, ..., and None."""
+    """Basic indexing: ints, slices with step 1, ..., and None; or rows picked by an
+    integer tensor (x[idx], an embedding lookup)."""
     x = as_tensor(x)
+    if isinstance(idx, TensorOps):
+        from .nn import embedding
+
+        if idx.dtype != "i32":
+            raise OpError(
+                f"indexing by a {idx.dtype} tensor (a boolean mask) gives a shape that depends "
+                "on the data, which a static graph cannot have: use tg.where(mask, x, 0)"
+            )
+
+        return embedding(x, idx)
     if not isinstance(idx, tuple):
         idx = (idx,)
     if sum(1 for i in idx if i is Ellipsis) > 1:
@@ -452,6 +506,53 @@ def getitem(x, idx) -> Tensor:
             out_shape.append(stop - start)
         axis += 1
     return reshape(x, tuple(out_shape))
+
+
+def _index_ranges(x: Tensor, idx) -> list[tuple[int, int, bool]]:
+    """(start, stop, dropped) per axis of x for a basic index (ints, step-1 slices, ...)."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if any(i is None for i in idx):
+        raise OpError("None in an assigned index is not supported")
+    n_real = sum(1 for i in idx if i is not Ellipsis)
+    if Ellipsis in idx:
+        e = idx.index(Ellipsis)
+        idx = idx[:e] + (slice(None),) * (x.ndim - n_real) + idx[e + 1 :]
+    idx = idx + (slice(None),) * (x.ndim - len(idx))
+    if len(idx) > x.ndim:
+        raise OpError(f"too many indices ({len(idx)}) for shape {x.shape}")
+    out = []
+    for a, (i, n) in enumerate(zip(idx, x.shape)):
+        if isinstance(i, int) and not isinstance(i, bool) and -n <= i < n:
+            out.append((i % n, i % n + 1, True))
+        elif isinstance(i, slice) and i.step in (None, 1) and i.indices(n)[1] > i.indices(n)[0]:
+            out.append(i.indices(n)[:2] + (False,))
+        else:
+            raise OpError(f"unsupported or out-of-range index {i!r} on axis {a} of shape {x.shape}")
+    return out
+
+
+@op
+def index_put(x, idx, value) -> Tensor:
+    """x with x[idx] replaced by value (broadcast), as a new tensor: what item assignment
+    (x[idx] = value) on a traced tensor computes. Basic indices only."""
+    from .elementwise import arange, cast, greater_equal, less, logical_and, where
+
+    x = as_tensor(x)
+    ranges = _index_ranges(x, idx)
+    region = tuple(b - a for a, b, _ in ranges)
+    v = as_tensor(value, x)
+    v = v if v.dtype == x.dtype else cast(v, x.dtype)
+    kept = tuple(r for r, (_, _, dropped) in zip(region, ranges) if not dropped)
+    v = reshape(broadcast_to(v, kept), region)
+    mask = None
+    for a, (start, stop, _) in enumerate(ranges):
+        v = pad(v, a, start, x.shape[a] - stop)
+        if (start, stop) != (0, x.shape[a]):
+            pos = reshape(arange(x.shape[a]), tuple(-1 if d == a else 1 for d in range(x.ndim)))
+            m = logical_and(greater_equal(pos, start), less(pos, stop))
+            mask = m if mask is None else logical_and(mask, m)
+    return v if mask is None else where(mask, v, x)
 
 
 # ---------------------------------------------------------------- PyTorch (tg.to_torch)

@@ -198,7 +198,7 @@ class AdamW(Adam):
         super().__init__(lr, betas, eps, weight_decay)
 
 
-OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW}  # tgweb.optim.adaptive adds its own
 
 
 def from_spec(spec: Any) -> tuple[Optimizer, float | None]:
@@ -230,7 +230,7 @@ def from_spec(spec: Any) -> tuple[Optimizer, float | None]:
     if name == "sgd":
         d.pop("betas", None)
         d.pop("eps", None)
-    else:
+    elif name in ("adam", "adamw"):
         d.pop("momentum", None)
         d.pop("nesterov", None)
     try:
