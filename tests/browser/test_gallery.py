@@ -17,7 +17,7 @@ import pytest
 from tgweb import samples
 from tgweb.samples import success_bound
 
-from .conftest import ROOT, losses, open_sample, screenshot, train_app
+from .conftest import ROOT, losses, open_sample, screenshot, train_app, use_small_size
 
 GALLERY = re.findall(r'\{ name: "(\w+)"', (ROOT / "web" / "page" / "gallery.mjs").read_text())
 STEPS = 20
@@ -43,6 +43,8 @@ def test_sample_trains_and_shows_its_view(app, name):
     # surrogate whose value is no measure of progress: their success figure must improve
     policy_gradient = getattr(mod, "BATCH_NEEDS_POLICY", False)
     open_sample(page, name)
+    if hasattr(mod, "sized"):  # shakespeare: only its scaled-down size trains in SwiftShader
+        use_small_size(page, name)
     if policy_gradient:
         train_app(page, 1, timeout=240)
         before = _first_figure(page)
