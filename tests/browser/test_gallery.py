@@ -63,7 +63,8 @@ def test_sample_trains_and_shows_its_view(app, name):
         assert last < first, f"{name}: the loss did not fall in {STEPS} steps: {got}"
     # the view: at least one figure, and something drawn beside it
     page.wait_for_selector("#view-figures dd", timeout=30000)
-    assert page.locator("#view-body canvas, #view-body svg, #view-body img, #view-body li").count() > 0, (
+    drawn = "#view-body canvas, #view-body svg, #view-body img, #view-body li, #view-body pre"
+    assert page.locator(drawn).count() > 0, (
         f"{name}: the view drew nothing: {page.inner_html('#view-body')[:400]}"
     )
     screenshot(page, name)
