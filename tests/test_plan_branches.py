@@ -541,15 +541,74 @@ class _Tiny(nn.Module):
         return self.l(x)
 
 
-def test_arena_over_the_limits_fails_though_each_tensor_fits():
+def test_arena_over_the_binding_limit_is_split_and_each_buffer_fits():
     g = build_training_graph(_Tiny(), lambda m, x: (m(x) ** 2).mean(), {"x": (2, 4)}, tg.optim.SGD(0.1))
     # weight and its gradient: 64 bytes each; the grad arena holds weight + bias: 80
-    with pytest.raises(TraceError) as e:
-        lower(g, limits={"maxStorageBufferBindingSize": 70, "maxBufferSize": 1 << 20})
-    msg = str(e.value)
-    assert "grad" in msg and "maxStorageBufferBindingSize = 70" in msg
+    prog = lower(g, limits={"maxStorageBufferBindingSize": 70, "maxBufferSize": 1 << 20})
+    assert [(b.size, b.label) for b in prog.buffers if b.kind == "grad"] == [
+        (16, "grad arena 1 of 2"),  # the bias's gradient comes first
+        (64, "grad arena 2 of 2"),
+    ]
     prog = lower(g, limits={"maxStorageBufferBindingSize": 80, "maxBufferSize": 1 << 20})
-    assert [b.size for b in prog.buffers if b.kind == "grad"] == [80]
+    assert [(b.size, b.label) for b in prog.buffers if b.kind == "grad"] == [(80, "grad arena")]
+
+
+def test_plan_splits_an_arena_where_the_next_value_would_pass_max_binding():
+    values = [Value(i, n, "grad") for i, n in enumerate((100, 100, 40, 100))] + [Value(9, 8, "scalars")]
+    steps = [Step([], [0, 1, 2, 3, 9])]
+    p = plan(values, steps, max_binding=256)
+    grads = [b for b in p.buffers if b.kind == "grad"]
+    # 0 at 0, 1 at 112, 2 would end at 264 > 256: a new arena with 2 at 0 and 3 at 48
+    assert [b.size for b in grads] == [212, 148]
+    assert [(p.buffer_of[i], p.offset_of[i]) for i in range(4)] == [
+        (grads[0].id, 0),
+        (grads[0].id, 112),
+        (grads[1].id, 0),
+        (grads[1].id, 48),
+    ]
+    assert [b.size for b in plan(values, steps).buffers if b.kind == "grad"] == [372]  # no limit: one
+
+
+class _TwoLayers(nn.Module):
+    def __init__(self):
+        self.l1 = nn.Linear(5, 6)
+        self.l2 = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.l2(ops.tanh(self.l1(x)))
+
+
+@pytest.mark.native
+def test_a_plan_split_by_small_limits_runs_natively_as_the_reference():
+    """Gradients of 120 + 24 + 72 + 12 bytes under a 160-byte binding limit: two grad
+    arenas, read together by the global norm's reduction; one SGD step with momentum and
+    clipping natively equals the reference, and no buffer passes the limit."""
+    opt = tg.optim.SGD(0.1, momentum=0.9)
+    loss = lambda m, x: (m(x) ** 2).mean()  # noqa: E731
+    g = build_training_graph(_TwoLayers(), loss, {"x": (3, 5)}, opt, clip_grad_norm=0.5)
+    limits = {"maxStorageBufferBindingSize": 160, "maxBufferSize": 1 << 20}
+    prog = lower(g, limits=limits)
+    arenas = [b for b in prog.buffers if b.kind == "grad"]
+    assert len(arenas) == 2 and all(b.size <= 160 for b in prog.buffers), prog.buffers
+    assert [b.size for b in lower(g).buffers if b.kind == "grad"] == [256]  # default limits: one arena
+    scalars = {s.name: 0.1 if s.type == "f32" else 1 for s in prog.scalars}
+    want = _run_against_reference(g, prog, scalars)
+    assert float(want["grad_norm"]) > 0.5  # the clipping scaled the step
+
+
+def test_tensors_over_the_limits_are_named_largest_first():
+    g = Graph()
+    with tracing(g):
+        a = g.input("a", (40, 64))  # 10,240 bytes
+        b = g.input("b", (64, 64))  # 16,384 bytes
+        c = g.input("c", (10, 10))
+        g.outputs["y"] = ops.sum(a) + ops.sum(b) + ops.sum(c)
+    with pytest.raises(TraceError) as e:
+        lower(g, limits={"maxStorageBufferBindingSize": 8192, "maxBufferSize": 1 << 20})
+    msg = str(e.value)
+    assert msg.startswith("input 'b'") and "16384 bytes, over the device limit" in msg
+    assert "maxStorageBufferBindingSize = 8192 bytes; also input 'a' f32[40, 64]: 10240 bytes;" in msg
+    assert "'c'" not in msg
 
 
 @pytest.mark.native

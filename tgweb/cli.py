@@ -35,8 +35,11 @@ def _bound_text(mod) -> str:
     return text + f" within {s['within_steps']} steps"
 
 
-def _show(name: str, mod, predict, seed: int) -> list[str]:
+def _show(name: str, mod, predict, seed: int, trainer) -> list[str]:
     """A few lines of the sample's own view of the trained model."""
+    if name == "shakespeare":
+        probs = trainer.attach(mod.sample_probs, inputs=mod.SAMPLE_INPUTS)
+        return ["sampled text:", mod.generate(lambda b: probs.run(**b).output, 300, rng=seed)]
     if name == "names":
         return ["sampled names: " + ", ".join(mod.sample_names(predict, 12, seed))]
     if name == "digits":
@@ -66,15 +69,21 @@ def train(
     out=None,
     resume: str | None = None,
     checkpoint_path: str | None = None,
+    small: bool = False,
 ) -> dict[str, Any]:
     """Train sample `name` and return the summary that `tgweb train` prints. resume: a
     checkpoint file (tgweb.io.checkpoint, or the page's download) to continue from;
     its batches continue where it stopped. checkpoint_path: where to save the
-    checkpoint at the end (also after an interruption)."""
+    checkpoint at the end (also after an interruption). small: the sample's scaled-down
+    size (samples that have one, such as shakespeare)."""
     from .compile import default_backend
     from .io import checkpoint
 
     mod = _samples.get(name)
+    if small:
+        if not hasattr(mod, "sized"):
+            raise ValueError(f"sample {name!r} has no small size")
+        mod = mod.sized("small")
     run = _Run(name, mod, backend or default_backend(), seed, out or sys.stdout)
     if resume:
         checkpoint.load_file(run.trainer, resume)
@@ -214,7 +223,7 @@ class _Run:
 
     def report(self, s: dict[str, Any]) -> None:
         out, mod = self.out, self.mod
-        for line in _show(self.name, mod, self.predict, self.seed):
+        for line in _show(self.name, mod, self.predict, self.seed, self.trainer):
             print(line, file=out)
         skipped = f", {s['skipped_steps']} skipped" if s["skipped_steps"] else ""
         print(
@@ -362,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--resume", metavar="PATH", help="continue from a checkpoint file (safetensors)")
     t.add_argument("--checkpoint", metavar="PATH", help="save a checkpoint (safetensors) at the end")
+    t.add_argument("--small", action="store_true", help="the sample's scaled-down size (shakespeare)")
     i = sub.add_parser("info", help="list backends and GPU adapters")
     i.add_argument("--json", action="store_true", help="print as JSON")
     args = ap.parse_args(argv)
@@ -380,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--steps must be >= 1")
     if args.eval_every is not None and args.eval_every < 1:
         ap.error("--eval-every must be >= 1")
+    if args.small and not hasattr(_samples.get(args.sample), "sized"):
+        ap.error(f"--small: sample {args.sample} has no small size")
     try:
         summary = train(
             args.sample,
@@ -391,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
             resume=args.resume,
             checkpoint_path=args.checkpoint,
+            small=args.small,
         )
     except Exception as e:
         if type(e).__name__ not in ("NativeError", "KernelCompileError", "InputError", "SafetensorsError"):

@@ -333,9 +333,12 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
     cap_ids = {root(t).id for t in graph.captures.values()}
     over = _overwrites(sched, sched.roots | out_ids | cap_ids | grad_ids | set(ups.inplace), by_id)
 
+    too_big: list[tuple[int, Tensor]] = []
+
     def nbytes(t: Tensor) -> int:
         nb = prod(t.shape) * ITEMSIZE[t.dtype]
-        _check_size(nb, lim, describe(t), t.site)
+        if nb > _most(lim):
+            too_big.append((nb, t))
         return nb
 
     values = [
@@ -363,6 +366,8 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
             else "intermediate"
         )
         values.append(Value(vid, nbytes(t), kind, f"%{vid} {t.kind}"))
+    if too_big:
+        _too_big(too_big, lim)
 
     def vid_of(t: Tensor) -> int:
         r = root(t)
@@ -377,7 +382,7 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
     for leaf, u in ups.copies:
         steps.append(Step([vid_of(u)] if REGISTRY[root(u).kind].role != "const" else [], [leaf.id]))
 
-    p = plan(values, steps)
+    p = plan(values, steps, max_binding=_most(lim) // 16 * 16)
     for b in p.buffers:
         b.size = max(16, (b.size + 15) // 16 * 16)  # whole 16-byte units: any buffer binds as vec4s
         _check_size(b.size, lim, f"buffer {b.id} ({b.kind}, {b.label})", "")
@@ -393,6 +398,25 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
 
     arena = next((p.buffer_of[i] for i in grad_ids if i in p.buffer_of), None)
     return Storage(p.buffers, where, p.report, over, arena, p.buffer_of[scalars_id])
+
+
+def _most(lim: dict) -> int:
+    """The most bytes one buffer may hold: every buffer is bound whole."""
+    return min(lim["maxStorageBufferBindingSize"], lim["maxBufferSize"])
+
+
+def _too_big(found: list[tuple[int, Tensor]], lim: dict) -> None:
+    """The tensors over the limits, the largest named first (at its user's line)."""
+    found.sort(key=lambda f: -f[0])
+    nb, t = found[0]
+    others = "".join(f"; also {describe(u)}: {n} bytes" for n, u in found[1:4])
+    more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+    key = min(("maxStorageBufferBindingSize", "maxBufferSize"), key=lambda k: lim[k])
+    raise TraceError(
+        f"{describe(t)} needs {nb} bytes, over the device limit {key} = {lim[key]} bytes{others}{more}; "
+        "make it smaller (batch, width) or use a device with larger limits",
+        t.site,
+    )
 
 
 def _check_size(nbytes: int, lim: dict, what: str, site: str) -> None:

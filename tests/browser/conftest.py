@@ -192,6 +192,16 @@ def open_sample(page, name: str):
     )
 
 
+def use_small_size(page, name: str):
+    """Edit the open sample's source to its scaled-down size (a sample whose page source
+    picks a size with `.sized("full")`, such as shakespeare): the full size is far too
+    big for SwiftShader. Start then compiles the edited source."""
+    source = page.evaluate(f"window.app.state[{json.dumps(name)}].source")
+    assert source.count('.sized("full")') == 1, f"{name}: its source picks no size"
+    page.fill("#source", source.replace('.sized("full")', '.sized("small")'))
+    assert '.sized("full")' not in page.evaluate(f"window.app.state[{json.dumps(name)}].source")
+
+
 def losses(page, name: str) -> list[list[float]]:
     """[[step, loss], ...] as the page received them for sample name."""
     return page.evaluate(f"window.app.state[{json.dumps(name)}].losses")

@@ -18,7 +18,9 @@ Rules
   never pooled. All "grad" values are packed into ONE arena buffer at
   consecutive 16-byte aligned offsets (the padding is never written, so it stays
   zero), so a global gradient norm is a single reduction over one range. All
-  "scalars" are packed the same way at consecutive 4-byte words.
+  "scalars" are packed the same way at consecutive 4-byte words. Given max_binding
+  (the device's largest binding), an arena that would pass it is split into as
+  many buffers as needed; pooled buffers are never larger than their largest value.
 - Intermediates are pooled by liveness: a class lives from the first step that
   touches it to the last; lifetimes are inclusive, so a step's output never
   shares a buffer with any of that step's inputs. Two greedy assignments are
@@ -85,8 +87,9 @@ def _round(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
 
-def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
-    """Assign buffers and offsets; pool=False gives every intermediate class its own buffer."""
+def plan(values: list[Value], steps: list[Step], pool: bool = True, max_binding: int | None = None) -> Plan:
+    """Assign buffers and offsets; pool=False gives every intermediate class its own buffer.
+    max_binding: the most bytes one buffer may hold (arenas split to stay within it)."""
     by_id = _by_id(values)
     root_of = _classes(values, by_id)
     members: dict[int, list[Value]] = {}
@@ -100,7 +103,7 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True) -> Plan:
 
     buffers: list[Buffer] = []
     place: dict[int, tuple[int, int]] = {}  # class -> (buffer id, byte offset)
-    _pack_arenas(order, kind, size, buffers, place)
+    _pack_arenas(order, kind, size, buffers, place, max_binding)
 
     def own(r: int) -> None:
         place[r] = (len(buffers), 0)
@@ -177,18 +180,27 @@ def _lifetimes(steps, by_id, root_of, order):
     return life, first_write, first_read
 
 
-def _pack_arenas(order, kind, size, buffers, place) -> None:
-    """Each PACKED kind's classes at consecutive aligned offsets of one buffer."""
+def _pack_arenas(order, kind, size, buffers, place, most: int | None = None) -> None:
+    """Each PACKED kind's classes at consecutive aligned offsets of one buffer, or of
+    several where one would pass `most` bytes (a binding's limit): a class that would
+    end past it starts the next buffer."""
     for k, align in PACKED.items():
-        rs = [r for r in order if kind[r] == k]
-        if not rs:
-            continue
-        off, bid = 0, len(buffers)
-        for r in rs:
-            off = _round(off, align)
-            place[r] = (bid, off)
-            off += _round(size[r], 4)
-        buffers.append(Buffer(bid, max(4, _round(off, 4)), k, f"{k} arena"))
+        arenas: list[list[tuple[int, int]]] = []  # per buffer: (class, offset)
+        off = 0
+        for r in (r for r in order if kind[r] == k):
+            start = _round(off, align)
+            if not arenas or (most is not None and start and start + _round(size[r], 4) > most):
+                arenas.append([])
+                start = 0
+            arenas[-1].append((r, start))
+            off = start + _round(size[r], 4)
+        for n, members in enumerate(arenas):
+            bid = len(buffers)
+            for r, o in members:
+                place[r] = (bid, o)
+            r, o = members[-1]
+            label = f"{k} arena" + (f" {n + 1} of {len(arenas)}" if len(arenas) > 1 else "")
+            buffers.append(Buffer(bid, max(4, _round(o + _round(size[r], 4), 4)), k, label))
 
 
 def _pool(pooled, life, size, members, buffers, place) -> None:

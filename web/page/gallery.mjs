@@ -8,6 +8,7 @@ import * as flow from "./views/flow.mjs";
 import * as kan from "./views/kan.mjs";
 import * as llama from "./views/llama.mjs";
 import * as nerf from "./views/nerf.mjs";
+import * as shakespeare from "./views/shakespeare.mjs";
 import * as tictactoe from "./views/tictactoe.mjs";
 import * as vae from "./views/vae.mjs";
 
@@ -36,4 +37,6 @@ export const SAMPLES = [
     blurb: "A policy learns tic-tac-toe from games against itself and against random players. Play against it on the board." },
   { name: "llama", title: "llama", kind: "Llama-style LM", steps: 1500, viewer: llama,
     blurb: "A small Llama (RMSNorm, rotary embeddings, SwiGLU) learns first names. Sample new ones at the temperature you set." },
+  { name: "shakespeare", title: "shakespeare", kind: "GPT, 10.7M parameters", steps: 5000, viewer: shakespeare,
+    blurb: "nanoGPT's character-level GPT learns the tiny-shakespeare text. The view streams text the model writes as it trains." },
 ];

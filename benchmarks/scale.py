@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""GPTs at real size (issue 30): tgweb natively (wgpu-py) and in Chromium against PyTorch
+on the same GPU, in one run. Prints a Markdown table for benchmarks/RESULTS.md; not a test.
+
+    python3 benchmarks/scale.py [--steps 30] [--only 10.7M] [--json PATH]
+    python3 benchmarks/scale.py --tiny      # a tiny GPT, to check the script on a CPU
+
+Models: the shakespeare sample's GPT (tgweb.samples.shakespeare) at three sizes, block
+256, batch 64, dropout 0.2, AdamW with clipping: 0.8M (4 layers, 128 wide), 10.7M (the
+sample: 6 layers, 384 wide) and 38M (12 layers, 512 wide). Batches are windows of
+tiny-shakespeare, the same for every engine.
+
+Engines:
+  tgweb native    samples.compile(..., backend="native"): steps pipelined, every loss read
+                  one step late (as the page's loops read them)
+  tgweb chromium  the same in tgweb's worker in headless Chromium, launched as
+                  benchmarks/bench.py launches it; only when GPU_CHROMIUM is set (see
+                  ../shared/tools/gpu-chromium/README.md), else skipped with the reason
+  torch fp32      the same GPT written in PyTorch, eager, TF32 off (PyTorch's default);
+                  attention as tgweb computes it (masked softmax of q k^T)
+  torch tf32      the same with TF32 matmuls
+  torch bf16      bf16 autocast, attention by F.scaled_dot_product_attention (fused)
+  (PyTorch runs on CUDA when there, else on the CPU.) Every engine reads each loss.
+
+Figures: ms per iteration (median over --steps after a warm-up of at least 1 s), tokens/s
+(batch * block / s), peak GPU memory (tgweb: the planned buffers, total_bytes of
+trainer.memory_report(); PyTorch: torch.cuda.max_memory_allocated), and compile time
+(tgweb: tg.compile's wall time, parameter initialisation included; PyTorch: its first
+step, which sets up cuBLAS and the kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+
+from tgweb import samples  # noqa: E402
+from tgweb.samples import shakespeare  # noqa: E402
+
+_GPT = dict(block=256, batch=64, dropout=0.2)
+MODELS = {
+    "0.8M": dataclasses.replace(shakespeare.FULL, layers=4, heads=4, dim=128, **_GPT),
+    "10.7M": shakespeare.FULL,
+    "38M": dataclasses.replace(shakespeare.FULL, layers=12, heads=8, dim=512, **_GPT),
+}
+TINY = dataclasses.replace(shakespeare.SMALL, layers=1, heads=2, dim=32, block=16, batch=4, dropout=0.2)
+WARMUP_S = 1.0
+
+
+def _timed_steps(step, batches, steps: int) -> list[float]:
+    """ms of each of `steps` calls of step(batch) after a warm-up of >= WARMUP_S and 3 steps."""
+    t0, i = time.perf_counter(), 0
+    while i < 3 or time.perf_counter() - t0 < WARMUP_S:
+        step(batches[i % len(batches)])
+        i += 1
+    out = []
+    for i in range(steps):
+        t = time.perf_counter()
+        step(batches[i % len(batches)])
+        out.append(1000 * (time.perf_counter() - t))
+    return out
+
+
+# ---------------------------------------------------------------- tgweb
+
+
+def tgweb_native(cfg, batches, steps: int) -> dict:
+    sample = shakespeare.Sample(cfg)
+    t = time.perf_counter()
+    tr = samples.compile(sample, backend="native", seed=0)
+    compile_s = time.perf_counter() - t
+    prev = [None]
+
+    def step(b):
+        r = tr.step(**b)
+        if prev[0] is not None:
+            _ = prev[0].loss  # the previous step's loss, read once it is back
+        prev[0] = r
+
+    ms = _timed_steps(step, batches, steps)
+    _ = prev[0].loss
+    out = {"ms": ms, "compile_s": compile_s, "peak_bytes": tr.memory_report()["total_bytes"]}
+    tr.close()
+    return out
+
+
+# the same loop as tgweb_native, in the worker (CFG and the batches come as globals)
+PAGE_SOURCE = """
+import array
+import time
+from tgweb import samples
+from tgweb.samples import shakespeare
+sample = shakespeare.Sample(shakespeare.Config(**CFG))
+batches = [{k: array.array("i", v) for k, v in b.items()} for b in BATCHES]
+t = time.perf_counter()
+tr = samples.compile(sample, seed=0)
+compile_s = time.perf_counter() - t
+ms, prev, t0, i = [], None, time.perf_counter(), 0
+while len(ms) < STEPS:
+    t = time.perf_counter()
+    r = tr.step(**batches[i % len(batches)])
+    if prev is not None:
+        prev.loss
+    prev, i = r, i + 1
+    if i > 3 and time.perf_counter() - t0 > WARMUP_S:
+        ms.append(1000 * (time.perf_counter() - t))
+prev.loss
+out = {"ms": ms, "compile_s": compile_s, "peak_bytes": tr.memory_report()["total_bytes"]}
+tr.close()
+out
+"""
+
+
+def tgweb_chromium(page, cfg, batches, steps: int) -> dict:
+    feeds = [{k: list(v) for k, v in b.items()} for b in batches]
+    return page.evaluate(
+        "([src, g]) => window.tg.run(src, { globals: g })"
+        ".catch((e) => ({ error: String(e.message).split('\\n').slice(-2).join(' ') }))",
+        [
+            PAGE_SOURCE,
+            {"CFG": dataclasses.asdict(cfg), "BATCHES": feeds, "STEPS": steps, "WARMUP_S": WARMUP_S},
+        ],
+    )
+
+
+# ---------------------------------------------------------------- PyTorch
+
+
+def torch_gpt(cfg, fused: bool):
+    """The shakespeare GPT in PyTorch (parameters as nanoGPT's, no biases, tied head)."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            d = cfg.dim
+            self.ln_1, self.ln_2 = nn.LayerNorm(d, bias=False), nn.LayerNorm(d, bias=False)
+            self.c_attn, self.c_proj = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
+            self.drop = nn.Dropout(cfg.dropout)
+
+        def attend(self, q, k, v):
+            p = cfg.dropout if self.training else 0.0
+            if fused:
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            t = q.shape[-2]
+            s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+            return F.dropout(s.softmax(-1), p, self.training) @ v
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (
+                a.view(b, t, cfg.heads, d // cfg.heads).transpose(1, 2)
+                for a in self.c_attn(self.ln_1(x)).split(d, -1)
+            )
+            y = self.attend(q, k, v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.drop(self.c_proj(y))
+            return x + self.drop(self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(shakespeare.vocab(), cfg.dim)
+            self.wpe = nn.Embedding(cfg.block, cfg.dim)
+            self.h = nn.ModuleList([Block() for _ in range(cfg.layers)])
+            self.ln_f = nn.LayerNorm(cfg.dim, bias=False)
+            self.drop = nn.Dropout(cfg.dropout)
+            for p in self.parameters():
+                if p.dim() > 1:
+                    nn.init.normal_(p, 0.0, 0.02)
+
+        def forward(self, tokens, targets):
+            x = self.drop(self.wte(tokens) + self.wpe.weight[: tokens.shape[1]])
+            for blk in self.h:
+                x = blk(x)
+            logits = self.ln_f(x) @ self.wte.weight.T
+            return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    return GPT()
+
+
+def pytorch(cfg, batches, steps: int, mode: str) -> dict:
+    import torch
+
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    torch.manual_seed(0)
+    model = torch_gpt(cfg, fused=mode == "bf16").to(dev)
+    decay = [p for p in model.parameters() if p.dim() > 1]
+    rest = [p for p in model.parameters() if p.dim() <= 1]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.99),
+    )
+    tb = [
+        {
+            k: torch.tensor(list(v), dtype=torch.long, device=dev).view(cfg.batch, cfg.block)
+            for k, v in b.items()
+        }
+        for b in batches
+    ]
+
+    def step(b):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=mode == "bf16"):
+            loss = model(**b)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.item()
+
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t = time.perf_counter()
+    step(tb[0])
+    first_s = time.perf_counter() - t
+    ms = _timed_steps(step, tb, steps)
+    peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else None
+    where = torch.cuda.get_device_name() if dev.type == "cuda" else "CPU"
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    return {
+        "ms": ms,
+        "compile_s": first_s,
+        "peak_bytes": peak,
+        "where": f"torch {torch.__version__}, {where}",
+    }
+
+
+# ---------------------------------------------------------------- the run
+
+
+def _row(model, engine, cfg, r) -> str:
+    if "error" in r or "skipped" in r:
+        return f"| {model} | {engine} | {r.get('error') or r['skipped']} | | | |"
+    ms = statistics.median(r["ms"])
+    tok = cfg.batch * cfg.block / (ms / 1000)
+    peak = f"{r['peak_bytes'] / 1e6:,.1f} MB" if r.get("peak_bytes") else "n/a"
+    return f"| {model} | {engine} | {ms:.1f} | {tok:,.0f} | {peak} | {r['compile_s']:.1f} |"
+
+
+def _engines(chromium_page):
+    out = {"tgweb native": lambda cfg, b, n: tgweb_native(cfg, b, n)}
+    if chromium_page is None:
+        reason = "skipped: GPU_CHROMIUM is not set (../shared/tools/gpu-chromium/README.md)"
+        out["tgweb chromium"] = lambda cfg, b, n: {"skipped": reason}
+    else:
+        out["tgweb chromium"] = lambda cfg, b, n: tgweb_chromium(chromium_page, cfg, b, n)
+    for mode in ("fp32", "tf32", "bf16"):
+        out[f"torch {mode}"] = lambda cfg, b, n, mode=mode: pytorch(cfg, b, n, mode)
+    return out
+
+
+def run(models: dict, steps: int, chromium_page, adapter: str) -> tuple[list[str], dict]:
+    from tgweb.backends import native
+
+    rows, results = [], {}
+    print(f"tgweb native on {native.adapter_info().get('device', '?')}; chromium: {adapter}", flush=True)
+    print("| model | engine | ms/iteration | tokens/s | peak GPU memory | compile, s |")
+    print("|---|---|---|---|---|---|")
+    for name, cfg in models.items():
+        sample = shakespeare.Sample(cfg)
+        batches = [sample.batch(i) for i in range(8)]
+        for engine, fn in _engines(chromium_page).items():
+            try:
+                r = fn(cfg, batches, steps)
+            except Exception as e:  # reported in the table, never a made-up number
+                r = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"}
+            results[f"{name}/{engine}"] = r
+            rows.append(_row(f"{name} ({shakespeare.Model(cfg).num_params():,})", engine, cfg, r))
+            print(rows[-1], flush=True)
+    return rows, results
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--only", action="append", choices=list(MODELS))
+    ap.add_argument("--tiny", action="store_true", help="one tiny GPT and 3 steps: checks the script runs")
+    ap.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
+    a = ap.parse_args(argv)
+    models = {"tiny": TINY} if a.tiny else {k: MODELS[k] for k in a.only or MODELS}
+    steps = 3 if a.tiny else a.steps
+    if os.environ.get("GPU_CHROMIUM"):
+        import bench  # its Chromium, flags and site server
+
+        with bench.tgweb_page() as (page, adapter):
+            page.set_default_timeout(0)
+            rows, results = run(models, steps, page, str(adapter))
+    else:
+        rows, results = run(models, steps, None, "not run")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,343 @@
+"""shakespeare: nanoGPT's character-level GPT trained on the tiny-shakespeare text.
+
+Data: data/tinyshakespeare.txt (1,115,394 ASCII bytes, public domain; see
+data/README.md). The vocabulary is the 65 distinct characters, sorted; the first 90 %
+of the characters train, the last 10 % validate, as nanoGPT splits them. A training
+batch is BATCH windows of BLOCK + 1 characters at uniformly drawn offsets of the
+training text: tokens are the first BLOCK, targets the next character of each.
+
+Model (nanoGPT's GPT with bias=False): token and learned position embeddings,
+dropout, LAYERS pre-norm blocks of LayerNorm -> causal self-attention (one [d, 3d]
+projection to queries, keys and values, HEADS heads, attention dropout) -> residual
+dropout, LayerNorm -> MLP (d -> 4d, GELU, 4d -> d, dropout); a final LayerNorm and a
+head tied to the token embedding. Weights are N(0, 0.02), the residual projections
+N(0, 0.02 / sqrt(2 * LAYERS)). LayerNorms have a gain and no bias.
+
+Optimizer: AdamW (betas 0.9, 0.99; weight decay 0.1 on matrices and embeddings),
+gradients clipped to norm 1, the learning rate warmed up linearly for 100 steps then
+decayed along a cosine from 1e-3 to 1e-4 by step 5,000.
+
+The full size (FULL: 6 layers, 6 heads, 384 wide, block 256, batch 64, dropout 0.2)
+has 10,745,088 parameters. `sized("small")` is the same sample scaled down (SMALL),
+which trains in seconds on a CPU emulating a GPU: the tests and `tgweb train
+shakespeare --small` use it. Both have the surface of every sample (Model, loss_fn,
+INPUTS, batch, forward, EVAL_INPUTS, metric, OPTIMIZER, STEPS, SUCCESS); the module's
+own names are the full size's.
+
+Evaluation: `forward` is the mean cross-entropy without dropout of one batch of
+tokens and targets; `metric` averages it over EVAL_BATCHES fixed batches of the
+validation text (offsets drawn once from a fixed seed). Success: validation loss below
+1.50 within STEPS steps (nanoGPT reports 1.47 after 5,000).
+
+Text: `sample_probs` is an inference graph of next-character distributions whose
+temperature is an input; `stream` draws characters one at a time from it.
+"""
+
+from __future__ import annotations
+
+import array
+import functools
+import math
+import random
+from dataclasses import dataclass
+from importlib import resources
+
+from .. import nn, ops
+from ..nn import init
+from ._util import flatten, make_rng
+
+SAMPLE_BATCH = 1  # one text is drawn at a time
+
+
+@dataclass(frozen=True)
+class Config:
+    """One size of the sample: the model, the batches, the schedule and the bound."""
+
+    layers: int
+    heads: int
+    dim: int
+    block: int
+    batch: int
+    dropout: float
+    steps: int
+    warmup: int
+    lr: float
+    min_lr: float
+    eval_batches: int
+    bound: float  # success: validation loss below this
+
+
+FULL = Config(
+    layers=6, heads=6, dim=384, block=256, batch=64, dropout=0.2,
+    steps=5000, warmup=100, lr=1e-3, min_lr=1e-4, eval_batches=40, bound=1.50,
+)  # fmt: skip
+# trains in about half a minute on a CPU, well past the bigram model's 2.48 nats
+SMALL = Config(
+    layers=2, heads=4, dim=64, block=32, batch=16, dropout=0.0,
+    steps=300, warmup=30, lr=4e-3, min_lr=4e-4, eval_batches=8, bound=2.40,
+)  # fmt: skip
+SIZES = {"full": FULL, "small": SMALL}
+
+
+# ---------------------------------------------------------------- data
+
+
+@functools.lru_cache(maxsize=1)
+def text() -> bytes:
+    """The whole text, read when first needed (never at import: the page imports every sample)."""
+    return (resources.files(__package__) / "data" / "tinyshakespeare.txt").read_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def chars() -> str:
+    """The vocabulary: every distinct character of the text, sorted (65 of them)."""
+    return "".join(sorted(set(text().decode("ascii"))))
+
+
+def vocab() -> int:
+    return len(chars())
+
+
+@functools.lru_cache(maxsize=1)
+def _tokens() -> bytes:
+    """The text as token ids, one byte each (the vocabulary has fewer than 256 characters)."""
+    table = bytearray(256)
+    for i, ch in enumerate(chars()):
+        table[ord(ch)] = i
+    return text().translate(bytes(table))
+
+
+def split() -> tuple[bytes, bytes]:
+    """(training tokens, validation tokens): the first 90 % and the last 10 %."""
+    data = _tokens()
+    n = int(0.9 * len(data))
+    return data[:n], data[n:]
+
+
+def encode(s: str) -> list[int]:
+    index = {ch: i for i, ch in enumerate(chars())}
+    try:
+        return [index[ch] for ch in s]
+    except KeyError as e:
+        raise ValueError(f"{e.args[0]!r} is not one of the text's {vocab()} characters") from None
+
+
+def decode(tokens) -> str:
+    c = chars()
+    return "".join(c[t] for t in tokens)
+
+
+def _windows(data: bytes, offsets, block: int) -> dict[str, array.array]:
+    tokens, targets = array.array("i"), array.array("i")
+    for i in offsets:
+        tokens.extend(data[i : i + block])
+        targets.extend(data[i + 1 : i + block + 1])
+    return {"tokens": tokens, "targets": targets}
+
+
+# ---------------------------------------------------------------- the model
+
+
+def _w(std: float = 0.02):
+    return init.normal(std)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with a gain and no bias (nanoGPT's bias=False)."""
+
+    def __init__(self, dim: int) -> None:
+        self.weight = self.param((dim,), init.ones())
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.weight, None, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, c: Config) -> None:
+        if c.dim % c.heads:
+            raise ValueError(f"dim {c.dim} does not split into {c.heads} heads")
+        self.heads, self.dropout = c.heads, c.dropout
+        self.c_attn = nn.Linear(c.dim, 3 * c.dim, bias=False, weight_init=_w())
+        self.c_proj = nn.Linear(c.dim, c.dim, bias=False, weight_init=_w(0.02 / math.sqrt(2 * c.layers)))
+
+    def attend(self, q, k, v, training: bool):
+        """softmax(q k^T / sqrt(d) + causal mask) v with dropout on the probabilities;
+        q, k, v: [b, heads, t, head dim]. The one place to switch to a fused kernel."""
+        scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+        w = ops.dropout(ops.causal_softmax(scores), self.dropout, training)
+        return ops.matmul(w, v)
+
+    def forward(self, x, training: bool):
+        b, t, d = x.shape
+        h = self.heads
+        qkv = ops.permute(ops.reshape(self.c_attn(x), (b, t, 3, h, d // h)), (2, 0, 3, 1, 4))
+        y = self.attend(qkv[0], qkv[1], qkv[2], training)  # [b, h, t, hd]
+        y = self.c_proj(ops.reshape(ops.permute(y, (0, 2, 1, 3)), (b, t, d)))
+        return ops.dropout(y, self.dropout, training)
+
+
+class MLP(nn.Module):
+    def __init__(self, c: Config) -> None:
+        self.dropout = c.dropout
+        self.c_fc = nn.Linear(c.dim, 4 * c.dim, bias=False, weight_init=_w())
+        self.c_proj = nn.Linear(4 * c.dim, c.dim, bias=False, weight_init=_w(0.02 / math.sqrt(2 * c.layers)))
+
+    def forward(self, x, training: bool):
+        return ops.dropout(self.c_proj(ops.gelu(self.c_fc(x))), self.dropout, training)
+
+
+class Block(nn.Module):
+    def __init__(self, c: Config) -> None:
+        self.ln_1 = LayerNorm(c.dim)
+        self.attn = CausalSelfAttention(c)
+        self.ln_2 = LayerNorm(c.dim)
+        self.mlp = MLP(c)
+
+    def forward(self, x, training: bool):
+        x = x + self.attn(self.ln_1(x), training)
+        return x + self.mlp(self.ln_2(x), training)
+
+
+class Transformer(nn.Module):
+    def __init__(self, c: Config) -> None:
+        self.wte = nn.Embedding(vocab(), c.dim, weight_init=_w())
+        self.wpe = nn.Embedding(c.block, c.dim, weight_init=_w())
+        self.h = nn.ModuleList([Block(c) for _ in range(c.layers)])
+        self.ln_f = LayerNorm(c.dim)
+
+
+class Model(nn.Module):
+    """nanoGPT's GPT (parameter names as nanoGPT's, less the tied lm_head)."""
+
+    def __init__(self, config: Config = FULL) -> None:
+        self.config = config
+        self.dropout = config.dropout
+        self.transformer = Transformer(config)
+
+    def forward(self, tokens, training: bool = True):
+        """Logits [b, t, vocab] for tokens [b, t] (i32, t <= block)."""
+        tr = self.transformer
+        t = tokens.shape[1]
+        x = ops.embedding(tr.wte.weight, tokens) + tr.wpe.weight[:t]
+        x = ops.dropout(x, self.dropout, training)
+        for blk in tr.h:
+            x = blk(x, training)
+        return ops.matmul(tr.ln_f(x), ops.transpose(tr.wte.weight))
+
+
+def loss_fn(model: Model, tokens, targets):
+    """Mean cross-entropy of the next character, dropout on."""
+    return ops.cross_entropy(model(tokens, training=True), targets)
+
+
+def forward(model: Model, tokens, targets):
+    """Mean cross-entropy of the next character without dropout: one evaluation batch."""
+    return ops.cross_entropy(model(tokens, training=False), targets)
+
+
+def sample_probs(model: Model, tokens, temperature):
+    """softmax(logits / temperature) [b, t, vocab] without dropout: the next character's
+    distribution at every position, for tokens [b, t] (i32) and temperature [1, 1]."""
+    return ops.softmax(model(tokens, training=False) / temperature, axis=-1)
+
+
+# ---------------------------------------------------------------- one size
+
+
+class Sample:
+    """The sample at one size (a Config), with the surface of tgweb.samples' modules."""
+
+    loss_fn = staticmethod(loss_fn)
+    forward = staticmethod(forward)
+    sample_probs = staticmethod(sample_probs)
+
+    def __init__(self, config: Config) -> None:
+        c = self.config = config
+        self.Model = functools.partial(Model, c)
+        self.BATCH, self.BLOCK, self.STEPS = c.batch, c.block, c.steps
+        self.INPUTS = {"tokens": ((c.batch, c.block), "i32"), "targets": ((c.batch, c.block), "i32")}
+        self.EVAL_INPUTS = dict(self.INPUTS)
+        self.SAMPLE_INPUTS = {"tokens": ((SAMPLE_BATCH, c.block), "i32"), "temperature": (1, 1)}
+        self.OPTIMIZER = {
+            "name": "adamw",
+            "betas": (0.9, 0.99),
+            "eps": 1e-8,
+            "schedule": {
+                "kind": "warmup",
+                "steps": c.warmup,
+                "then": {"kind": "cosine", "start": c.lr, "end": c.min_lr, "steps": c.steps - c.warmup},
+            },
+            "weight_decay": 0.1,
+            "decay_exclude": "biases and norms",
+            "clip": 1.0,
+        }
+        self.SUCCESS = {"metric": "val_loss", "below": c.bound, "within_steps": c.steps}
+
+    def batch(self, step: int, rng=0) -> dict[str, array.array]:
+        """BATCH windows of the training text at uniformly drawn offsets: tokens and
+        targets, flat i32 arrays of BATCH * BLOCK."""
+        r = make_rng(step, rng)
+        train = split()[0]
+        block = self.config.block
+        return _windows(train, [r.randrange(len(train) - block) for _ in range(self.config.batch)], block)
+
+    def eval_batches(self) -> list[dict[str, array.array]]:
+        """The EVAL_BATCHES fixed batches of the validation text that metric averages over."""
+        val, c = split()[1], self.config
+        r = random.Random(1337)
+        return [
+            _windows(val, [r.randrange(len(val) - c.block) for _ in range(c.batch)], c.block)
+            for _ in range(c.eval_batches)
+        ]
+
+    def metric(self, loss_fn_) -> float:
+        """Validation loss: the mean of loss_fn_(batch) (forward's mean cross-entropy, a
+        scalar, any nesting) over eval_batches(); lower is better."""
+        losses = [flatten(loss_fn_(b)) for b in self.eval_batches()]
+        if any(len(v) != 1 for v in losses):
+            raise ValueError(f"the evaluation function must return one number a batch, got {losses[0][:4]}")
+        return sum(float(v[0]) for v in losses) / len(losses)
+
+    def stream(self, probs_fn, prompt: str = "\n", temperature: float = 1.0, rng=0):
+        """Characters drawn one at a time after prompt, endlessly (take what you need).
+        probs_fn({"tokens": flat i32 [SAMPLE_BATCH * BLOCK], "temperature": [t]}) returns
+        sample_probs's output; the context is the last BLOCK characters, zero-padded after."""
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        r = rng if isinstance(rng, random.Random) else make_rng(0, rng)
+        block, n = self.config.block, vocab()
+        context = encode(prompt) or [0]
+        t = array.array("f", [float(temperature)])
+        while True:
+            context = context[-block:]
+            tokens = array.array("i", context + [0] * (block - len(context)))
+            probs = flatten(probs_fn({"tokens": tokens, "temperature": t}))
+            if len(probs) != SAMPLE_BATCH * block * n:
+                raise ValueError(
+                    f"probs_fn returned {len(probs)} values, expected {SAMPLE_BATCH * block * n}"
+                )
+            base = (len(context) - 1) * n
+            tok = r.choices(range(n), weights=probs[base : base + n])[0]
+            context.append(tok)
+            yield chars()[tok]
+
+    def generate(self, probs_fn, length: int, prompt: str = "\n", temperature: float = 1.0, rng=0) -> str:
+        """length characters drawn after prompt (see stream)."""
+        it = self.stream(probs_fn, prompt, temperature, rng)
+        return "".join(next(it) for _ in range(length))
+
+
+def sized(name: str) -> Sample:
+    """The sample at one of SIZES ("full" or "small")."""
+    try:
+        return Sample(SIZES[name])
+    except KeyError:
+        raise ValueError(f"no size {name!r}; known: {sorted(SIZES)}") from None
+
+
+_FULL = Sample(FULL)
+BATCH, BLOCK, STEPS = _FULL.BATCH, _FULL.BLOCK, _FULL.STEPS
+INPUTS, EVAL_INPUTS, SAMPLE_INPUTS = _FULL.INPUTS, _FULL.EVAL_INPUTS, _FULL.SAMPLE_INPUTS
+OPTIMIZER, SUCCESS = _FULL.OPTIMIZER, _FULL.SUCCESS
+batch, eval_batches, metric = _FULL.batch, _FULL.eval_batches, _FULL.metric
+stream, generate = _FULL.stream, _FULL.generate

@@ -1,0 +1,22 @@
+// The shakespeare sample's view: text drawn from the model character by character. show()
+// in page/samples/shakespeare.py sends view.shakespeare = {text, done, step} every few
+// characters while it draws, so the text grows on the page as the model writes it.
+import { el } from "../view.mjs";
+
+export function render(body, view, ctx) {
+  ctx.parts(body, view);
+  const s = view.shakespeare;
+  if (!s) return;
+  const text = el("pre", {
+    id: "shakespeare-text", textContent: s.text, "aria-live": "polite",
+    "data-step": String(s.step), "data-done": String(s.done),
+    style: "white-space:pre-wrap;font:.9rem/1.45 var(--mono);margin:.6rem 0 0;padding:.6rem .8rem;" +
+      "background:var(--accent-bg);border-radius:6px;max-height:22rem;overflow:auto",
+  });
+  if (!s.done) text.append(el("span", { className: "muted", textContent: "▍" }));
+  body.append(
+    text,
+    el("p", { className: "muted", id: "shakespeare-status", style: "margin:.4rem 0 0;font-size:.85rem",
+      textContent: `${s.done ? "drawn" : "drawing"} from the model of step ${s.step}, ` +
+        "one character at a time (temperature 1)" }));
+}
