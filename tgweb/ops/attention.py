@@ -2,7 +2,7 @@
 
 q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]; the leading dims (and a mask's)
 broadcast. Score s_ij = scale * q_i . k_j (+ an additive mask); key j is visible to
-query i unless is_causal hides it (j > i, top-left aligned as torch.tril) or a
+query i unless is_causal hides it (j > i, top-left aligned as torch.tril), a
 boolean mask is False there, or s_ij is -inf. A row with no visible key gives 0, as
 PyTorch does.
 
@@ -562,6 +562,8 @@ def _check_args(attn_mask, dropout_p, is_causal, scale) -> None:
         isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale)
     ):
         raise OpError(f"scale must be a finite number or None, got {scale!r}")
+    if attn_mask is not None and is_causal:
+        raise OpError("give attn_mask or is_causal=True, not both (as PyTorch)")
     if attn_mask is not None and attn_mask.dtype not in ("bool", "f32"):
         raise OpError(
             f"attn_mask must be bool (True: attend) or float (added to the scores), "
@@ -576,8 +578,8 @@ def scaled_dot_product_attention(
     """softmax(q @ k^T * scale + mask) @ v, as torch.nn.functional.scaled_dot_product_attention:
     q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv] with broadcasting leading dims;
     attn_mask bool (True: attend) or float (added), broadcastable to [..., Tq, Tk];
-    is_causal hides key j from query i > ... j > i (top-left aligned; combines with a
-    mask); dropout_p drops attention weights (tgweb's per-step random stream); scale
+    is_causal hides key j from query i < j (top-left aligned, instead of a mask);
+    dropout_p drops attention weights (tgweb's per-step random stream); scale
     defaults to 1 / sqrt(D). One kernel, no Tq x Tk tensor stored; its gradient two
     kernels that recompute the weights from each row's saved log-sum-exp. No gradient
     flows to attn_mask."""
