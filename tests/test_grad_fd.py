@@ -72,6 +72,7 @@ def fd_check(fn, specs: dict, wrt: list[str], kind: str, seed: int = 0, entries:
     targets = [feeds[k] for k in wrt]
     grads = append_grad(g, loss, targets)
     ctx = Context("float64")
+    ctx.scalars = {"seed": 12345}  # random ops draw the same numbers in every run
 
     def run(outs, arrs):
         return evaluate(g, outs, {feeds_all[k].id: v for k, v in arrs.items()}, ctx)
@@ -281,6 +282,31 @@ CASES: dict[str, list] = {
     "causal_softmax": [
         (lambda x: tg.causal_softmax(x), {"x": normal(*s)}, ["x"])
         for s in [(3, 3), (2, 7, 7), (1, 2, 3, 7), (7, 3), (1, 1, 7, 7)]
+    ],
+    "sdpa": [
+        (
+            lambda q, k, v: tg.scaled_dot_product_attention(q, k, v),
+            {"q": normal(2, 3, 4), "k": normal(2, 5, 4), "v": normal(2, 5, 3)},
+            ["q", "k", "v"],
+        ),
+        (
+            lambda q, k, v: tg.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.7),
+            {"q": normal(1, 2, 5, 4), "k": normal(1, 2, 5, 4), "v": normal(1, 1, 5, 4)},
+            ["q", "k", "v"],
+        ),
+        (
+            lambda q, k, v, m: (
+                tg.scaled_dot_product_attention(q, k, v, m)
+                + tg.scaled_dot_product_attention(q, k, v, m > 0.0)
+            ),
+            {"q": normal(2, 3, 4), "k": normal(1, 5, 4), "v": normal(2, 5, 4), "m": normal(3, 5)},
+            ["q", "k", "v"],
+        ),
+        (  # dropout: the backward draws the forward's bits
+            lambda q, k, v: tg.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.4),
+            {"q": normal(2, 6, 4), "k": normal(2, 6, 4), "v": normal(2, 6, 4)},
+            ["q", "k", "v"],
+        ),
     ],
     "normalize": [
         (lambda x: tg.layer_norm(x), {"x": normal(3, 7)}, ["x"]),

@@ -279,6 +279,23 @@ CASES = {
         (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
         (lambda x: nn_ops.causal_softmax(x), {"x": f(33, 40)}, {}),
     ],
+    "sdpa": [  # more in tests/test_attention.py; the gradient runs sdpa_grad_q and sdpa_grad_kv
+        (
+            lambda q, k, v: tg.scaled_dot_product_attention(q, k, v),
+            {"q": f(3, 1, 4), "k": f(3, 1, 4), "v": f(3, 1, 4)},
+            {},
+        ),
+        (
+            lambda q, k, v: tg.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.2),
+            {"q": f(2, 2, 19, 8), "k": f(2, 2, 19, 8), "v": f(2, 2, 19, 8)},
+            {},
+        ),
+        (
+            lambda q, k, v, m: tg.scaled_dot_product_attention(q, k, v, m),
+            {"q": f(2, 17, 6), "k": f(1, 21, 6), "v": f(2, 21, 5), "m": b(17, 21)},
+            {},
+        ),
+    ],
     "normalize": [  # the gradient runs normalize_grad; rows of one, serial, and trees
         (lambda x: nn_ops.layer_norm(x), {"x": f(1)}, {}),
         (lambda x, w, b: nn_ops.layer_norm(x * 3.0, w, b, 1e-3), {"x": f(7, 33), "w": f(33), "b": f(33)}, {}),
@@ -408,6 +425,8 @@ CASES = {
 
 # grad-only kinds are exercised through the forward kind whose gradient they are
 GRAD_KINDS = {
+    "sdpa_grad_q": "sdpa",
+    "sdpa_grad_kv": "sdpa",
     "normalize_grad": "normalize",
     "embedding_grad": "embedding",
     "take_along_axis_grad": "take_along_axis",
@@ -460,7 +479,7 @@ def test_kernel_matches_reference(kind, j):
     prog = run_case(fn, specs, grad=grad, doms=opts.get("doms"))
     kinds = {o for k in prog.kernels for o in k.ops}
     assert kind in kinds or kind in ("full",), f"{kind} not in the kernels' ops {kinds}"
-    if kind in ("embedding", "take_along_axis", "conv2d", "max_pool2d", "avg_pool2d"):
+    if kind in ("embedding", "take_along_axis", "conv2d", "max_pool2d", "avg_pool2d", "sdpa"):
         grads = [k for k, v in GRAD_KINDS.items() if v == kind]
         assert any(gk in kinds for gk in grads), f"no gradient kernel of {kind} ran: {kinds}"
 

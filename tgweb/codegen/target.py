@@ -28,6 +28,8 @@ TUNING = {
         "sumsq_workgroup": 64,  # invocations of the one workgroup of the global norm
         "split_k_chunk": 0,  # products split along k into slices at least this long (0: never)
         "split_k_tiles": 0,  # ... until they make this many 64 x 64 tiles
+        "attention_rows": 16,  # rows (queries, or keys for dK/dV) per attention workgroup
+        "attention_tile": 0,  # rows of the other side staged in workgroup memory (0: none)
     },
     # measured on an NVIDIA H200 natively (benchmarks/matmul_native.py --tunings): the
     # addition step took 17.5-18.0 ms with the CPU table, 10.7-11.6 with
@@ -53,6 +55,8 @@ TUNING = {
         "sumsq_workgroup": 256,  # addition 7.6-8.8 -> 7.0-7.5 ms
         "split_k_chunk": 128,  # addition 9.0-9.5 -> 7.3-7.7 ms in one run
         "split_k_tiles": 64,
+        "attention_rows": 64,
+        "attention_tile": 16,
     },
 }
 

@@ -4,7 +4,7 @@ exports every function its family module marks with @op (tgweb.ops.base.op)."""
 import sys as _sys
 
 from .. import ir as _ir
-from . import capture, conv, elementwise, linalg, nn, random, reduce, rope, shape  # noqa: F401 - register the kinds
+from . import attention, capture, conv, elementwise, linalg, nn, random, reduce, rope, shape  # noqa: F401 - register the kinds
 from .base import PUBLIC as _PUBLIC
 
 globals().update(_PUBLIC)

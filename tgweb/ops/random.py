@@ -60,8 +60,13 @@ def lowbias32(x: int) -> int:
     return x
 
 
+def stream_hash(stream: int) -> int:
+    """The per-op constant a stream's key mixes into the seed."""
+    return lowbias32(((stream * GOLDEN) + STREAM_OFFSET) & M32)
+
+
 def key(seed: int, stream: int) -> int:
-    return lowbias32((seed & M32) ^ lowbias32(((stream * GOLDEN) + STREAM_OFFSET) & M32))
+    return lowbias32((seed & M32) ^ stream_hash(stream))
 
 
 def bits(seed: int, stream: int, counter: int) -> int:
@@ -137,12 +142,16 @@ _UNIFORM = """fn tg_uniform(k: u32, c: u32) -> f32 {
 }"""
 
 
+def key_wgsl(kc, seed: str, stream: int) -> str:
+    """The WGSL expression of key(seed, stream) for a seed value (an i32 expression);
+    tg_uniform(key, counter) is then uniform(seed, stream, counter)."""
+    kc.helper("tg_hash", _HASH)
+    kc.helper("tg_uniform", _UNIFORM)
+    return f"tg_hash(bitcast<u32>({seed}) ^ {stream_hash(stream)}u)"
+
+
 def _key_wgsl(g, m) -> str:
-    g.kc.helper("tg_hash", _HASH)
-    g.kc.helper("tg_uniform", _UNIFORM)
-    sk = lowbias32((m.attrs["stream"] * GOLDEN + STREAM_OFFSET) & 0xFFFFFFFF)
-    seed = g.load_at(m.inputs[0], "0u")
-    return g.let(f"tg_hash(bitcast<u32>({seed}) ^ {sk}u)", "k")
+    return g.let(key_wgsl(g.kc, g.load_at(m.inputs[0], "0u"), m.attrs["stream"]), "k")
 
 
 def _rand_wgsl(g, m) -> str:
@@ -178,9 +187,13 @@ def _random(kind: str, shape, graph=None) -> Tensor:
     graph = graph or current_graph()
     if graph is None:
         raise OpError("random ops run only while tracing")
-    stream = graph.rng_ops
+    return make(kind, (graph.scalar("seed", "i32"),), shape=shape, stream=next_stream(graph))
+
+
+def next_stream(graph) -> int:
+    """A stream of its own for a stochastic op being traced."""
     graph.rng_ops += 1
-    return make(kind, (graph.scalar("seed", "i32"),), shape=shape, stream=stream)
+    return graph.rng_ops - 1
 
 
 @op

@@ -89,8 +89,8 @@ class Attention(nn.Module):
         q = self.rotary(split(self.wq(x)))
         k = self.rotary(split(self.wk(x)))
         v = split(self.wv(x))
-        w = ops.causal_softmax(ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(hd)))
-        return self.wo(ops.reshape(ops.permute(ops.matmul(w, v), (0, 2, 1, 3)), (b, t, d)))
+        y = ops.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(ops.reshape(ops.permute(y, (0, 2, 1, 3)), (b, t, d)))
 
 
 class FeedForward(nn.Module):
