@@ -161,11 +161,10 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(c.dim, c.dim, bias=False, weight_init=_w(0.02 / math.sqrt(2 * c.layers)))
 
     def attend(self, q, k, v, training: bool):
-        """softmax(q k^T / sqrt(d) + causal mask) v with dropout on the probabilities;
-        q, k, v: [b, heads, t, head dim]. The one place to switch to a fused kernel."""
-        scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
-        w = ops.dropout(ops.causal_softmax(scores), self.dropout, training)
-        return ops.matmul(w, v)
+        """softmax(q k^T / sqrt(d) + causal mask) v with dropout on the probabilities,
+        fused (no T x T tensor); q, k, v: [b, heads, t, head dim]."""
+        p = self.dropout if training else 0.0
+        return ops.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
 
     def forward(self, x, training: bool):
         b, t, d = x.shape

@@ -3,8 +3,6 @@ PyTorch's do (tgweb's own take it last)."""
 
 from __future__ import annotations
 
-import math
-
 from ... import ops as _ops
 from ...ir import TraceError, user_site
 
@@ -71,18 +69,6 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
 
 def scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale=None
-):  # noqa: E501
-    """softmax(q k^T * scale + mask) v over the last two axes, as core ops. The place that
-    will call the fused tg.scaled_dot_product_attention (tgweb/ops/attention.py) once
-    that op lands; the signature is already its."""
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = _ops.matmul(query, _ops.swapaxes(key, -1, -2)) * scale
-    if attn_mask is not None:
-        if attn_mask.dtype == "bool":
-            scores = _ops.where(attn_mask, scores, -math.inf)
-        else:
-            scores = scores + attn_mask
-    w = _ops.causal_softmax(scores) if is_causal else _ops.softmax(scores, -1)
-    if dropout_p:
-        w = _ops.dropout(w, dropout_p, True)
-    return _ops.matmul(w, value)
+):
+    """PyTorch's fused attention: tgweb's one kernel family (tgweb/ops/attention.py)."""
+    return _ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
