@@ -5,6 +5,7 @@
 import { start } from "./tgweb.mjs";
 import { drawLossChart, fmt } from "./page/charts.mjs";
 import { SAMPLES } from "./page/gallery.mjs";
+import { lineBoxes, renderGutter as drawGutter } from "./page/gutter.mjs";
 import { SavedRuns, autosaveSeconds } from "./page/saved.mjs";
 import { renderFigures as renderViewFigures, renderParts } from "./page/view.mjs";
 import { CorruptRun, openStore } from "./store.mjs";
@@ -92,12 +93,8 @@ function fail(s, e, what) {
 // ------------------------------------------------------------------ editor
 
 function renderGutter() {
-  const n = $("source").value.split("\n").length;
   const err = state[current].error;
-  const out = [];
-  for (let i = 1; i <= n; i++) out.push(err && err.line === i ? `<b>${i}</b>` : String(i));
-  $("gutter").innerHTML = out.join("\n") + "\n";
-  $("gutter").scrollTop = $("source").scrollTop;
+  drawGutter($("gutter"), $("source"), err && err.line);
 }
 
 function markGutter() { renderGutter(); }
@@ -109,8 +106,8 @@ function goToLine(line) {
   for (let i = 0; i < line - 1 && i < lines.length; i++) pos += lines[i].length + 1;
   ta.focus();
   ta.setSelectionRange(pos, pos + (lines[line - 1] || "").length);
-  const lh = parseFloat(getComputedStyle(ta).lineHeight) || 18;
-  ta.scrollTop = Math.max(0, (line - 4) * lh);
+  const [top] = lineBoxes(ta)[line - 1] || [0];
+  ta.scrollTop = Math.max(0, top - 3 * (parseFloat(getComputedStyle(ta).lineHeight) || 18));
 }
 
 function setupEditor() {
@@ -536,6 +533,7 @@ async function boot() {
     state[current].stepsWanted = Math.max(1, parseInt($("steps").value, 10) || state[current].steps);
   });
   new ResizeObserver(() => { drawLossChart($("chart"), state[current].losses); renderView(); }).observe($("chart"));
+  new ResizeObserver(renderGutter).observe($("source"));  // a new width wraps the lines anew
   try {
     tg = await start({
       on: { log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : "") },

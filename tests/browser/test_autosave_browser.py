@@ -91,8 +91,11 @@ def _open(ctx, url: str):
     return page
 
 
-def _wait_kept(page, n: int):
-    page.wait_for_function(f"(window.app.kept || 0) >= {n}", timeout=10000)
+def _edit(page, action):
+    """action() (an edit or a revert), then wait until the page has stored its outcome."""
+    n = page.evaluate("window.app.kept || 0")
+    action()
+    page.wait_for_function(f"(window.app.kept || 0) > {n}", timeout=10000)
 
 
 def _source(page, name: str) -> str:
@@ -105,15 +108,23 @@ def test_an_edit_survives_a_reload_and_restore_forgets_it(chrome, site_url):
     page = _open(chrome.context, f"{site_url}/#names")
     original = _source(page, "names")
     edited = "# my names model, edited on the page\n" + original
-    page.fill("#source", edited)
-    _wait_kept(page, 1)
+    _edit(page, lambda: page.fill("#source", edited))
     assert "· edited" in page.inner_text("#pick-names")
     page.reload()
     page.wait_for_function("window.app && window.app.ready", timeout=120000)
     assert _source(page, "names") == edited
+    # issue 24: a long line wraps, nothing is clipped, and its number spans its rows
+    _edit(page, lambda: page.fill("#source", "x = 1  # " + "words " * 60 + "\n" + edited))
+    box = page.evaluate("""(() => {
+        const t = document.getElementById("source"), g = document.getElementById("gutter");
+        return {sw: t.scrollWidth, cw: t.clientWidth, first: g.children[0].offsetHeight,
+                lh: parseFloat(getComputedStyle(t).lineHeight), rows: g.scrollHeight, text: t.scrollHeight};
+    })()""")
+    assert box["sw"] <= box["cw"] and box["first"] >= 2 * box["lh"], box
+    assert abs(box["rows"] - box["text"]) <= 2, box  # the numbers stay beside their lines
+    page.screenshot(path=str(OUT / "page_editor_wraps.png"))
     assert "· edited" in page.inner_text("#pick-names")
-    page.click("#revert")
-    _wait_kept(page, 1)
+    _edit(page, lambda: page.click("#revert"))
     page.reload()
     page.wait_for_function("window.app && window.app.ready", timeout=120000)
     assert _source(page, "names") == original
@@ -204,10 +215,12 @@ def test_a_damaged_saved_run_is_refused_with_a_message(chrome, site_url):
 
 
 def test_a_failed_save_is_reported_and_training_goes_on(chrome, site_url):
-    page = _open(chrome.context, f"{site_url}/?autosave=0.2#sin")
-    cdp = chrome.context.new_cdp_session(page)
-    cdp.send("Storage.overrideQuotaForOrigin", {"origin": site_url, "quotaSize": 1})  # a real quota
+    # a real quota, smaller than what the origin holds, in force before the page opens its store
+    blank = chrome.context.new_page()
+    cdp = chrome.context.new_cdp_session(blank)
+    cdp.send("Storage.overrideQuotaForOrigin", {"origin": site_url, "quotaSize": 1})
     try:
+        page = _open(chrome.context, f"{site_url}/?autosave=0.2#sin")
         page.fill("#steps", "150")
         page.dispatch_event("#steps", "change")
         page.click("#start")
@@ -215,6 +228,7 @@ def test_a_failed_save_is_reported_and_training_goes_on(chrome, site_url):
         page.wait_for_function("document.body.dataset.state === 'ready'", timeout=30000)
     finally:
         cdp.send("Storage.overrideQuotaForOrigin", {"origin": site_url})
+        blank.close()
     text = page.inner_text("#autosave")
     assert text.startswith("Autosave failed (QuotaExceededError: ") and "training goes on" in text, text
     assert "delete saved runs to make room" in text
