@@ -424,7 +424,6 @@ def standalone() -> Path:
         '<link rel="stylesheet" href="app.css">\n': "<style>\n"
         + (ROOT / "web" / "app.css").read_text()
         + "</style>\n",
-        '<script type="module" src="app.mjs"></script>\n': "",
         '\n  <a href="examples/">Embedding example</a>': "",
         '<script src="disk-loader.js"></script>\n': "".join(
             f"<script>\n{_inline_script(p.read_text())}</script>\n"

@@ -244,8 +244,8 @@ def test_cli_checkpoint_and_resume_continue_the_same_run(tmp_path):
     kw = {"backend": "reference", "eval_every": 1000, "progress": False, "out": io.StringIO()}
     full = cli.train("sin", steps=12, checkpoint_path=str(tmp_path / "full.st"), **kw)
     cli.train("sin", steps=7, checkpoint_path=str(tmp_path / "a.st"), **kw)
-    part = cli.train(
-        "sin", steps=5, resume=str(tmp_path / "a.st"), checkpoint_path=str(tmp_path / "b.st"), **kw
+    part = cli.train(  # --steps is the run's total: the resumed run does the last 5
+        "sin", steps=12, resume=str(tmp_path / "a.st"), checkpoint_path=str(tmp_path / "b.st"), **kw
     )
     assert part["final_loss"] == full["final_loss"]
     assert (tmp_path / "b.st").read_bytes() == (tmp_path / "full.st").read_bytes()

@@ -15,7 +15,9 @@ import argparse
 import json
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -69,15 +71,17 @@ def train(
     out=None,
     resume: str | None = None,
     checkpoint_path: str | None = None,
+    checkpoint_every: int | None = None,
     small: bool = False,
 ) -> dict[str, Any]:
-    """Train sample `name` and return the summary that `tgweb train` prints. resume: a
-    checkpoint file (tgweb.io.checkpoint, or the page's download) to continue from;
-    its batches continue where it stopped. checkpoint_path: where to save the
-    checkpoint at the end (also after an interruption). small: the sample's scaled-down
+    """Train sample `name` up to `steps` steps and return the summary that `tgweb train`
+    prints. resume: a checkpoint file (tgweb.io.checkpoint, or the page's download) to
+    continue from: its step count, seed and batches carry on, so the run ends as one that
+    never stopped. checkpoint_path: where to save the checkpoint (atomically) every
+    `checkpoint_every` steps, at the end, and on Ctrl-C. small: the sample's scaled-down
     size (samples that have one, such as shakespeare)."""
     from .compile import default_backend
-    from .io import checkpoint
+    from .io import safetensors
 
     mod = _samples.get(name)
     if small:
@@ -86,15 +90,49 @@ def train(
         mod = mod.sized("small")
     run = _Run(name, mod, backend or default_backend(), seed, out or sys.stdout)
     if resume:
-        checkpoint.load_file(run.trainer, resume)
-        run.start = run.trainer.calls  # the batches continue where the checkpoint stopped
+        with open(resume, "rb") as f:
+            tensors, meta = safetensors.load(f.read())
+        if meta.get("sample", name) != name:  # before restore, whose error would list every name
+            raise CliError(f"{resume} is a checkpoint of the sample {meta['sample']!r}, not {name!r}")
+        run.trainer.restore(tensors, meta)
+        run.resumed()
+    saver = _Saver(run.trainer, checkpoint_path, checkpoint_every, name) if checkpoint_path else None
     steps = mod.STEPS if steps is None else steps
-    run.loop(steps, eval_every or max(1, mod.STEPS // 10), until_success, progress)
-    if checkpoint_path:
-        checkpoint.save_file(run.trainer, checkpoint_path, metadata={"sample": name})
+    run.loop(steps, eval_every or max(1, mod.STEPS // 10), until_success, progress, saver)
+    if saver and not run.hard_stop:  # a second Ctrl-C may have hit mid-step: keep the last save
+        saver.save(run.done)
     summary = run.summary()
-    run.report(summary)
+    run.report(summary, saver)
     return summary
+
+
+class CliError(Exception):
+    """A mistake in what the command was asked to do (exit status 2)."""
+
+
+class _Saver:
+    """Saves the run's checkpoint to path (tgweb.io.checkpoint.save_file: atomic) every
+    `every` steps, and remembers the last save for the progress bar."""
+
+    def __init__(self, trainer, path: str, every: int | None, name: str) -> None:
+        self.trainer, self.path, self.every, self.name = trainer, path, every, name
+        self.step: int | None = None
+        self.at = 0.0
+
+    def due(self, done: int) -> bool:
+        return bool(self.every) and done % self.every == 0 and done != self.step
+
+    def save(self, done: int) -> None:
+        from .io import checkpoint
+
+        checkpoint.save_file(self.trainer, self.path, metadata={"sample": self.name})
+        self.step, self.at = done, time.monotonic()
+
+    def last(self) -> str:
+        """When the last save happened, for the progress bar."""
+        if self.step is None:
+            return "not yet"
+        return f"step {self.step}, {time.monotonic() - self.at:.0f} s ago"
 
 
 class _Run:
@@ -116,15 +154,21 @@ class _Run:
         self.train_s = self.eval_s = 0.0
         self.last_loss = float("nan")
         self.skipped = self.done = 0
-        self.interrupted = False
-        self.bar = None
-        self.start = 0  # the first batch index (a resumed run continues its stream)
+        self.interrupted = self.hard_stop = self.stop_asked = False
+        self.bar = self.saver = None
         print(
             f"{name}: backend {backend}, seed {seed}, {self.n_params:,} parameters, compiled in "
             f"{self.compile_s:.2f} s; success: {_bound_text(mod)}",
             file=out,
             flush=True,
         )
+
+    def resumed(self) -> None:
+        """After a checkpoint was loaded: count on from its step() calls (the batch index)
+        with its seed (the batches' stream), as the run that saved it would have."""
+        self.done = self.trainer.calls
+        self.seed = self.trainer.seed
+        self.note(f"resumed at step {self.done} (seed {self.seed})")
 
     def met(self, v: float) -> bool:
         return v < self.bound if self.kind == "below" else v >= self.bound
@@ -151,27 +195,48 @@ class _Run:
         )
         return v
 
-    def loop(self, steps: int, eval_every: int, until_success: bool, progress: bool) -> None:
+    def loop(self, steps: int, eval_every: int, until_success: bool, progress: bool, saver=None) -> None:
+        """Step until `steps` steps in all. Ctrl-C ends the loop between two steps (so the
+        state is whole for the last save); a second Ctrl-C interrupts at once."""
+        self.saver = saver
         if progress:
             try:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=steps, desc=self.name, unit="step", dynamic_ncols=True, file=sys.stderr)
+                self.bar = tqdm(
+                    total=steps,
+                    initial=min(self.done, steps),
+                    desc=self.name,
+                    unit="step",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                )
             except ImportError:  # pragma: no cover - tqdm is a CLI convenience
                 self.bar = None
+        old = _on_sigint(self.ask_stop)
         try:
-            for i in range(self.start, self.start + steps):
-                self.step(self.batch(i))
+            while self.done < steps and not self.stop_asked:
+                self.step(self.batch(self.done))  # batch i is step() call i: the stream resumes
+                if saver and saver.due(self.done):
+                    saver.save(self.done)
                 if self.done % eval_every == 0 and self.done < steps:
                     if self.met(self.evaluate()) and until_success:
                         break
         except KeyboardInterrupt:
-            self.interrupted = True
+            self.interrupted = self.hard_stop = True
         finally:
+            _on_sigint(old)
             if self.bar is not None:
                 self.bar.close()
+        self.interrupted |= self.stop_asked
         if not self.history or self.history[-1][0] != self.done:
             self.evaluate()
+
+    def ask_stop(self, signum=None, frame=None) -> None:
+        if self.stop_asked:  # the second Ctrl-C: the user wants out now
+            raise KeyboardInterrupt
+        self.stop_asked = True
+        self.note("Ctrl-C: stopping after this step" + (" and saving" if self.saver else ""))
 
     def batch(self, i: int):
         """The sample's batch of step i. A sample whose batches depend on the model being
@@ -191,6 +256,8 @@ class _Run:
             post = {"loss": f"{r.loss:.4f}"}
             if self.history:
                 post[self.mod.SUCCESS["metric"]] = _fmt(self.history[-1][1])
+            if self.saver:
+                post["saved"] = self.saver.last()
             self.bar.set_postfix(post, refresh=False)
             self.bar.update(1)
 
@@ -221,7 +288,7 @@ class _Run:
             "interrupted": self.interrupted,
         }
 
-    def report(self, s: dict[str, Any]) -> None:
+    def report(self, s: dict[str, Any], saver=None) -> None:
         out, mod = self.out, self.mod
         for line in _show(self.name, mod, self.predict, self.seed, self.trainer):
             print(line, file=out)
@@ -246,6 +313,8 @@ class _Run:
             file=out,
             flush=True,
         )
+        if saver and saver.step is not None:
+            print(f"checkpoint: {saver.path} (step {saver.step})", file=out, flush=True)
 
 
 def info(out=None) -> dict[str, Any]:
@@ -326,6 +395,14 @@ def info(out=None) -> dict[str, Any]:
     return found
 
 
+def _on_sigint(handler):
+    """Install handler for SIGINT (Ctrl-C); returns the previous one. Outside the main
+    thread (where Python allows no handlers) it does nothing."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, handler)
+
+
 def _one_blas_thread() -> None:
     """The samples' matrices are small: BLAS threads only contend (matmuls ran 15x slower
     on a busy 2-core machine), so the reference backend's NumPy gets one thread unless the
@@ -369,8 +446,19 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--check", action="store_true", help="exit with status 1 unless SUCCESS was met")
     t.add_argument("--json", metavar="PATH", help="also write the summary as JSON to PATH ('-': stdout)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
-    t.add_argument("--resume", metavar="PATH", help="continue from a checkpoint file (safetensors)")
-    t.add_argument("--checkpoint", metavar="PATH", help="save a checkpoint (safetensors) at the end")
+    t.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue from a checkpoint file (safetensors) up to --steps in all, as if never stopped",
+    )
+    t.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="save a checkpoint (safetensors, atomically) at the end and on Ctrl-C",
+    )
+    t.add_argument(
+        "--checkpoint-every", type=int, metavar="N", help="with --checkpoint: also save every N steps"
+    )
     t.add_argument("--small", action="store_true", help="the sample's scaled-down size (shakespeare)")
     i = sub.add_parser("info", help="list backends and GPU adapters")
     i.add_argument("--json", action="store_true", help="print as JSON")
@@ -392,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--eval-every must be >= 1")
     if args.small and not hasattr(_samples.get(args.sample), "sized"):
         ap.error(f"--small: sample {args.sample} has no small size")
+    if args.checkpoint_every is not None and (args.checkpoint_every < 1 or not args.checkpoint):
+        ap.error("--checkpoint-every N needs N >= 1 and --checkpoint PATH")
     try:
         summary = train(
             args.sample,
@@ -403,8 +493,12 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.no_progress,
             resume=args.resume,
             checkpoint_path=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
             small=args.small,
         )
+    except (CliError, OSError) as e:  # OSError: a checkpoint path that cannot be read or written
+        print(f"tgweb train {args.sample}: {e}", file=sys.stderr)
+        return 2
     except Exception as e:
         if type(e).__name__ not in ("NativeError", "KernelCompileError", "InputError", "SafetensorsError"):
             raise

@@ -16,6 +16,9 @@ A metric given a StepResult (trainer.step's result) does not wait for the GPU: t
 event goes out once the step's results are in, which the next trainer.step brings
 (steps are pipelined, see Trainer.step); flush() waits for and sends what is left.
 Reading r.loss yourself waits for that step, which costs a GPU round trip each step.
+
+autosave(trainer, every_s=30) keeps a training run: its checkpoint goes to the page
+(or the CPython handler) as an "autosave" event every every_s seconds of the loop.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from __future__ import annotations
 import functools
 import json
 import math
+import time
 from typing import Any, Callable
 
 _handler: Callable[[str, Any], None] | None = None
 _deferred: list[tuple[Any, dict]] = []  # metrics of steps still on the GPU, in order
+_autosaves: list[Autosave] = []  # open ones: metric() gives each its chance to save
 
 
 class Stopped(Exception):
@@ -118,6 +123,8 @@ def metric(name: str, value: Any, step: int | None = None, **extra: Any) -> None
         _send_ready(wait=False)
     else:
         emit("metric", {"name": name, "value": value, "step": step, **extra})
+    for a in tuple(_autosaves):  # here, between two steps: a checkpoint is whole
+        a.tick()
 
 
 def _send_ready(wait: bool) -> None:
@@ -151,3 +158,76 @@ def check_stop() -> None:
     flag = _stop_flag()  # as stop_requested(), one call less: the browser backend asks each step
     if flag is not None and flag():
         raise Stopped("stopped by the page")
+
+
+def emit_bytes(event: str, data: dict, blob: bytes | bytearray | memoryview) -> None:
+    """emit(event, data) with data["bytes"] = blob, sent as binary (a Uint8Array moved to
+    the page, no JSON); in CPython the handler gets bytes."""
+    h = hooks()
+    if h is not None:
+        from pyodide.ffi import to_js
+
+        h.emitBytes(event, to_json(data), to_js(memoryview(blob).cast("B")))
+    elif _handler is not None:
+        _handler(event, {**jsonable(data), "bytes": bytes(blob)})
+
+
+class Autosave:
+    """Sends a trainer's checkpoint (tgweb.io.checkpoint bytes) as an "autosave" event
+    {name, step, calls, time, seconds, metadata, bytes} at most every every_s seconds:
+    metric() calls tick() after each step. The page (web/store.mjs) keeps the last one
+    in the browser's storage. Use as a context manager, or close() it."""
+
+    def __init__(self, trainer: Any, every_s: float, name: str, metadata: dict[str, str]) -> None:
+        self.trainer, self.every_s, self.name, self.metadata = trainer, every_s, name, metadata
+        self.last = time.monotonic()  # the first save comes every_s after the start
+        self.saves, self.seconds = 0, 0.0  # how many, and the time they took in all
+
+    def tick(self) -> None:
+        if time.monotonic() - self.last >= self.every_s:
+            self.save()
+
+    def save(self) -> dict[str, Any]:
+        """Save now (waits for the steps in flight); returns the event's data."""
+        from .io import checkpoint
+
+        t0 = time.monotonic()
+        blob = checkpoint.save(self.trainer, {**self.metadata, "name": self.name})
+        _send_ready(wait=False)  # the metrics of the saved steps reach the page first
+        tr = self.trainer
+        info = {"name": self.name, "step": tr.steps, "calls": tr.calls, "time": time.time(),
+                "metadata": self.metadata, "size": len(blob)}  # fmt: skip
+        emit_bytes("autosave", info, blob)
+        self.last = time.monotonic()
+        self.saves += 1
+        self.seconds += self.last - t0
+        return info
+
+    def close(self) -> None:
+        if self in _autosaves:
+            _autosaves.remove(self)
+
+    def __enter__(self) -> Autosave:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def autosave(
+    trainer: Any, every_s: float = 30.0, name: str = "run", metadata: dict | None = None
+) -> Autosave:
+    """Keep trainer's run: its checkpoint goes out as an "autosave" event at most every
+    every_s seconds while a loop calls metric() (the page's samples all do), and on
+    save(). name: the run's key in the page's storage; metadata: extra strings saved
+    with it. The page's Start uses it; tgweb.mjs's start({autosave: true}) stores them."""
+    if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
+        raise ValueError(f"autosave: every_s must be a number of seconds > 0, got {every_s!r}")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"autosave: name must be a non-empty string, got {name!r}")
+    meta = dict(metadata or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise ValueError("autosave: metadata must map strings to strings")
+    saver = Autosave(trainer, float(every_s), name, meta)
+    _autosaves.append(saver)
+    return saver

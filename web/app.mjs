@@ -5,7 +5,10 @@
 import { start } from "./tgweb.mjs";
 import { drawLossChart, fmt } from "./page/charts.mjs";
 import { SAMPLES } from "./page/gallery.mjs";
+import { lineBoxes, renderGutter as drawGutter } from "./page/gutter.mjs";
+import { SavedRuns, autosaveSeconds } from "./page/saved.mjs";
 import { renderFigures as renderViewFigures, renderParts } from "./page/view.mjs";
+import { CorruptRun, openStore } from "./store.mjs";
 
 
 const $ = (id) => document.getElementById(id);
@@ -18,7 +21,10 @@ let tg = null;
 let running = null;   // {name, promise} while a sample trains
 let busy = false;     // a non-training call (compile, reset, save, load) is in flight
 let escPressed = false;
-const app = { state, ready: false, errors: [] };
+let store = null;     // store.mjs: kept sources and saved runs (null: the browser gives none)
+let saved = null;     // the saved runs' panel (page/saved.mjs)
+const AUTOSAVE_S = autosaveSeconds();
+const app = { state, ready: false, errors: [], saves: [], runs: [] };
 window.app = app;
 
 // ------------------------------------------------------------------ status, log, errors
@@ -87,12 +93,8 @@ function fail(s, e, what) {
 // ------------------------------------------------------------------ editor
 
 function renderGutter() {
-  const n = $("source").value.split("\n").length;
   const err = state[current].error;
-  const out = [];
-  for (let i = 1; i <= n; i++) out.push(err && err.line === i ? `<b>${i}</b>` : String(i));
-  $("gutter").innerHTML = out.join("\n") + "\n";
-  $("gutter").scrollTop = $("source").scrollTop;
+  drawGutter($("gutter"), $("source"), err && err.line);
 }
 
 function markGutter() { renderGutter(); }
@@ -104,14 +106,15 @@ function goToLine(line) {
   for (let i = 0; i < line - 1 && i < lines.length; i++) pos += lines[i].length + 1;
   ta.focus();
   ta.setSelectionRange(pos, pos + (lines[line - 1] || "").length);
-  const lh = parseFloat(getComputedStyle(ta).lineHeight) || 18;
-  ta.scrollTop = Math.max(0, (line - 4) * lh);
+  const [top] = lineBoxes(ta)[line - 1] || [0];
+  ta.scrollTop = Math.max(0, top - 3 * (parseFloat(getComputedStyle(ta).lineHeight) || 18));
 }
 
 function setupEditor() {
   const ta = $("source");
   ta.addEventListener("input", () => {
     state[current].source = ta.value;
+    keepEdit(state[current]);
     renderGutter();
     renderGallery();
   });
@@ -138,10 +141,22 @@ function setupEditor() {
   $("revert").addEventListener("click", () => {
     const s = state[current];
     s.source = s.original;
+    keepEdit(s);
     ta.value = s.source;
     renderGutter();
     renderGallery();
   });
+}
+
+/** Keep s's edited source in the browser's storage (a moment after the last keystroke). */
+function keepEdit(s) {
+  if (!store || !s.loaded) return;
+  clearTimeout(s.keepTimer);
+  s.keepTimer = setTimeout(() => {
+    store.keepSource(s.name, s.source, s.original).then(
+      () => { app.kept = (app.kept || 0) + 1; },
+      (e) => log(`could not keep the edit of ${s.name}.py: ${e.message}`, "err"));
+  }, 300);
 }
 
 // ------------------------------------------------------------------ the sample's view
@@ -225,6 +240,7 @@ function renderControls() {
   $("reset").disabled = !ok || busy || (!s.compiled && !s.losses.length);
   $("download").disabled = !ok || busy || !!running || !s.compiled;
   $("load").disabled = !ok || busy || !!running;
+  if (saved) saved.render(ok && !busy && !running);
   document.body.dataset.state = !tg ? "starting" : running ? "running" : busy ? "busy" : "ready";
 }
 
@@ -260,8 +276,10 @@ async function fetchText(path) {
 
 /** The sample's source, fetched once, when the sample is first opened. */
 function loadSource(s) {
-  s.loaded ||= fetchText(`page/samples/${s.name}.py`).then((text) => {
-    s.original = s.source = text;
+  s.loaded ||= fetchText(`page/samples/${s.name}.py`).then(async (text) => {
+    const kept = store ? await store.source(s.name).catch(() => null) : null;
+    s.original = text;
+    s.source = kept ?? text;
     if (s.name === current) renderAll();
   }, (e) => {
     s.loaded = null;
@@ -301,12 +319,12 @@ async function stopRunning() {
   try { await running.promise; } catch { /* reported by trainSample */ }
 }
 
-async function trainSample(name) {
+async function trainSample(name, only = null) {
   const s = state[name];
   if (!tg || (running && running.name === name) || busy) return;
   await stopRunning();
-  const steps = Math.max(1, Math.min(100000, parseInt($("steps").value, 10) || s.steps));
-  if (name === current) s.stepsWanted = steps;
+  const steps = only ?? Math.max(1, Math.min(100000, parseInt($("steps").value, 10) || s.steps));
+  if (name === current && only == null) s.stepsWanted = steps;
   const job = { name, t0: performance.now(), startStep: null };
   running = job;
   job.promise = (async () => {
@@ -317,7 +335,9 @@ async function trainSample(name) {
       if (fresh && name === current) renderAll();
       setStatus(`${s.title}: training ${steps} steps…`, "busy");
       s.rateMarks = [];
-      const r = await call("page_train(PAGE_NAME, PAGE_STEPS)", { PAGE_NAME: name, PAGE_STEPS: steps });
+      job.target = (s.info.calls || 0) + steps;  // the step the run ends at: a resume goes on to it
+      const r = await call("page_train(PAGE_NAME, PAGE_STEPS, PAGE_AUTOSAVE)",
+        { PAGE_NAME: name, PAGE_STEPS: steps, PAGE_AUTOSAVE: store ? AUTOSAVE_S : 0 });
       s.info = { ...s.info, ...r };
       const rate = r.ran > 0 && r.seconds > 0 ? r.ran / r.seconds : null;
       setStatus(`${s.title}: ${r.stopped ? "stopped" : "done"} at step ${r.steps}` +
@@ -402,6 +422,46 @@ async function loadParams(file) {
   });
 }
 
+// ------------------------------------------------------------------ saved runs (store.mjs)
+
+/** What the page keeps with each autosave besides the checkpoint (tgweb.mjs adds it). */
+function saveDetails(a) {
+  const s = state[a.name];
+  return { sample: a.name, source: s.compiled || s.source, losses: s.losses.filter(([st]) => st <= a.step),
+    target: running && running.name === a.name ? running.target : a.calls };
+}
+
+/** Resume a saved run: its source, its checkpoint, its losses; then train on to where the
+ *  run was heading. A damaged entry is refused (and deleted) with a message. */
+async function resumeRun(key) {
+  let run;
+  try {
+    run = await store.loadRun(key);
+  } catch (e) {
+    const msg = e instanceof CorruptRun ? e.message : `could not read the saved run ${key}: ${e.message}`;
+    setStatus(msg, "error");
+    log(msg, "err");
+    await saved.refresh();
+    return;
+  }
+  if (!state[run.sample]) return setStatus(`the saved run is of an unknown sample ${run.sample}`, "error");
+  select(run.sample);
+  const done = await withBusy("resuming", async (s) => {
+    await loadSource(s);
+    s.source = run.source;
+    keepEdit(s);
+    await ensureCompiled(s);
+    const r = await call("page_resume(PAGE_NAME, PAGE_DATA)", { PAGE_NAME: s.name, PAGE_DATA: run.bytes });
+    s.info = { ...s.info, ...r };
+    s.losses = run.losses;
+    s.error = null;
+    setStatus(`${s.title}: resumed at step ${r.steps}`, "ok");
+    renderAll();
+    return true;
+  });
+  if (done && run.target > run.calls) await trainSample(run.sample, run.target - run.calls);
+}
+
 // ------------------------------------------------------------------ events from Python
 
 function onMetric(m) {
@@ -438,10 +498,24 @@ function onView(v) {
 
 // ------------------------------------------------------------------ start-up
 
+async function openStorage() {
+  try {
+    store = await openStore("tgweb-page");
+  } catch (e) {
+    log(`This browser keeps nothing for the page (${e.message}): edits and runs are not saved.`, "err");
+    return;
+  }
+  saved = new SavedRuns(store, { app, log, every: AUTOSAVE_S, onResume: resumeRun,
+    titles: Object.fromEntries(SAMPLES.map((x) => [x.name, x.title])) });
+  store.persist().then((granted) => { app.persisted = granted; saved.refresh().catch(() => {}); });
+  await saved.refresh();
+}
+
 async function boot() {
   setupEditor();
   const want = location.hash.slice(1);
   if (state[want]) current = want;
+  await openStorage();
   const harness = await fetchText("page/harness.py");
   loadSource(state[current]).catch(() => {});
   renderAll();
@@ -459,8 +533,12 @@ async function boot() {
     state[current].stepsWanted = Math.max(1, parseInt($("steps").value, 10) || state[current].steps);
   });
   new ResizeObserver(() => { drawLossChart($("chart"), state[current].losses); renderView(); }).observe($("chart"));
+  new ResizeObserver(renderGutter).observe($("source"));  // a new width wraps the lines anew
   try {
-    tg = await start({ on: { log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : "") } });
+    tg = await start({
+      on: { log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : "") },
+      autosave: store ? { store, details: saveDetails } : null,
+    });
   } catch (e) {
     setStatus(e.message, "error");
     app.startError = e.message;
@@ -468,6 +546,10 @@ async function boot() {
   }
   tg.on("metric", onMetric);
   tg.on("view", onView);
+  if (saved) {
+    tg.on("autosaved", (p) => saved.saved(p));
+    tg.on("autosave-error", (e) => saved.failed(e));
+  }
   tg.on("error", (e) => {
     setStatus(e.message, "error");
     log(e.message, "err");

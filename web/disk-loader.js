@@ -2,7 +2,8 @@
 // disk (file://), Chromium refuses module scripts, module workers and fetch, but runs
 // classic scripts and workers made from Blob URLs, and counts file:// as a secure
 // context (WebGPU is there). The single file (dist/tgweb.html) runs the same way from
-// any host. Served over http (build.py serve), this script does nothing: app.mjs runs.
+// any host. Served over http (build.py serve), this script only adds app.mjs as a module
+// script: index.html has no module script tag, which on file:// would log an error.
 //
 // `python3 build.py setup` writes web/disk/ (git-ignored), two classic scripts:
 //   data.js  tgwebDisk.files = {name: ["t", text] | ["z", base64 of gzip]}: every file
@@ -13,7 +14,13 @@
 // the worker serves Pyodide's fetches from them (worker.mjs, serveFiles).
 (function () {
   "use strict";
-  if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") return;
+  if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") {
+    const app = document.createElement("script");
+    app.type = "module";
+    app.src = new URL("app.mjs", document.currentScript.src).href;
+    document.head.append(app);
+    return;
+  }
   const disk = (globalThis.tgwebDisk = globalThis.tgwebDisk || {});
 
   // the page's own reads (app.mjs's fetchText: page/harness.py, page/samples/<name>.py)

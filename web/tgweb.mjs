@@ -21,6 +21,9 @@
 // another in one persistent namespace, like cells of a notebook.
 
 import { noWebGPU } from "./gpu.mjs";
+import { openStore } from "./store.mjs";
+
+export { CorruptRun, openStore } from "./store.mjs";
 
 const DEFAULT_TIMEOUT_MS = 180000;
 
@@ -48,6 +51,10 @@ export class TgwebError extends Error {
  *   interrupt: true: stop() also interrupts Python anywhere (KeyboardInterrupt), even in
  *             the middle of a training step; needs a cross-origin isolated page. Default:
  *             stop() only sets the flag that tgweb.web.check_stop() and each GPU step read.
+ *   autosave: true or {store, details}: keep the runs that Python's tgweb.web.autosave()
+ *             sends in tg.store (store.mjs; default: openStore()), under their name, with
+ *             details(event)'s fields added; each save then emits "autosaved" (the saved
+ *             run's pointer) or "autosave-error" (an Error: quota exceeded, private mode).
  * }
  */
 export async function start(options = {}) {
@@ -59,6 +66,7 @@ export async function start(options = {}) {
   tg.files = files || null;
   for (const [event, fn] of Object.entries(options.on || {})) tg.on(event, fn);
   try {
+    if (options.autosave) await tg._keepRuns(options.autosave === true ? {} : options.autosave);
     tg.info = await tg._start(options, options.timeout || DEFAULT_TIMEOUT_MS);
   } catch (e) {
     tg.close();
@@ -129,6 +137,19 @@ class Tgweb {
         powerPreference: options.powerPreference || null,
         files: this.files,
       } });
+    });
+  }
+
+  async _keepRuns({ store, details }) {
+    this.store = store || (await openStore());
+    this.on("autosave", async (a) => {
+      const { bytes, name, ...info } = a;
+      try {
+        const extra = details ? await details(a) : {};
+        this._emit("autosaved", await this.store.saveRun(name, { ...info, ...extra, bytes }));
+      } catch (e) {
+        this._emit("autosave-error", e);
+      }
     });
   }
 

@@ -17,7 +17,8 @@
 //     {type: "error", id, error}            error: {name, message, pyType, traceback, line, ...};
 //                                           id null: fatal (startup failed, device lost)
 //     {type: "event", event, data}          from Python (tgweb.web.emit/progress/metric/log)
-//                                           and print() output as "log" events
+//                                           and print() output as "log" events; from
+//                                           tgweb.web.emit_bytes, data.bytes is a Uint8Array
 // Runs are executed one after another, in the order received.
 
 import * as gpu from "./gpu.mjs";
@@ -187,6 +188,9 @@ async function init(options) {
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
+    // binary data (tgweb.web.emit_bytes: an autosave's checkpoint) is moved, not copied
+    emitBytes: (event, json, bytes) => self.postMessage({ type: "event", event, data: { ...JSON.parse(json), bytes } },
+      [bytes.buffer]),
     stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
     gpu,
     device,

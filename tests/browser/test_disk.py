@@ -26,6 +26,8 @@ def _open(browser, url: str):
     page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
+    # issue 24: from disk too, no console error (there was one for a module script tag)
+    page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
     page.problems = problems
     t0 = time.perf_counter()
     page.goto(url)

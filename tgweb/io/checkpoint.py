@@ -12,6 +12,8 @@ anything is replaced.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 from . import safetensors
@@ -31,9 +33,21 @@ def load(trainer: Any, blob: bytes | bytearray | memoryview) -> dict[str, str]:
 
 
 def save_file(trainer: Any, path, metadata: dict[str, str] | None = None) -> None:
+    """Write the checkpoint to path atomically: a temporary file beside it, flushed to
+    disk, then renamed over path, so a crash mid-write leaves the previous file whole."""
     data = save(trainer, metadata)
-    with open(path, "wb") as f:
-        f.write(data)
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def load_file(trainer: Any, path) -> dict[str, str]:

@@ -39,7 +39,7 @@ def page_info(name):
     tr = ns["trainer"]
     prog = tr.program
     return {"params": _count(t.shape for t in tr.graph.params.values()), "steps": tr.steps,
-            "backend": tr.backend, "kernels": len(prog.kernels) if prog is not None else None,
+            "calls": tr.calls, "backend": tr.backend, "kernels": len(prog.kernels) if prog is not None else None,
             "compile_s": ns.get("__compile_s__")}
 
 
@@ -65,20 +65,39 @@ def _show(ns):
         ns["show"]()
 
 
-def page_train(name, steps):
-    """train(steps); a stop request ends it quietly. Then show()."""
+def page_train(name, steps, autosave_s=None):
+    """train(steps); a stop request ends it quietly. Then show(). autosave_s: the run's
+    checkpoint goes to the page that often (web.autosave), and once more at the end."""
     ns = _ns(name)
     t0, s0 = time.perf_counter(), ns["trainer"].steps
+    saver = web.autosave(ns["trainer"], every_s=autosave_s, name=name) if autosave_s else None
     stopped = False
     try:
         ns["train"](int(steps))
     except web.Stopped:
         stopped = True
+    finally:
+        if saver is not None:
+            saver.close()
     web.flush()  # the metrics of the last steps (train() may leave them waiting)
     secs = time.perf_counter() - t0
+    if saver is not None:
+        saver.save()
     _show(ns)
     out = page_info(name)
     out.update(stopped=stopped, ran=out["steps"] - s0, seconds=secs)
+    if saver is not None:
+        out.update(saves=saver.saves, save_seconds=saver.seconds)
+    return out
+
+
+def page_resume(name, data):
+    """Restore a saved run's checkpoint (the page's autosave) into the compiled sample."""
+    blob = data.to_bytes() if hasattr(data, "to_bytes") else bytes(data)
+    meta = checkpoint.load(_ns(name)["trainer"], blob)
+    _show(_spaces[name])
+    out = page_info(name)
+    out.update(meta=meta)
     return out
 
 
