@@ -128,6 +128,13 @@ class OpDef:
       integer inputs that index something and the size they index (plus values the kind
       handles itself, a loss's ignore_index); the trainer range-checks step inputs that
       reach such a position (tgweb.inputs.index_bounds). None: no index inputs.
+    torch(tc, args, node) -> torch tensor: the kind's PyTorch form (tgweb.torchbridge);
+      None: tg.to_torch refuses graphs holding the kind.
+    recompute: a kernel kind whose copy (one stored row read again) costs less than
+      keeping its output stored until a late reader (tgweb.passes.remat).
+    perm(node) -> axes: an index kind whose output is its first input with its axes in
+      this order, which a strided kind reads or writes through strides instead
+      (tgweb.passes.views). None: no such view.
     """
 
     kind: str
@@ -141,6 +148,9 @@ class OpDef:
     strided: bool = False
     rewrite: Callable[..., Any] | None = None
     index_bounds: Callable[..., Any] | None = None
+    torch: Callable[..., Any] | None = None
+    recompute: bool = False
+    perm: Callable[..., Any] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -173,20 +183,24 @@ def register(
     strided: bool = False,
     rewrite=None,
     index_bounds=None,
+    torch=None,
+    recompute: bool = False,
+    perm=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
     if role not in ROLES:
         raise RuntimeError(f"op kind {kind!r}: role {role!r} is not one of {ROLES}")
-    d = OpDef(kind, family, infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds)
+    if recompute and role != "kernel":
+        raise RuntimeError(
+            f"op kind {kind!r}: only kernel kinds are marked recompute (fused ones always are)"
+        )
+    if perm is not None and role != "index":
+        raise RuntimeError(f"op kind {kind!r}: a perm view must be an index kind, not {role!r}")
+    parts = (infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds, torch, recompute, perm)
+    d = OpDef(kind, family, *parts)
     REGISTRY[kind] = d
     return d
-
-
-def set_torch(mappings: dict[str, Callable[..., Any]]) -> None:
-    """Give op kinds their PyTorch form (see OpDef.torch); each family sets its own."""
-    for kind, fn in mappings.items():
-        REGISTRY[kind].torch = fn
 
 
 def opdef(t: "Tensor") -> OpDef:

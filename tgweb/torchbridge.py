@@ -3,7 +3,7 @@ PyTorch (CUDA, DistributedDataParallel) and coming back.
 
 The function is traced once, as tg.compile traces it; the module's forward replays
 the graph with one PyTorch operation per node, each from its op kind's registry
-entry (OpDef.torch: fn(tc, args, node) -> tensor, set beside the kind). Its
+entry (OpDef.torch: fn(tc, args, node) -> tensor, given to register()). Its
 parameters are the model's, under the same dotted names (so state_dict() keys
 match tgweb's and safetensors files move both ways), and PyTorch's autograd
 differentiates it. torch is imported only here, when asked for.

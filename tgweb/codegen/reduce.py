@@ -1,6 +1,7 @@
-"""Reductions (sum, max, min, argmax, argmin over any axes), row kernels (softmax,
-log_softmax, causal_softmax, normalize and its gradient) and the embedding gradient (a scatter-add written as
-one reduction per output).
+"""Reductions (sums, maxima, minima and their indices over any axes), row kernels (the
+softmax family, normalize and its gradient) and the embedding gradient (a scatter-add
+written as one reduction per output). Each op kind picks its variant with the
+parameters of its registered emitter (reduction(), softmax(), normalize()).
 
 Rows up to the target's serial_max long are reduced by one invocation each, in a plain loop;
 longer rows get one workgroup each, a strided loop per invocation and a
@@ -30,15 +31,9 @@ from .common import (
 )
 from .kernel import KernelCtx
 
-# Subgroup folds (benchmarks/reduce_native.py, the same buffers for both variants): on
-# lavapipe 1.1-1.5x faster than trees for the GPU class's kernels and 1.1-1.6x for the
-# CPU class's rows over 1024; on an NVIDIA H200 (Vulkan) within the noise, +-5 %, the
-# reductions there being bound by memory and dispatch latency.
-
-# Rows up to the target's "serial_max" are reduced by one invocation each, with no
-# workgroup memory or barriers: on CPU implementations of WebGPU (SwiftShader, lavapipe)
-# a barrier costs a context switch per invocation group, and a bias gradient (64 columns
-# of 256 rows) took 1.7 ms as trees against 0.1 ms as loops in this machine's Chromium.
+# Serial rows (no workgroup memory or barriers) suit CPU implementations of WebGPU, where
+# a barrier costs a context switch per invocation group; subgroup folds against trees:
+# measured in benchmarks/RESULTS.md ("Row reductions").
 
 
 def _merge(dims):
@@ -79,10 +74,10 @@ _INIT = {
 }
 
 
-def _comb(kind, a, b):
-    if kind == "sum":
+def _comb(fold, a, b):
+    if fold == "sum":
         return f"{a} + {b}"
-    return f"{kind}({a}, {b})"
+    return f"{fold}({a}, {b})"
 
 
 def _rows(kc: KernelCtx, rows: int, length: int, serial: bool, t: str):
@@ -126,7 +121,7 @@ def subgroup_levels(wg: int, least: int) -> int:
     return levels
 
 
-def subgroup_total(kc: KernelCtx, wg: int, kind: str, t: str, var: str, everyone: bool):
+def subgroup_total(kc: KernelCtx, wg: int, fold: str, t: str, var: str, everyone: bool):
     """(lines, expression): the workgroup's fold (sum, max or min) of every invocation's
     `var`, by subgroup operations. Each level folds each subgroup's values at once and
     its first invocation writes the result to workgroup memory, at the subgroup's
@@ -140,7 +135,7 @@ def subgroup_total(kc: KernelCtx, wg: int, kind: str, t: str, var: str, everyone
     in order (the native backend probes for it before offering subgroups). The last
     subgroup may be partial. Every subgroup operation is in uniform control flow."""
     kc.enables.add("subgroups")
-    op, init = _SUBGROUP_OP[kind], _INIT[(kind, t)]
+    op, init = _SUBGROUP_OP[fold], _INIT[(fold, t)]
     levels = subgroup_levels(wg, kc.target.subgroup_sizes[0])
     v = kc.fresh("sg")
     bufs = ["sh", "sh_sg"]  # levels write them in turn: a level never writes what it reads
@@ -167,19 +162,24 @@ def subgroup_total(kc: KernelCtx, wg: int, kind: str, t: str, var: str, everyone
     return out, f"{v}_t"
 
 
-def emit_reduce(kc: KernelCtx, node):
-    """Kernel body, dispatch and workgroup size of a sum/max/min/argmax/argmin node; its
-    input comes through kc.input_at (a fused prologue, if any) and its result goes
+def reduction(fold: str, better: str | None = None):
+    """The emitter of a reduction kind (its registry entry's emit): fold "sum", "max" or
+    "min" over attrs["axes"]; with `better` (">" or "<"), the index along attrs["axis"]
+    of the first value that compares better than every other (argmax, argmin)."""
+    return lambda kc, node: emit_reduce(kc, node, fold, better)
+
+
+def emit_reduce(kc: KernelCtx, node, fold: str, better: str | None):
+    """Kernel body, dispatch and workgroup size of a reduction node (see reduction());
+    its input comes through kc.input_at (a fused prologue, if any) and its result goes
     through kc.result (a fused epilogue, if any)."""
     x = node.inputs[0]
-    kind = node.kind
-    arg = kind in ("argmax", "argmin")
+    arg = better is not None
     axes = (node.attrs["axis"],) if arg else tuple(node.attrs["axes"])
     kept, red = row_split(x.shape, axes)
     rows, length = prod(n for n, _ in kept), prod(n for n, _ in red)
     t = "f32" if x.dtype == "f32" else "i32"
-    better = ">" if kind == "argmax" else "<"
-    init = _INIT[("max" if kind == "argmax" else "min" if kind == "argmin" else kind, t)]
+    init = _INIT[(fold, t)]
 
     most = kc.target.knob("serial_max")
     serial = length <= most or (rows >= 2048 and length <= 4 * most)
@@ -196,12 +196,12 @@ def emit_reduce(kc: KernelCtx, node):
         body.append(f"  let xv = {e};")
         body.append(f"  if (xv {better} acc || best == 0xffffffffu) {{ acc = xv; best = r; }}")
     else:
-        body.append(f"  acc = {_comb(kind, 'acc', e)};")
+        body.append(f"  acc = {_comb(fold, 'acc', e)};")
     body.append("}")
     if serial:
         return body + kc.result(node, "o", "i32(best)" if arg else "acc"), disp, wg
     if not arg and kc.target.has("subgroups"):
-        lines, total = subgroup_total(kc, wg, kind, t, "acc", everyone=False)
+        lines, total = subgroup_total(kc, wg, fold, t, "acc", everyone=False)
         body += lines + ["if (li == 0u) {"]
         body += ["  " + ln for ln in kc.result(node, "o", total)]
         return body + ["}"], disp, wg
@@ -217,14 +217,14 @@ def emit_reduce(kc: KernelCtx, node):
             "|| (ov == sh[li] && oi < shi[li]))) {{ sh[li] = ov; shi[li] = oi; }}",
         )
     else:
-        body += tree(wg, "sh[li] = " + _comb(kind, "sh[li]", "sh[li + {s}u]") + ";")
+        body += tree(wg, "sh[li] = " + _comb(fold, "sh[li]", "sh[li + {s}u]") + ";")
     body.append("if (li == 0u) {")
     body += ["  " + ln for ln in kc.result(node, "o", "i32(shi[0])" if arg else "sh[0]")]
     body.append("}")
     return body, disp, wg
 
 
-def _row_total(kc: KernelCtx, serial: bool, wg: int, var: str, kind: str) -> list[str]:
+def _row_total(kc: KernelCtx, serial: bool, wg: int, var: str, fold: str) -> list[str]:
     """Lines leaving the whole row's `var` (each invocation's part of a sum or max) in
     `var`_t, in every invocation of a row kernel laid out by _rows: the part itself if
     one invocation holds the row, else subgroup folds or a shared-memory tree (`sh`
@@ -232,25 +232,31 @@ def _row_total(kc: KernelCtx, serial: bool, wg: int, var: str, kind: str) -> lis
     if serial:
         return [f"let {var}_t = {var};"]
     if kc.target.has("subgroups"):
-        lines, e = subgroup_total(kc, wg, kind, "f32", var, everyone=True)
+        lines, e = subgroup_total(kc, wg, fold, "f32", var, everyone=True)
         return lines + [f"let {var}_t = {e};"]
     out = [f"sh[li] = {var};", "workgroupBarrier();"]
-    out += tree(wg, "sh[li] = " + _comb(kind, "sh[li]", "sh[li + {s}u]") + ";")
+    out += tree(wg, "sh[li] = " + _comb(fold, "sh[li]", "sh[li + {s}u]") + ";")
     return out + [f"let {var}_t = sh[0];", "workgroupBarrier();"]
 
 
-def emit_softmax(kc: KernelCtx, node):
-    """softmax / log_softmax over one axis, causal_softmax over the last: the row's max,
-    then the sum of exponentials, then the write; one invocation per row up to
-    the target's serial_max long, else one workgroup per row with shared-memory trees."""
+def softmax(log: bool = False, causal: bool = False):
+    """The emitter of a softmax kind (its registry entry's emit): over attrs["axis"], or
+    with `causal` over the last axis with row i of each [T, S] block seeing entries j <= i
+    only; `log` writes the log of the softmax."""
+    return lambda kc, node: emit_softmax(kc, node, log, causal)
+
+
+def emit_softmax(kc: KernelCtx, node, log: bool, causal: bool):
+    """A softmax row kernel (see softmax()): the row's max, then the sum of exponentials,
+    then the write; one invocation per row up to the target's serial_max long, else one
+    workgroup per row with shared-memory trees."""
     x = node.inputs[0]
     shape = x.shape
-    axis = len(shape) - 1 if node.kind == "causal_softmax" else node.attrs["axis"]
+    axis = len(shape) - 1 if causal else node.attrs["axis"]
     kept, red = row_split(shape, (axis,))
     rows = prod(n for n, _ in kept)
     length = shape[axis]
     step = strides(shape)[axis]
-    causal = node.kind == "causal_softmax"
     serial = length <= kc.target.knob("serial_max")
     body, disp, wg, first, stride = _rows(kc, rows, length, serial, "f32")
     body += [f"let base = {_index(kept, 'o')};"]
@@ -273,7 +279,7 @@ def emit_softmax(kc: KernelCtx, node):
         f"for (var r = {first}; r < n; r = r + {stride}) {{ s = s + exp({ld('r')} - m_t); }}",
     ]
     body += _row_total(kc, serial, wg, "s", "sum")
-    if node.kind == "log_softmax":
+    if log:
         body.append("let lt = log(s_t);")
         val = f"{ld('r')} - m_t - lt"
     else:
@@ -289,9 +295,15 @@ def emit_softmax(kc: KernelCtx, node):
     return body, disp, wg
 
 
-def emit_normalize(kc: KernelCtx, node):
+def normalize(grad: bool = False):
+    """The emitter of a normalize kind (its registry entry's emit); `grad`: its gradient,
+    of inputs (x, g)."""
+    return lambda kc, node: emit_normalize(kc, node, grad)
+
+
+def emit_normalize(kc: KernelCtx, node, grad: bool):
     """normalize over the last axis: the row's mean, then its variance about the mean,
-    then (x - mean) / sqrt(var + eps) written. normalize_grad (x, g): the same
+    then (x - mean) / sqrt(var + eps) written. Its gradient at (x, g): the same
     statistics, then the sums of g and of g * xhat, then dx = (g - mean(g) - xhat *
     mean(g * xhat)) / sqrt(var + eps). One invocation per row up to the target's
     serial_max long, else one workgroup per row (as the softmax kernels)."""
@@ -315,7 +327,7 @@ def emit_normalize(kc: KernelCtx, node):
     ]
     body += _row_total(kc, serial, wg, "q", "sum")
     body.append(f"let rstd = inverseSqrt(q_t * {inv_n} + {eps});")
-    if node.kind == "normalize":
+    if not grad:
         return body + [f"{loop} {kc.store(node, '(base + r)', f'({ld(x)} - mean) * rstd')} }}"], disp, wg
     g = node.inputs[1]
     body += [

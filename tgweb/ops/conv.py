@@ -34,7 +34,7 @@ upsample_nearest2d composes reshape and broadcast_to (its gradient is a sum).
 from __future__ import annotations
 
 from ..codegen.common import f32_lit
-from ..ir import OpError, Tensor, make, register, set_torch
+from ..ir import OpError, Tensor, make, register
 from .base import as_tensor, op
 
 
@@ -424,8 +424,28 @@ def _g_conv_grad_weight(t, h):
     return [make("conv2d_grad_input", (g, h), in_hw=x.shape[2:], **a), make("conv2d", (x, h), **a)]
 
 
+def _torch_conv_transpose(tc, a, n):
+    g, w = a
+    at, d = n.attrs, _dil(n.attrs)
+    natural = [
+        (g.shape[2 + i] - 1) * at["stride"][i] - 2 * at["padding"][i] + d[i] * (w.shape[2 + i] - 1) + 1
+        for i in (0, 1)
+    ]
+    extra = tuple(h - m for h, m in zip(at["in_hw"], natural))
+    return tc.F.conv_transpose2d(g, w, None, at["stride"], at["padding"], extra, at["groups"], d)
+
+
 register(
-    "conv2d", family="conv", role="index", emit=_conv_wgsl, infer=_infer_conv, grad=_g_conv, ref=_ref_conv
+    "conv2d",
+    family="conv",
+    role="index",
+    emit=_conv_wgsl,
+    infer=_infer_conv,
+    grad=_g_conv,
+    ref=_ref_conv,
+    torch=lambda tc, a, n: tc.F.conv2d(
+        a[0], a[1], None, n.attrs["stride"], n.attrs["padding"], _dil(n.attrs), n.attrs["groups"]
+    ),
 )
 register(
     "conv2d_grad_input",
@@ -435,6 +455,7 @@ register(
     infer=_infer_conv_grad_input,
     grad=_g_conv_grad_input,
     ref=_ref_conv_grad_input,
+    torch=_torch_conv_transpose,
 )
 register(
     "conv2d_grad_weight",
@@ -677,6 +698,13 @@ register(
     infer=_infer_pool,
     ref=_ref_max_pool,
     grad=lambda t, g: [make("max_pool2d_grad", (t.inputs[0], g), **_pattrs(t))],
+    torch=lambda tc, a, n: tc.F.max_pool2d(
+        a[0],
+        n.attrs["kernel"],
+        n.attrs["stride"],
+        n.attrs["padding"],
+        ceil_mode=n.attrs.get("ceil_mode", False),
+    ),
 )
 register(
     "max_pool2d_grad",
@@ -704,6 +732,14 @@ register(
     infer=_infer_pool,
     ref=_ref_avg_pool,
     grad=lambda t, g: [make("avg_pool2d_grad", (g,), in_hw=t.inputs[0].shape[2:], **_pattrs(t))],
+    torch=lambda tc, a, n: tc.F.avg_pool2d(
+        a[0],
+        n.attrs["kernel"],
+        n.attrs["stride"],
+        n.attrs["padding"],
+        ceil_mode=n.attrs.get("ceil_mode", False),
+        count_include_pad=n.attrs.get("count_include_pad", True),
+    ),
 )
 register(
     "avg_pool2d_grad",
@@ -745,42 +781,3 @@ def upsample_nearest2d(x, scale_factor) -> Tensor:
     n, c, h, w = x.shape
     y = broadcast_to(reshape(x, (n, c, h, 1, w, 1)), (n, c, h, fh, w, fw))
     return reshape(y, (n, c, h * fh, w * fw))
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-
-
-def _torch_conv_transpose(tc, a, n):
-    g, w = a
-    at, d = n.attrs, _dil(n.attrs)
-    natural = [
-        (g.shape[2 + i] - 1) * at["stride"][i] - 2 * at["padding"][i] + d[i] * (w.shape[2 + i] - 1) + 1
-        for i in (0, 1)
-    ]
-    extra = tuple(h - m for h, m in zip(at["in_hw"], natural))
-    return tc.F.conv_transpose2d(g, w, None, at["stride"], at["padding"], extra, at["groups"], d)
-
-
-set_torch(
-    {
-        "conv2d": lambda tc, a, n: tc.F.conv2d(
-            a[0], a[1], None, n.attrs["stride"], n.attrs["padding"], _dil(n.attrs), n.attrs["groups"]
-        ),
-        "conv2d_grad_input": _torch_conv_transpose,
-        "max_pool2d": lambda tc, a, n: tc.F.max_pool2d(
-            a[0],
-            n.attrs["kernel"],
-            n.attrs["stride"],
-            n.attrs["padding"],
-            ceil_mode=n.attrs.get("ceil_mode", False),
-        ),
-        "avg_pool2d": lambda tc, a, n: tc.F.avg_pool2d(
-            a[0],
-            n.attrs["kernel"],
-            n.attrs["stride"],
-            n.attrs["padding"],
-            ceil_mode=n.attrs.get("ceil_mode", False),
-            count_include_pad=n.attrs.get("count_include_pad", True),
-        ),
-    }
-)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit, i32_lit, lit
-from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, dtype_name, make, register, set_torch
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, dtype_name, make, register
 from .base import as_tensor, broadcast_shapes, op
 
 # ---------------------------------------------------------------- WGSL expressions
@@ -118,9 +118,11 @@ def _arange_wgsl(g, n):
 _RANK = {"bool": 0, "i32": 1, "f32": 2}
 
 
-def _promote(a, b, float_only=False, name=""):
+def _promote(a, b, operands="any"):
     """Tensors for two operands; a Python number takes the other operand's dtype
-    (a float promotes an integer tensor to f32), mixed tensor dtypes promote upward."""
+    (a float promotes an integer tensor to f32), mixed tensor dtypes promote upward.
+    operands "float": always f32; "int": bools count as i32 (arithmetic); "any": as they
+    are."""
     ta = a if isinstance(a, (bool, int, float)) else as_tensor(a)
     tb = b if isinstance(b, (bool, int, float)) else as_tensor(b)
     if not isinstance(ta, Tensor) and not isinstance(tb, Tensor):
@@ -135,9 +137,9 @@ def _promote(a, b, float_only=False, name=""):
     da, db = dt(ta), dt(tb)
     # a Python int never raises a tensor's dtype above i32; a float gives f32
     target = max(da, db, key=_RANK.__getitem__)
-    if float_only:
+    if operands == "float":
         target = "f32"
-    if name in ("add", "sub", "mul", "maximum", "minimum") and target == "bool":
+    if operands == "int" and target == "bool":
         target = "i32"
     return _to(ta, target, like), _to(tb, target, like)
 
@@ -206,21 +208,46 @@ def _g_maximum(t, g):
     return [unbroadcast(where(pick_a, g, 0.0), a.shape), unbroadcast(where(pick_a, 0.0, g), b.shape)]
 
 
-# kind -> (reference, grad rule or NO_GRAD, WGSL expression of the two operands)
+# kind -> (operands (_promote; "bool": bools only), reference, grad rule or NO_GRAD, WGSL
+# expression of the two operands, PyTorch form)
 _BINARY = {
-    "add": (lambda np, a, b: a + b, _g_add, _infix("+")),
-    "sub": (lambda np, a, b: a - b, _g_sub, _infix("-")),
-    "mul": (lambda np, a, b: a * b, _g_mul, _infix("*")),
-    "div": (lambda np, a, b: a / b, _g_div, _infix("/")),
-    "maximum": (lambda np, a, b: np.maximum(a, b), _g_maximum, _call("max")),
-    "minimum": (lambda np, a, b: np.minimum(a, b), _g_maximum, _call("min")),
-    "less": (lambda np, a, b: a < b, NO_GRAD, _infix("<")),
-    "greater": (lambda np, a, b: a > b, NO_GRAD, _infix(">")),
-    "less_equal": (lambda np, a, b: a <= b, NO_GRAD, _infix("<=")),
-    "greater_equal": (lambda np, a, b: a >= b, NO_GRAD, _infix(">=")),
-    "equal": (lambda np, a, b: a == b, NO_GRAD, _infix("==")),
-    "logical_and": (lambda np, a, b: a & b, NO_GRAD, _infix("&&")),
-    "logical_or": (lambda np, a, b: a | b, NO_GRAD, _infix("||")),
+    "add": ("int", lambda np, a, b: a + b, _g_add, _infix("+"), lambda tc, a, n: a[0] + a[1]),
+    "sub": ("int", lambda np, a, b: a - b, _g_sub, _infix("-"), lambda tc, a, n: a[0] - a[1]),
+    "mul": ("int", lambda np, a, b: a * b, _g_mul, _infix("*"), lambda tc, a, n: a[0] * a[1]),
+    "div": ("float", lambda np, a, b: a / b, _g_div, _infix("/"), lambda tc, a, n: a[0] / a[1]),
+    "maximum": (
+        "int",
+        lambda np, a, b: np.maximum(a, b),
+        _g_maximum,
+        _call("max"),
+        lambda tc, a, n: tc.torch.maximum(a[0], a[1]),
+    ),
+    "minimum": (
+        "int",
+        lambda np, a, b: np.minimum(a, b),
+        _g_maximum,
+        _call("min"),
+        lambda tc, a, n: tc.torch.minimum(a[0], a[1]),
+    ),
+    "less": ("any", lambda np, a, b: a < b, NO_GRAD, _infix("<"), lambda tc, a, n: a[0] < a[1]),
+    "greater": ("any", lambda np, a, b: a > b, NO_GRAD, _infix(">"), lambda tc, a, n: a[0] > a[1]),
+    "less_equal": ("any", lambda np, a, b: a <= b, NO_GRAD, _infix("<="), lambda tc, a, n: a[0] <= a[1]),
+    "greater_equal": ("any", lambda np, a, b: a >= b, NO_GRAD, _infix(">="), lambda tc, a, n: a[0] >= a[1]),
+    "equal": ("any", lambda np, a, b: a == b, NO_GRAD, _infix("=="), lambda tc, a, n: a[0] == a[1]),
+    "logical_and": (
+        "bool",
+        lambda np, a, b: a & b,
+        NO_GRAD,
+        _infix("&&"),
+        lambda tc, a, n: tc.torch.logical_and(a[0], a[1]),
+    ),
+    "logical_or": (
+        "bool",
+        lambda np, a, b: a | b,
+        NO_GRAD,
+        _infix("||"),
+        lambda tc, a, n: tc.torch.logical_or(a[0], a[1]),
+    ),
 }
 
 
@@ -233,7 +260,7 @@ def _binary_ref(fn):
     return ref
 
 
-for _k, (_fn, _g, _w) in _BINARY.items():
+for _k, (_, _fn, _g, _w, _torch) in _BINARY.items():
     register(
         _k,
         family="elementwise",
@@ -242,79 +269,38 @@ for _k, (_fn, _g, _w) in _BINARY.items():
         grad=_g,
         emit=_w,
         infer=_infer_compare if _g is NO_GRAD else _infer_binary,
+        torch=_torch,
     )
 
 
-@op
-def add(a, b) -> Tensor:
-    return make("add", _promote(a, b, name="add"))
+def _binary_op(kind: str, doc: str | None = None):
+    """The public function of a binary kind of _BINARY: f(a, b), tensors or numbers."""
+    operands = _BINARY[kind][0]
+
+    def fn(a, b) -> Tensor:
+        a, b = _promote(a, b, "any" if operands == "bool" else operands)
+        if operands == "bool" and a.dtype != "bool":
+            raise OpError(f"{kind} needs bool tensors, got {a.dtype}")
+        return make(kind, (a, b))
+
+    fn.__name__ = fn.__qualname__ = kind
+    fn.__doc__ = doc
+    return op(fn)
 
 
-@op
-def sub(a, b) -> Tensor:
-    return make("sub", _promote(a, b, name="sub"))
-
-
-@op
-def mul(a, b) -> Tensor:
-    return make("mul", _promote(a, b, name="mul"))
-
-
-@op
-def div(a, b) -> Tensor:
-    """True division; integer operands are promoted to f32."""
-    return make("div", _promote(a, b, float_only=True))
-
-
-@op
-def maximum(a, b) -> Tensor:
-    return make("maximum", _promote(a, b, name="maximum"))
-
-
-@op
-def minimum(a, b) -> Tensor:
-    return make("minimum", _promote(a, b, name="minimum"))
-
-
-@op
-def less(a, b) -> Tensor:
-    return make("less", _promote(a, b))
-
-
-@op
-def greater(a, b) -> Tensor:
-    return make("greater", _promote(a, b))
-
-
-@op
-def less_equal(a, b) -> Tensor:
-    return make("less_equal", _promote(a, b))
-
-
-@op
-def greater_equal(a, b) -> Tensor:
-    return make("greater_equal", _promote(a, b))
-
-
-@op
-def equal(a, b) -> Tensor:
-    return make("equal", _promote(a, b))
-
-
-@op
-def logical_and(a, b) -> Tensor:
-    a, b = _promote(a, b)
-    if a.dtype != "bool":
-        raise OpError(f"logical_and needs bool tensors, got {a.dtype}")
-    return make("logical_and", (a, b))
-
-
-@op
-def logical_or(a, b) -> Tensor:
-    a, b = _promote(a, b)
-    if a.dtype != "bool":
-        raise OpError(f"logical_or needs bool tensors, got {a.dtype}")
-    return make("logical_or", (a, b))
+add = _binary_op("add")
+sub = _binary_op("sub")
+mul = _binary_op("mul")
+div = _binary_op("div", "True division; integer operands are promoted to f32.")
+maximum = _binary_op("maximum")
+minimum = _binary_op("minimum")
+less = _binary_op("less")
+greater = _binary_op("greater")
+less_equal = _binary_op("less_equal")
+greater_equal = _binary_op("greater_equal")
+equal = _binary_op("equal")
+logical_and = _binary_op("logical_and")
+logical_or = _binary_op("logical_or")
 
 
 # ---------------------------------------------------------------- where
@@ -342,6 +328,7 @@ register(
     infer=_infer_where,
     grad=_g_where,
     ref=lambda ctx, args, t: ctx.cast(ctx.np.where(*args), t.dtype),
+    torch=lambda tc, a, n: tc.torch.where(a[0], a[1], a[2]),
 )
 
 
@@ -355,6 +342,21 @@ def where(cond, a, b) -> Tensor:
     else:
         a, b = _promote(a, b)
     return make("where", (cond, a, b))
+
+
+# ---------------------------------------------------------------- PyTorch forms
+
+_TORCH_DTYPE = {"f32": "float32", "i32": "int32", "bool": "bool"}
+
+
+def torch_dtype(tc, dtype: str):
+    """The PyTorch dtype of a tgweb dtype (f32 follows the module's float type)."""
+    return tc.float if dtype == "f32" else getattr(tc.torch, _TORCH_DTYPE[dtype])
+
+
+def _torch_clamp(tc, a, n):
+    lo, hi = n.attrs["lo"], n.attrs["hi"]
+    return tc.torch.clamp(a[0], min=None if lo == -math.inf else lo, max=None if hi == math.inf else hi)
 
 
 # ---------------------------------------------------------------- unary
@@ -408,93 +410,154 @@ def _np_softplus(np, x):
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-# kind -> (float only, reference, grad(t, g, x) or NO_GRAD, WGSL expression)
+# kind -> (float only, reference, grad(t, g, x) or NO_GRAD, WGSL expression, PyTorch form)
 _UNARY = {
-    "neg": (False, lambda np, x, a: -x, lambda t, g, x: -g, _wgsl(lambda x, n, kc: f"(-{x})")),
-    "abs": (False, lambda np, x, a: np.abs(x), lambda t, g, x: g * sign(x), _call("abs")),
-    "sign": (False, lambda np, x, a: np.sign(x), NO_GRAD, _wgsl(_sign_wgsl)),
+    "neg": (
+        False,
+        lambda np, x, a: -x,
+        lambda t, g, x: -g,
+        _wgsl(lambda x, n, kc: f"(-{x})"),
+        lambda tc, a, n: -a[0],
+    ),
+    "abs": (
+        False,
+        lambda np, x, a: np.abs(x),
+        lambda t, g, x: g * sign(x),
+        _call("abs"),
+        lambda tc, a, n: tc.torch.abs(a[0]),
+    ),
+    "sign": (
+        False,
+        lambda np, x, a: np.sign(x),
+        NO_GRAD,
+        _wgsl(_sign_wgsl),
+        lambda tc, a, n: tc.torch.sign(a[0]),
+    ),
     "square": (
         False,
         lambda np, x, a: x * x,
         lambda t, g, x: g * (2.0 * x),
         _wgsl(lambda x, n, kc: f"({x} * {x})"),
+        lambda tc, a, n: a[0] * a[0],
     ),
-    "exp": (True, lambda np, x, a: np.exp(x), lambda t, g, x: g * t, _call("exp")),
-    "log": (True, lambda np, x, a: np.log(x), lambda t, g, x: g / x, _call("log")),
-    "sqrt": (True, lambda np, x, a: np.sqrt(x), lambda t, g, x: g * 0.5 / t, _call("sqrt")),
+    "exp": (
+        True,
+        lambda np, x, a: np.exp(x),
+        lambda t, g, x: g * t,
+        _call("exp"),
+        lambda tc, a, n: tc.torch.exp(a[0]),
+    ),
+    "log": (
+        True,
+        lambda np, x, a: np.log(x),
+        lambda t, g, x: g / x,
+        _call("log"),
+        lambda tc, a, n: tc.torch.log(a[0]),
+    ),
+    "sqrt": (
+        True,
+        lambda np, x, a: np.sqrt(x),
+        lambda t, g, x: g * 0.5 / t,
+        _call("sqrt"),
+        lambda tc, a, n: tc.torch.sqrt(a[0]),
+    ),
     "rsqrt": (
         True,
         lambda np, x, a: 1 / np.sqrt(x),
         lambda t, g, x: g * (-0.5) * t * t * t,
         _call("inverseSqrt"),
+        lambda tc, a, n: tc.torch.rsqrt(a[0]),
     ),
     "tanh": (
         True,
         lambda np, x, a: np.tanh(x),
         lambda t, g, x: g * (1.0 - t * t),
         _wgsl(lambda x, n, kc: f"{kc.helper('tg_tanh', _TANH)}({x})"),
+        lambda tc, a, n: tc.torch.tanh(a[0]),
     ),
     "sigmoid": (
         True,
         lambda np, x, a: 1 / (1 + np.exp(-x)),
         lambda t, g, x: g * t * (1.0 - t),
         _wgsl(lambda x, n, kc: f"(1.0 / (1.0 + exp(-{x})))"),
+        lambda tc, a, n: tc.torch.sigmoid(a[0]),
     ),
     "relu": (
         True,
         lambda np, x, a: np.maximum(x, 0),
         lambda t, g, x: where(t > 0.0, g, 0.0),
         _wgsl(lambda x, n, kc: f"select({x}, 0.0, {x} < 0.0)"),  # keeps NaN, like np.maximum
+        lambda tc, a, n: tc.torch.relu(a[0]),
     ),
     "leaky_relu": (
         True,
         lambda np, x, a: np.where(x > 0, x, x * a["alpha"]),
         lambda t, g, x: where(x > 0.0, g, g * t.attrs["alpha"]),
         _wgsl(lambda x, n, kc: f"select({x} * {f32_lit(n.attrs['alpha'])}, {x}, {x} > 0.0)"),
+        lambda tc, a, n: tc.F.leaky_relu(a[0], n.attrs["alpha"]),
     ),
     "gelu": (
         True,
         lambda np, x, a: _np_gelu(np, x, a["approximate"]),
         lambda t, g, x: _g_gelu(t, g)[0],
         _wgsl(_gelu_wgsl),
+        lambda tc, a, n: tc.F.gelu(a[0], approximate=n.attrs["approximate"]),
     ),
     "silu": (
         True,
         lambda np, x, a: x / (1 + np.exp(-x)),
         lambda t, g, x: g * (sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x)))),
         _wgsl(lambda x, n, kc: f"({x} / (1.0 + exp(-{x})))"),
+        lambda tc, a, n: tc.F.silu(a[0]),
     ),
     "softplus": (
         True,
         lambda np, x, a: _np_softplus(np, x),
         lambda t, g, x: g * sigmoid(x),
         _wgsl(lambda x, n, kc: f"(max({x}, 0.0) + {kc.helper('tg_log1p', _LOG1P)}(exp(-abs({x}))))"),
+        lambda tc, a, n: tc.F.softplus(a[0]),
     ),
     "erf": (
         True,
         lambda np, x, a: _np_erf(np, x),
         lambda t, g, x: g * (2.0 / math.sqrt(math.pi)) * exp(-(x * x)),
         _wgsl(lambda x, n, kc: f"{kc.helper('tg_erf', _ERF)}({x})"),
+        lambda tc, a, n: tc.torch.erf(a[0]),
     ),
-    "sin": (True, lambda np, x, a: np.sin(x), lambda t, g, x: g * cos(x), _call("sin")),
-    "cos": (True, lambda np, x, a: np.cos(x), lambda t, g, x: -(g * sin(x)), _call("cos")),
+    "sin": (
+        True,
+        lambda np, x, a: np.sin(x),
+        lambda t, g, x: g * cos(x),
+        _call("sin"),
+        lambda tc, a, n: tc.torch.sin(a[0]),
+    ),
+    "cos": (
+        True,
+        lambda np, x, a: np.cos(x),
+        lambda t, g, x: -(g * sin(x)),
+        _call("cos"),
+        lambda tc, a, n: tc.torch.cos(a[0]),
+    ),
     "pow": (
         True,
         lambda np, x, a: x ** a["exponent"],
         lambda t, g, x: g * (t.attrs["exponent"] * pow(x, t.attrs["exponent"] - 1.0)),
         _wgsl(_pow_wgsl),
+        lambda tc, a, n: tc.torch.pow(a[0], n.attrs["exponent"]),
     ),
     "hardtanh": (
         True,
         lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
         lambda t, g, x: where(logical_and(x > t.attrs["lo"], x < t.attrs["hi"]), g, 0.0),
         _wgsl(_clamp_wgsl),
+        lambda tc, a, n: tc.F.hardtanh(a[0], n.attrs["lo"], n.attrs["hi"]),
     ),
     "clamp": (
         False,
         lambda np, x, a: np.clip(x, a["lo"], a["hi"]),
         lambda t, g, x: where(logical_and(x >= t.attrs["lo"], x <= t.attrs["hi"]), g, 0.0),
         _wgsl(_clamp_wgsl),
+        _torch_clamp,
     ),
 }
 
@@ -513,7 +576,7 @@ def _unary_grad(fn):
     return grad
 
 
-for _k, (_float, _fn, _g, _w) in _UNARY.items():
+for _k, (_float, _fn, _g, _w, _torch) in _UNARY.items():
     register(
         _k,
         family="elementwise",
@@ -522,6 +585,7 @@ for _k, (_float, _fn, _g, _w) in _UNARY.items():
         ref=_unary_ref(_fn),
         grad=_g if _g is NO_GRAD else _unary_grad(_g),
         infer=_infer_float_unary if _float else _infer_numeric_unary,
+        torch=_torch,
     )
 
 
@@ -529,84 +593,32 @@ def _unary(kind, x, **attrs):
     return make(kind, (as_tensor(x),), **attrs)
 
 
-@op
-def neg(x):
-    return _unary("neg", x)
+def _unary_op(kind: str):
+    """The public function of a unary kind of _UNARY with no parameters: f(x)."""
+
+    def fn(x) -> Tensor:
+        return _unary(kind, x)
+
+    fn.__name__ = fn.__qualname__ = kind
+    return op(fn)
 
 
-@op
-def abs(x):
-    return _unary("abs", x)  # noqa: A001 - NumPy's name
-
-
-@op
-def sign(x):
-    return _unary("sign", x)
-
-
-@op
-def square(x):
-    return _unary("square", x)
-
-
-@op
-def exp(x):
-    return _unary("exp", x)
-
-
-@op
-def log(x):
-    return _unary("log", x)
-
-
-@op
-def sqrt(x):
-    return _unary("sqrt", x)
-
-
-@op
-def rsqrt(x):
-    return _unary("rsqrt", x)
-
-
-@op
-def tanh(x):
-    return _unary("tanh", x)
-
-
-@op
-def sigmoid(x):
-    return _unary("sigmoid", x)
-
-
-@op
-def relu(x):
-    return _unary("relu", x)
-
-
-@op
-def silu(x):
-    return _unary("silu", x)
-
-
-@op
-def softplus(x):
-    return _unary("softplus", x)
-
-
-@op
-def erf(x):
-    return _unary("erf", x)
-
-
-@op
-def sin(x):
-    return _unary("sin", x)
-
-
-@op
-def cos(x):
-    return _unary("cos", x)
+neg = _unary_op("neg")
+abs = _unary_op("abs")
+sign = _unary_op("sign")
+square = _unary_op("square")
+exp = _unary_op("exp")
+log = _unary_op("log")
+sqrt = _unary_op("sqrt")
+rsqrt = _unary_op("rsqrt")
+tanh = _unary_op("tanh")
+sigmoid = _unary_op("sigmoid")
+relu = _unary_op("relu")
+silu = _unary_op("silu")
+softplus = _unary_op("softplus")
+erf = _unary_op("erf")
+sin = _unary_op("sin")
+cos = _unary_op("cos")
 
 
 @op
@@ -672,6 +684,11 @@ register(
     infer=_infer_cast,
     grad=_g_cast,
     ref=lambda ctx, args, t: ctx.cast(args[0], t.dtype),
+    torch=lambda tc, a, n: (
+        tc.torch.trunc(a[0]).to(torch_dtype(tc, n.dtype))
+        if n.dtype == "i32" and a[0].is_floating_point()
+        else a[0].to(torch_dtype(tc, n.dtype))
+    ),
 )
 
 
@@ -697,6 +714,9 @@ register(
     infer=_infer_full,
     grad=NO_GRAD,
     ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)),
+    torch=lambda tc, a, n: tc.torch.full(
+        n.shape, n.attrs["value"], dtype=torch_dtype(tc, n.dtype), device=tc.device
+    ),
 )
 
 
@@ -741,6 +761,9 @@ register(
     ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(t.attrs["n"])).astype(
         ctx.npdtype(t.dtype)
     ),
+    torch=lambda tc, a, n: (
+        n.attrs["start"] + n.attrs["step"] * tc.torch.arange(n.attrs["n"], device=tc.device)
+    ).to(torch_dtype(tc, n.dtype)),
 )
 
 
@@ -760,70 +783,3 @@ def arange(start, stop=None, step=1, dtype: str | None = None) -> Tensor:
     if dtype is None:
         dtype = "i32" if all(isinstance(v, int) for v in (start, stop, step)) else "f32"
     return make("arange", (), n=n, start=start, step=step, dtype=dtype)
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-
-_TORCH_DTYPE = {"f32": "float32", "i32": "int32", "bool": "bool"}
-
-
-def torch_dtype(tc, dtype: str):
-    """The PyTorch dtype of a tgweb dtype (f32 follows the module's float type)."""
-    return tc.float if dtype == "f32" else getattr(tc.torch, _TORCH_DTYPE[dtype])
-
-
-def _torch_clamp(tc, a, n):
-    lo, hi = n.attrs["lo"], n.attrs["hi"]
-    return tc.torch.clamp(a[0], min=None if lo == -math.inf else lo, max=None if hi == math.inf else hi)
-
-
-set_torch(
-    {
-        "add": lambda tc, a, n: a[0] + a[1],
-        "sub": lambda tc, a, n: a[0] - a[1],
-        "mul": lambda tc, a, n: a[0] * a[1],
-        "div": lambda tc, a, n: a[0] / a[1],
-        "maximum": lambda tc, a, n: tc.torch.maximum(a[0], a[1]),
-        "minimum": lambda tc, a, n: tc.torch.minimum(a[0], a[1]),
-        "less": lambda tc, a, n: a[0] < a[1],
-        "greater": lambda tc, a, n: a[0] > a[1],
-        "less_equal": lambda tc, a, n: a[0] <= a[1],
-        "greater_equal": lambda tc, a, n: a[0] >= a[1],
-        "equal": lambda tc, a, n: a[0] == a[1],
-        "logical_and": lambda tc, a, n: tc.torch.logical_and(a[0], a[1]),
-        "logical_or": lambda tc, a, n: tc.torch.logical_or(a[0], a[1]),
-        "where": lambda tc, a, n: tc.torch.where(a[0], a[1], a[2]),
-        "neg": lambda tc, a, n: -a[0],
-        "abs": lambda tc, a, n: tc.torch.abs(a[0]),
-        "sign": lambda tc, a, n: tc.torch.sign(a[0]),
-        "square": lambda tc, a, n: a[0] * a[0],
-        "exp": lambda tc, a, n: tc.torch.exp(a[0]),
-        "log": lambda tc, a, n: tc.torch.log(a[0]),
-        "sqrt": lambda tc, a, n: tc.torch.sqrt(a[0]),
-        "rsqrt": lambda tc, a, n: tc.torch.rsqrt(a[0]),
-        "tanh": lambda tc, a, n: tc.torch.tanh(a[0]),
-        "sigmoid": lambda tc, a, n: tc.torch.sigmoid(a[0]),
-        "relu": lambda tc, a, n: tc.torch.relu(a[0]),
-        "leaky_relu": lambda tc, a, n: tc.F.leaky_relu(a[0], n.attrs["alpha"]),
-        "gelu": lambda tc, a, n: tc.F.gelu(a[0], approximate=n.attrs["approximate"]),
-        "silu": lambda tc, a, n: tc.F.silu(a[0]),
-        "softplus": lambda tc, a, n: tc.F.softplus(a[0]),
-        "erf": lambda tc, a, n: tc.torch.erf(a[0]),
-        "sin": lambda tc, a, n: tc.torch.sin(a[0]),
-        "cos": lambda tc, a, n: tc.torch.cos(a[0]),
-        "pow": lambda tc, a, n: tc.torch.pow(a[0], n.attrs["exponent"]),
-        "hardtanh": lambda tc, a, n: tc.F.hardtanh(a[0], n.attrs["lo"], n.attrs["hi"]),
-        "clamp": _torch_clamp,
-        "cast": lambda tc, a, n: (
-            tc.torch.trunc(a[0]).to(torch_dtype(tc, n.dtype))
-            if n.dtype == "i32" and a[0].is_floating_point()
-            else a[0].to(torch_dtype(tc, n.dtype))
-        ),
-        "full": lambda tc, a, n: tc.torch.full(
-            n.shape, n.attrs["value"], dtype=torch_dtype(tc, n.dtype), device=tc.device
-        ),
-        "arange": lambda tc, a, n: (
-            n.attrs["start"] + n.attrs["step"] * tc.torch.arange(n.attrs["n"], device=tc.device)
-        ).to(torch_dtype(tc, n.dtype)),
-    }
-)

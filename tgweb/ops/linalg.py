@@ -8,7 +8,7 @@ pass reads transposed operands through strides instead of copying them.
 from __future__ import annotations
 
 from ..codegen.matmul import emit_matmul, operand_layout
-from ..ir import OpError, Tensor, make, register, replace, set_torch
+from ..ir import OpError, Tensor, make, register, replace
 from .base import as_tensor, broadcast_shapes, op
 
 
@@ -107,6 +107,11 @@ def _split_k(m: Tensor, target, new_id):
     return [parts, replace(m, kind="sum", inputs=(parts,), attrs={"axes": (0,), "keepdims": False})]
 
 
+def _torch_matmul(tc, a, n):
+    x, y = a
+    return tc.torch.matmul(x.mT if n.attrs["ta"] else x, y.mT if n.attrs["tb"] else y)
+
+
 register(
     "matmul",
     family="linalg",
@@ -118,6 +123,7 @@ register(
     infer=_infer_matmul,
     grad=_g_matmul,
     ref=_ref_matmul,
+    torch=_torch_matmul,
 )
 
 
@@ -145,14 +151,3 @@ def matmul(a, b) -> Tensor:
             shape = shape[:-2] + shape[-1:] if not vb else shape[:-1]
         out = reshape(out, shape)
     return out
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-
-
-def _torch_matmul(tc, a, n):
-    x, y = a
-    return tc.torch.matmul(x.mT if n.attrs["ta"] else x, y.mT if n.attrs["tb"] else y)
-
-
-set_torch({"matmul": _torch_matmul})

@@ -31,8 +31,8 @@ targets [...] (shape logits.shape[:-1]), unlike PyTorch's [N, C, ...].
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, mul_idx
-from ..codegen.reduce import emit_embedding_grad, emit_normalize, emit_softmax
-from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register, set_torch
+from ..codegen.reduce import emit_embedding_grad, normalize, softmax
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register
 from .base import as_tensor, norm_axis, op, require_float
 
 
@@ -90,32 +90,42 @@ def _infer_causal(ins, attrs):
     return _infer_float_same(ins, attrs)
 
 
+def _torch_causal(tc, a, n):
+    x = a[0]
+    t, s = x.shape[-2], x.shape[-1]
+    keep = tc.torch.ones(t, s, dtype=tc.torch.bool, device=x.device).tril()
+    return tc.torch.softmax(x.masked_fill(~keep, float("-inf")), -1).masked_fill(~keep, 0.0)
+
+
 register(
     "softmax",
     family="nn",
     role="kernel",
-    emit=emit_softmax,
+    emit=softmax(),
     infer=_infer_float_same,
     grad=_g_softmax,
     ref=lambda ctx, args, t: _np_softmax(ctx.np, args[0], t.attrs["axis"]),
+    torch=lambda tc, a, n: tc.torch.softmax(a[0], n.attrs["axis"]),
 )
 register(
     "log_softmax",
     family="nn",
     role="kernel",
-    emit=emit_softmax,
+    emit=softmax(log=True),
     infer=_infer_float_same,
     grad=_g_log_softmax,
     ref=_ref_log_softmax,
+    torch=lambda tc, a, n: tc.torch.log_softmax(a[0], n.attrs["axis"]),
 )
 register(
     "causal_softmax",
     family="nn",
     role="kernel",
-    emit=emit_softmax,
+    emit=softmax(causal=True),
     infer=_infer_causal,
     grad=_g_softmax,
     ref=_ref_causal_softmax,
+    torch=_torch_causal,
 )
 
 
@@ -172,23 +182,34 @@ def _infer_normalize(ins, attrs):
     return _infer_float_same(ins, attrs)
 
 
+def _torch_normalize_grad(tc, a, n):
+    x, g = a
+    d = x - x.mean(-1, keepdim=True)
+    rstd = tc.torch.rsqrt((d * d).mean(-1, keepdim=True) + n.attrs["eps"])
+    xh = d * rstd
+    return rstd * (g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True))
+
+
 register(
     "normalize",
     family="nn",
     role="kernel",
-    emit=emit_normalize,
+    emit=normalize(),
     infer=_infer_normalize,
     grad=lambda t, g: [make("normalize_grad", (t.inputs[0], g), eps=t.attrs["eps"])],
     ref=lambda ctx, args, t: _np_normalized(ctx.np, args[0], t.attrs["eps"])[0],
+    torch=lambda tc, a, n: tc.torch.nn.functional.layer_norm(a[0], a[0].shape[-1:], eps=n.attrs["eps"]),
+    recompute=True,  # a layer norm's x_hat, read again by its scale's gradient
 )
 register(
     "normalize_grad",
     family="nn",
     role="kernel",
-    emit=emit_normalize,
+    emit=normalize(grad=True),
     infer=_infer_normalize_grad,
     grad=NO_GRAD,
     ref=_ref_normalize_grad,
+    torch=_torch_normalize_grad,
 )
 
 
@@ -247,6 +268,9 @@ register(
     grad=NO_GRAD,
     ref=_ref_one_hot,
     index_bounds=lambda t: [(0, t.attrs["num_classes"])],
+    torch=lambda tc, a, n: (
+        a[0].unsqueeze(-1) == tc.torch.arange(n.attrs["num_classes"], device=a[0].device)
+    ).to(tc.float),
 )
 
 
@@ -316,6 +340,13 @@ def _embedding_wgsl(g, m) -> str:
     return v
 
 
+# indices outside their range give zeros, as in tgweb's kernels
+def _torch_embedding(tc, a, n):
+    w, idx = a
+    ok = (idx >= 0) & (idx < w.shape[0])
+    return w[idx.clamp(0, w.shape[0] - 1).long()] * ok.unsqueeze(-1)
+
+
 register(
     "embedding",
     family="nn",
@@ -325,6 +356,7 @@ register(
     grad=_g_embedding,
     ref=_ref_embedding,
     index_bounds=lambda t: [(1, t.inputs[0].shape[0])],
+    torch=_torch_embedding,
 )
 register(
     "embedding_grad",
@@ -437,6 +469,23 @@ def _take_grad_wgsl(g, m) -> str:
     return v
 
 
+def _torch_take(tc, a, n):
+    x, idx = a
+    size = x.shape[n.attrs["axis"]]
+    ok = (idx >= 0) & (idx < size)
+    return tc.torch.take_along_dim(x, idx.clamp(0, size - 1).long(), n.attrs["axis"]) * ok
+
+
+def _torch_take_grad(tc, a, n):
+    g, idx = a
+    axis, size = n.attrs["axis"], n.attrs["size"]
+    ok = (idx >= 0) & (idx < size)
+    shape = list(g.shape)
+    shape[axis] = size
+    out = tc.torch.zeros(shape, dtype=g.dtype, device=g.device)
+    return out.scatter_add(axis, idx.clamp(0, size - 1).long(), g * ok)
+
+
 register(
     "take_along_axis",
     family="nn",
@@ -449,6 +498,7 @@ register(
     index_bounds=lambda t: [
         (1, t.inputs[0].shape[t.attrs["axis"]], *([t.attrs["ignore"]] if "ignore" in t.attrs else []))
     ],
+    torch=_torch_take,
 )
 register(
     "take_along_axis_grad",
@@ -459,6 +509,7 @@ register(
     grad=_g_take_grad,
     ref=_ref_take_grad,
     index_bounds=lambda t: [(1, t.attrs["size"], *([t.attrs["ignore"]] if "ignore" in t.attrs else []))],
+    torch=_torch_take_grad,  # scatter_add, index_add
 )
 
 
@@ -649,64 +700,3 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - 
     if a.shape != b.shape:
         raise OpError(f"input {a.shape} and target {b.shape} must have the same shape")
     return _reduce_loss(square(a - b), reduction)
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-# indices outside their range give zeros, as in tgweb's kernels
-
-
-def _torch_causal(tc, a, n):
-    x = a[0]
-    t, s = x.shape[-2], x.shape[-1]
-    keep = tc.torch.ones(t, s, dtype=tc.torch.bool, device=x.device).tril()
-    return tc.torch.softmax(x.masked_fill(~keep, float("-inf")), -1).masked_fill(~keep, 0.0)
-
-
-def _torch_embedding(tc, a, n):
-    w, idx = a
-    ok = (idx >= 0) & (idx < w.shape[0])
-    return w[idx.clamp(0, w.shape[0] - 1).long()] * ok.unsqueeze(-1)
-
-
-def _torch_take(tc, a, n):
-    x, idx = a
-    size = x.shape[n.attrs["axis"]]
-    ok = (idx >= 0) & (idx < size)
-    return tc.torch.take_along_dim(x, idx.clamp(0, size - 1).long(), n.attrs["axis"]) * ok
-
-
-def _torch_normalize_grad(tc, a, n):
-    x, g = a
-    d = x - x.mean(-1, keepdim=True)
-    rstd = tc.torch.rsqrt((d * d).mean(-1, keepdim=True) + n.attrs["eps"])
-    xh = d * rstd
-    return rstd * (g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True))
-
-
-def _torch_take_grad(tc, a, n):
-    g, idx = a
-    axis, size = n.attrs["axis"], n.attrs["size"]
-    ok = (idx >= 0) & (idx < size)
-    shape = list(g.shape)
-    shape[axis] = size
-    out = tc.torch.zeros(shape, dtype=g.dtype, device=g.device)
-    return out.scatter_add(axis, idx.clamp(0, size - 1).long(), g * ok)
-
-
-set_torch(
-    {
-        "softmax": lambda tc, a, n: tc.torch.softmax(a[0], n.attrs["axis"]),
-        "log_softmax": lambda tc, a, n: tc.torch.log_softmax(a[0], n.attrs["axis"]),
-        "causal_softmax": _torch_causal,
-        "normalize": lambda tc, a, n: tc.torch.nn.functional.layer_norm(
-            a[0], a[0].shape[-1:], eps=n.attrs["eps"]
-        ),
-        "normalize_grad": _torch_normalize_grad,
-        "one_hot": lambda tc, a, n: (
-            a[0].unsqueeze(-1) == tc.torch.arange(n.attrs["num_classes"], device=a[0].device)
-        ).to(tc.float),
-        "embedding": _torch_embedding,
-        "take_along_axis": _torch_take,
-        "take_along_axis_grad": _torch_take_grad,  # scatter_add, index_add
-    }
-)

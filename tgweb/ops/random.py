@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit
-from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register, set_torch
+from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register
 from .base import as_tensor, norm_axis, op
 
 M32 = 0xFFFFFFFF
@@ -166,8 +166,52 @@ def _randn_wgsl(g, m) -> str:
     return g.let(f"sqrt(-2.0 * log(1.0 - {u1})) * cos({f32_lit(6.283185307179586)} * {u2})")
 
 
+# the same counter hash on int64 tensors, so a traced module draws tgweb's numbers for the
+# seed it is given (TgwebModule.rng_seed); a product is split in 16-bit halves so that
+# nothing overflows int64
+
+
+def _torch_mul32(x, c: int):
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
+
+
+def _torch_lowbias32(x):
+    x = x ^ (x >> 16)
+    x = _torch_mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _torch_mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _torch_uniform(tc, seed, stream: int, counters):
+    k = key(int(seed.item()) & M32, stream)
+    h = _torch_lowbias32((_torch_lowbias32(counters ^ k) + k) & M32)
+    return (h >> 8).to(tc.torch.float64) * 2.0**-24
+
+
+def _torch_rand(tc, a, n):
+    i = tc.torch.arange(prod(n.shape), dtype=tc.torch.int64, device=tc.device)
+    return _torch_uniform(tc, a[0], n.attrs["stream"], i).to(tc.float).reshape(n.shape)
+
+
+def _torch_randn(tc, a, n):
+    torch = tc.torch
+    i = torch.arange(prod(n.shape), dtype=torch.int64, device=tc.device)
+    u1 = _torch_uniform(tc, a[0], n.attrs["stream"], 2 * i).to(tc.float)
+    u2 = _torch_uniform(tc, a[0], n.attrs["stream"], 2 * i + 1)
+    z = torch.sqrt(-2.0 * torch.log(1.0 - u1)) * torch.cos((2 * math.pi * u2).to(tc.float))
+    return z.reshape(n.shape)
+
+
 register(
-    "rand", family="random", role="index", emit=_rand_wgsl, infer=_infer_random, grad=NO_GRAD, ref=_ref_rand
+    "rand",
+    family="random",
+    role="index",
+    emit=_rand_wgsl,
+    infer=_infer_random,
+    grad=NO_GRAD,
+    ref=_ref_rand,
+    torch=_torch_rand,
 )
 register(
     "randn",
@@ -177,6 +221,7 @@ register(
     infer=_infer_random,
     grad=NO_GRAD,
     ref=_ref_randn,
+    torch=_torch_randn,
 )
 
 
@@ -239,44 +284,3 @@ def categorical(logits, axis: int = -1) -> Tensor:
     a = norm_axis(axis, x.ndim, x.shape)
     u = _random("rand", x.shape, x.graph)
     return argmax(x - log(-log(u)), a)
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-# the same counter hash on int64 tensors, so a traced module draws tgweb's numbers for the
-# seed it is given (TgwebModule.rng_seed); a product is split in 16-bit halves so that
-# nothing overflows int64
-
-
-def _torch_mul32(x, c: int):
-    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
-
-
-def _torch_lowbias32(x):
-    x = x ^ (x >> 16)
-    x = _torch_mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _torch_mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
-
-
-def _torch_uniform(tc, seed, stream: int, counters):
-    k = key(int(seed.item()) & M32, stream)
-    h = _torch_lowbias32((_torch_lowbias32(counters ^ k) + k) & M32)
-    return (h >> 8).to(tc.torch.float64) * 2.0**-24
-
-
-def _torch_rand(tc, a, n):
-    i = tc.torch.arange(prod(n.shape), dtype=tc.torch.int64, device=tc.device)
-    return _torch_uniform(tc, a[0], n.attrs["stream"], i).to(tc.float).reshape(n.shape)
-
-
-def _torch_randn(tc, a, n):
-    torch = tc.torch
-    i = torch.arange(prod(n.shape), dtype=torch.int64, device=tc.device)
-    u1 = _torch_uniform(tc, a[0], n.attrs["stream"], 2 * i).to(tc.float)
-    u2 = _torch_uniform(tc, a[0], n.attrs["stream"], 2 * i + 1)
-    z = torch.sqrt(-2.0 * torch.log(1.0 - u1)) * torch.cos((2 * math.pi * u2).to(tc.float))
-    return z.reshape(n.shape)
-
-
-set_torch({"rand": _torch_rand, "randn": _torch_randn})

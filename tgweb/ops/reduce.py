@@ -3,8 +3,8 @@ PyTorch's max/min (values and indices along one axis)."""
 
 from __future__ import annotations
 
-from ..codegen.reduce import emit_reduce
-from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register, set_torch
+from ..codegen.reduce import reduction
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register
 from .base import as_tensor, norm_axes, norm_axis, op
 
 
@@ -54,33 +54,30 @@ def _ref_reduce(fn):
     return ref
 
 
-register(
-    "sum",
-    family="reduce",
-    role="reduction",
-    emit=emit_reduce,
-    infer=_infer_reduce,
-    grad=_g_sum,
-    ref=_ref_reduce("sum"),
-)
-register(
-    "max",
-    family="reduce",
-    role="reduction",
-    emit=emit_reduce,
-    infer=_infer_reduce,
-    grad=_g_max,
-    ref=_ref_reduce("max"),
-)
-register(
-    "min",
-    family="reduce",
-    role="reduction",
-    emit=emit_reduce,
-    infer=_infer_reduce,
-    grad=_g_max,
-    ref=_ref_reduce("min"),
-)
+def _torch_reduce(fn):
+    return lambda tc, a, n: getattr(tc.torch, fn)(
+        a[0], dim=tuple(n.attrs["axes"]), keepdim=n.attrs["keepdims"]
+    )
+
+
+# kind -> (grad rule, PyTorch function); NumPy's function and the fold are the kind
+_REDUCE = {
+    "sum": (_g_sum, "sum"),
+    "max": (_g_max, "amax"),
+    "min": (_g_max, "amin"),
+}
+
+for _k, (_g, _tfn) in _REDUCE.items():
+    register(
+        _k,
+        family="reduce",
+        role="reduction",
+        emit=reduction(_k),
+        infer=_infer_reduce,
+        grad=_g,
+        ref=_ref_reduce(_k),
+        torch=_torch_reduce(_tfn),
+    )
 
 
 def _reduce(kind, x, axis, keepdims):
@@ -176,24 +173,26 @@ def _ref_arg(fn):
     return ref
 
 
-register(
-    "argmax",
-    family="reduce",
-    role="reduction",
-    emit=emit_reduce,
-    infer=_infer_arg,
-    grad=NO_GRAD,
-    ref=_ref_arg("argmax"),
-)
-register(
-    "argmin",
-    family="reduce",
-    role="reduction",
-    emit=emit_reduce,
-    infer=_infer_arg,
-    grad=NO_GRAD,
-    ref=_ref_arg("argmin"),
-)
+def _torch_arg(fn):
+    return lambda tc, a, n: getattr(tc.torch, fn)(
+        a[0], dim=n.attrs["axis"], keepdim=n.attrs["keepdims"]
+    ).int()
+
+
+# kind -> the fold whose value it picks and how a better value compares
+_ARG = {"argmax": ("max", ">"), "argmin": ("min", "<")}
+
+for _k, (_fold, _better) in _ARG.items():
+    register(
+        _k,
+        family="reduce",
+        role="reduction",
+        emit=reduction(_fold, _better),
+        infer=_infer_arg,
+        grad=NO_GRAD,
+        ref=_ref_arg(_k),
+        torch=_torch_arg(_k),
+    )
 
 
 @op
@@ -207,29 +206,3 @@ def argmax(x, axis: int = -1, keepdims: bool = False) -> Tensor:
 def argmin(x, axis: int = -1, keepdims: bool = False) -> Tensor:
     x = as_tensor(x)
     return make("argmin", (x,), axis=norm_axis(axis, x.ndim, x.shape), keepdims=bool(keepdims))
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-
-
-def _torch_reduce(fn):
-    return lambda tc, a, n: getattr(tc.torch, fn)(
-        a[0], dim=tuple(n.attrs["axes"]), keepdim=n.attrs["keepdims"]
-    )
-
-
-def _torch_arg(fn):
-    return lambda tc, a, n: getattr(tc.torch, fn)(
-        a[0], dim=n.attrs["axis"], keepdim=n.attrs["keepdims"]
-    ).int()
-
-
-set_torch(
-    {
-        "sum": _torch_reduce("sum"),
-        "max": _torch_reduce("amax"),
-        "min": _torch_reduce("amin"),
-        "argmax": _torch_arg("argmax"),
-        "argmin": _torch_arg("argmin"),
-    }
-)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit
-from ..ir import OpError, Tensor, make, register, set_torch
+from ..ir import OpError, Tensor, make, register
 from .base import as_tensor, op
 
 
@@ -102,7 +102,25 @@ def _g_rope(t, g):
     return [make("rope", (g,) + tuple(t.inputs[1:]), **a)] + [None] * (len(t.inputs) - 1)
 
 
-register("rope", family="nn", role="index", emit=_rope_wgsl, infer=_infer_rope, grad=_g_rope, ref=_ref_rope)
+def _torch_rope(tc, a, n):
+    torch, x = tc.torch, a[0]
+    d = x.shape[-1]
+    pos = a[1] if len(a) == 2 else torch.arange(x.shape[-2], device=x.device).unsqueeze(-1)
+    inv = torch.tensor(_inv_freq(n.attrs["base"], d), dtype=x.dtype, device=x.device)
+    idx = torch.arange(d, device=x.device)
+    return _rotate(x, pos.to(x.dtype), inv, idx, n.attrs, torch.cos, torch.sin)
+
+
+register(
+    "rope",
+    family="nn",
+    role="index",
+    emit=_rope_wgsl,
+    infer=_infer_rope,
+    grad=_g_rope,
+    ref=_ref_rope,
+    torch=_torch_rope,
+)
 
 
 def _positions(positions, x: Tensor) -> tuple[Tensor, ...]:
@@ -137,18 +155,3 @@ def rope(x, positions=None, base: float = 10000.0, interleaved: bool = False) ->
         interleaved=bool(interleaved),
         inverse=False,
     )
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-
-
-def _torch_rope(tc, a, n):
-    torch, x = tc.torch, a[0]
-    d = x.shape[-1]
-    pos = a[1] if len(a) == 2 else torch.arange(x.shape[-2], device=x.device).unsqueeze(-1)
-    inv = torch.tensor(_inv_freq(n.attrs["base"], d), dtype=x.dtype, device=x.device)
-    idx = torch.arange(d, device=x.device)
-    return _rotate(x, pos.to(x.dtype), inv, idx, n.attrs, torch.cos, torch.sin)
-
-
-set_torch({"rope": _torch_rope})

@@ -4,7 +4,7 @@ broadcast_to, slice, pad and concat move data. The rest are built from these."""
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, u32_lit
-from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register, set_torch
+from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register
 from .base import as_tensor, norm_axis, op
 
 # ---------------------------------------------------------------- WGSL
@@ -88,6 +88,7 @@ register(
     infer=_infer_reshape,
     grad=lambda t, g: [reshape(g, t.inputs[0].shape)],
     ref=lambda ctx, args, t: args[0].reshape(t.shape),
+    torch=lambda tc, a, n: a[0].reshape(n.shape),
 )
 
 
@@ -122,6 +123,7 @@ register(
     grad=NO_GRAD,
     infer=lambda ins, a: (ins[0].shape, ins[0].dtype),
     ref=lambda ctx, args, t: args[0],
+    torch=lambda tc, a, n: a[0].detach(),
 )
 
 
@@ -154,6 +156,8 @@ register(
     infer=_infer_permute,
     grad=_g_permute,
     ref=lambda ctx, args, t: ctx.np.ascontiguousarray(args[0].transpose(t.attrs["perm"])),
+    torch=lambda tc, a, n: a[0].permute(*n.attrs["perm"]),
+    perm=lambda t: t.attrs["perm"],
 )
 
 
@@ -224,6 +228,7 @@ register(
     infer=_infer_broadcast,
     grad=_g_broadcast,
     ref=lambda ctx, args, t: ctx.np.ascontiguousarray(ctx.np.broadcast_to(args[0], t.shape)),
+    torch=lambda tc, a, n: a[0].broadcast_to(n.shape),
 )
 
 
@@ -286,6 +291,7 @@ register(
     grad=lambda t, g: [
         pad(g, t.attrs["axis"], t.attrs["start"], t.inputs[0].shape[t.attrs["axis"]] - t.attrs["stop"])
     ],
+    torch=lambda tc, a, n: a[0].narrow(n.attrs["axis"], n.attrs["start"], n.attrs["stop"] - n.attrs["start"]),
 )
 
 
@@ -301,6 +307,12 @@ def _ref_pad(ctx, args, t):
     return ctx.np.pad(args[0], widths)
 
 
+def _torch_pad(tc, a, n):
+    x, axis = a[0], n.attrs["axis"]
+    widths = [0, 0] * (x.dim() - 1 - axis) + [n.attrs["before"], n.attrs["after"]]  # last axis first
+    return tc.F.pad(x, widths)
+
+
 register(
     "pad",
     family="shape",
@@ -309,6 +321,7 @@ register(
     infer=_infer_pad,
     ref=_ref_pad,
     grad=lambda t, g: [narrow(g, t.attrs["axis"], t.attrs["before"], t.inputs[0].shape[t.attrs["axis"]])],
+    torch=_torch_pad,
 )
 
 
@@ -371,6 +384,7 @@ register(
     infer=_infer_concat,
     grad=_g_concat,
     ref=lambda ctx, args, t: ctx.np.concatenate(args, axis=t.attrs["axis"]),
+    torch=lambda tc, a, n: tc.torch.cat(a, n.attrs["axis"]),
 )
 
 
@@ -553,27 +567,3 @@ def index_put(x, idx, value) -> Tensor:
             m = logical_and(greater_equal(pos, start), less(pos, stop))
             mask = m if mask is None else logical_and(mask, m)
     return v if mask is None else where(mask, v, x)
-
-
-# ---------------------------------------------------------------- PyTorch (tg.to_torch)
-
-
-def _torch_pad(tc, a, n):
-    x, axis = a[0], n.attrs["axis"]
-    widths = [0, 0] * (x.dim() - 1 - axis) + [n.attrs["before"], n.attrs["after"]]  # last axis first
-    return tc.F.pad(x, widths)
-
-
-set_torch(
-    {
-        "reshape": lambda tc, a, n: a[0].reshape(n.shape),
-        "stop_gradient": lambda tc, a, n: a[0].detach(),
-        "permute": lambda tc, a, n: a[0].permute(*n.attrs["perm"]),
-        "broadcast_to": lambda tc, a, n: a[0].broadcast_to(n.shape),
-        "slice": lambda tc, a, n: a[0].narrow(
-            n.attrs["axis"], n.attrs["start"], n.attrs["stop"] - n.attrs["start"]
-        ),
-        "pad": _torch_pad,
-        "concat": lambda tc, a, n: tc.torch.cat(a, n.attrs["axis"]),
-    }
-)

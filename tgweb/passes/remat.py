@@ -4,8 +4,8 @@ of keeping it stored in between.
 A training step reads many forward values twice: in the forward pass and, much later,
 in the backward pass. When such a value is a short elementwise function of values
 that stay stored until its late readers run anyway (a layer norm's output
-x_hat * gamma + beta from x_hat), or a row kernel of KERNELS over such a value (x_hat
-itself, normalize(x), from x), the late readers get a copy of that computation
+x_hat * gamma + beta from x_hat), or a kernel kind registered with recompute=True over
+such a value (x_hat itself, normalize(x), from x), the late readers get a copy of that computation
 instead. Fusion then folds an elementwise copy into their kernel (or gives it a small
 kernel of its own in front of a matmul), and the original value's memory is free from
 its last early reader on. Results are bit-identical: the copy runs the same operations
@@ -20,15 +20,11 @@ MIN_GAP = 8  # kernels between an early and a late reader before recomputing pay
 MAX_OPS = 4  # operations one recomputation may copy
 
 
-# row kernels whose copy, a kernel of its own reading one stored row, costs less than
-# keeping their output: a layer norm's x_hat, read again by its scale's gradient
-KERNELS = ("normalize",)
-
-
 def clonable(t: Tensor) -> bool:
     """Kinds a fused elementwise kernel can compute (elementwise math, broadcasts, slices
-    and other index moves), except constants; and the row kernels of KERNELS."""
-    return REGISTRY[t.kind].role in ("elementwise", "index") or t.kind in KERNELS
+    and other index moves), except constants; and the kernel kinds marked recompute."""
+    d = REGISTRY[t.kind]
+    return d.role in ("elementwise", "index") or d.recompute
 
 
 def _free(t: Tensor) -> bool:

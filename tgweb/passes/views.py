@@ -1,12 +1,13 @@
 """Views folded into strided kernels: permutes are read or written through strides.
 
-A permute in front of an operand of a `strided` kind (matmul: a transpose,
-attention's head split) is read through strides, and a permute of such a node's
-result, when it is the result's only reader, is written through strides. The
-node is replaced (same id, so its readers read the replacement) by one whose
-attrs carry the views: "views" {input index: (shape, strides) of the stored
-tensor read}, "out_view" (logical shape, strides into the permuted layout). The
-permutes then have no readers and dead-code elimination drops them.
+A permute (a kind registered with perm=, its output's axis order) in front of an
+operand of a `strided` kind (matmul: a transpose, attention's head split) is read
+through strides, and a permute of such a node's result, when it is the result's only
+reader, is written through strides. The node is replaced (same id, so its readers
+read the replacement) by one whose attrs carry the views: "views" {input index:
+(shape, strides) of the stored tensor read}, "out_view" (logical shape, strides into
+the permuted layout). The permutes then have no readers and dead-code elimination
+drops them.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from __future__ import annotations
 from ..ir import REGISTRY, Tensor, replace, strides
 
 
+def _perm(x: Tensor):
+    """The axis order of x's input that x is, if its kind is a permuting view, else None."""
+    d = REGISTRY[x.kind]
+    return None if d.perm is None else d.perm(x)
+
+
 def _permute_view(x: Tensor):
     """(stored tensor, (shape, strides)) when x is a chain of permutes of it, else None."""
-    if x.kind != "permute":
+    if _perm(x) is None:
         return None
     chain = []
-    while x.kind == "permute":
-        chain.append(x.attrs["perm"])
+    while (perm := _perm(x)) is not None:
+        chain.append(perm)
         x = x.inputs[0]
     shape, st = list(x.shape), strides(tuple(x.shape))
     for perm in reversed(chain):
@@ -48,7 +55,7 @@ def fold_views(graph, roots: list[Tensor]) -> dict[int, Tensor]:
     for t in roots:
         uses[t.id] = uses.get(t.id, 0) + 1
     for t in graph.tensors:
-        if t.kind == "permute":
+        if _perm(t) is not None:
             m = eff.get(t.inputs[0].id, t.inputs[0])
             if REGISTRY[m.kind].strided and uses.get(m.id) == 1:
                 eff[t.id] = _write_through(t, m)
@@ -57,7 +64,7 @@ def fold_views(graph, roots: list[Tensor]) -> dict[int, Tensor]:
 
 def _write_through(t: Tensor, m: Tensor) -> Tensor:
     """m computed straight into the layout of its permute t (t's id)."""
-    perm = t.attrs["perm"]
+    perm = _perm(t)
     pst = strides(t.shape)
     moved = [0] * len(perm)  # stride, in t's storage, of each axis of t's input
     for i, p in enumerate(perm):
