@@ -241,6 +241,11 @@ CASES: dict[str, list] = {
     "clamp": unary(lambda x: tg.clamp(x, -0.325, 0.425), spaced)
     + unary(lambda x: tg.clamp(x, min=0.0251), spaced),
     "cast": [(lambda x: make("cast", (x,), dtype="f32") * x, {"x": normal(3, 7)}, ["x"])],
+    "cumsum": [
+        (lambda x: tg.cumsum(x, 0), {"x": normal(7)}, ["x"]),
+        (lambda x: tg.cumsum(x, -1) * tg.arange(1.0, 8.0), {"x": normal(3, 7)}, ["x"]),
+        (lambda x: tg.cumsum(x, 1), {"x": normal(2, 7, 3)}, ["x"]),
+    ],
     "sum": _reduce_cases(tg.sum, normal),
     "max": _reduce_cases(tg.amax, spaced),
     "min": _reduce_cases(tg.amin, spaced),

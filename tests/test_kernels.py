@@ -416,6 +416,13 @@ CASES = {
         (lambda x: x * rnd.randn((7, 33)), {"x": f(7, 33)}, {}),
         (lambda x: x - rnd.randn((257,)), {"x": f(257)}, {}),
     ],
+    "cumsum": [
+        (lambda x: tg.cumsum(x, 0), {"x": f(1)}, {}),
+        (lambda x: tg.cumsum(x, -1), {"x": f(7, 33)}, {}),
+        (lambda x: tg.cumsum(x, 1), {"x": f(3, 5, 4)}, {}),  # a strided middle axis
+        (lambda x: tg.cumsum(x, 0), {"x": i(300, 3)}, {}),
+        (lambda x: tg.cumsum(x, -1), {"x": f(2, 1100)}, {}),  # longer than serial_max and a workgroup
+    ],
     "global_sumsq": [
         (lambda x: clip.global_sumsq([x]), {"x": f(1)}, {}),
         (lambda x, y: clip.global_sumsq([x, y * 2.0]), {"x": f(7, 33), "y": f(5)}, {}),
@@ -608,6 +615,9 @@ def test_dispatch_past_65535_workgroups():
     # one invocation per row: 70,000 rows of a softmax, forward and backward
     prog = run_case(lambda x: nn_ops.softmax(x, -1), {"x": f(70000, 2)})
     assert any(k.dispatch[0] > 1000 and "softmax" in k.ops for k in prog.kernels)
+    # one workgroup per row: 65,537 rows of a prefix sum, the GPU class's scan
+    prog = run_case(lambda x: tg.cumsum(x, -1), {"x": f(65537, 17)}, grad=False, target=GPU)
+    assert prog.kernels[0].dispatch[1] > 1 and "workgroupBarrier" in prog.kernels[0].wgsl
 
 
 def test_long_rows_take_workgroup_trees():
@@ -624,6 +634,7 @@ def test_long_rows_take_workgroup_trees():
         (lambda x: nn_ops.log_softmax(x, 0), f(n, 3)),
         (lambda x: nn_ops.causal_softmax(x), f(4, n)),
         (lambda x: nn_ops.layer_norm(x), f(3, n)),
+        (lambda x: tg.cumsum(x, 0), f(n, 3)),
     ]
     for fn, spec in cases:
         prog = run_case(fn, {"x": spec})

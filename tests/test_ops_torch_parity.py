@@ -12,6 +12,7 @@ from test_ops_reference import compare, run
 
 import tgweb as tg
 from tgweb import nn
+from tgweb.ir import make
 
 R = np.random.default_rng(15)
 
@@ -272,6 +273,28 @@ def test_index_add_matches_torch(xs, dim, n, alpha):
     )
 
 
+@pytest.mark.parametrize("xs,dim", [((7,), 0), ((3, 7), -1), ((4, 5, 3), 1), ((4, 5, 3), -3)])
+def test_cumsum_matches_torch(xs, dim):
+    compare(lambda x: tg.cumsum(x, dim), lambda x: torch.cumsum(x, dim), {"x": normal(*xs)}, ["x"])
+    ints = R.integers(-9, 10, xs).astype(np.int32)
+    out, _ = run(lambda x: tg.cumsum(x, dim), {"x": ints})
+    np.testing.assert_array_equal(out, torch.cumsum(torch.from_numpy(ints), dim).numpy())
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum_moves_to_torch(reverse):
+    """The kind's PyTorch form, prefix and suffix sums (a gradient's), under tg.to_torch."""
+    x = normal(3, 5)
+
+    def fn(m, x):
+        return make("cumsum", (x,), axis=1, reverse=reverse) * 2.0
+
+    module = tg.to_torch(nn.Module(), fn, inputs={"x": (3, 5)})  # no parameters: float32
+    got = module(x=torch.from_numpy(x)).numpy()
+    want = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
+    np.testing.assert_allclose(got, want * 2.0, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------- argument errors
 
 
@@ -345,6 +368,8 @@ F32, I32 = "f32", "i32"
             {"x": ((3, 4), F32), "t": ((3,), I32)},
             ["label_smoothing"],
         ),
+        (lambda x: tg.cumsum(x, 2), {"x": ((3, 4), F32)}, ["cumsum", "axis 2", "(3, 4)"]),
+        (lambda x: tg.cumsum(x > 0.0, 0), {"x": ((3, 4), F32)}, ["bool", "cast it first"]),
     ],
 )
 def test_bad_arguments_are_named(fn, shapes, words):

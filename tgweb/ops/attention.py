@@ -46,7 +46,7 @@ from ..codegen.common import (
     umod,
 )
 from ..codegen.common import strides as row_major
-from ..ir import NO_GRAD, OpError, Tensor, make, prod, register, set_torch
+from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from . import random as rnd
 from .base import as_tensor, broadcast_shapes, op
 
@@ -539,6 +539,7 @@ register(
     infer=_infer("sdpa"),
     grad=_g_sdpa,
     ref=lambda ctx, args, t: _forward(_NumPy(ctx), args, t),
+    torch=lambda tc, a, n: _forward(_Torch(tc), a, n),
 )
 for _kind, _emitter in (("sdpa_grad_q", _emit_grad_q), ("sdpa_grad_kv", _emit_grad_kv)):
     register(
@@ -550,6 +551,7 @@ for _kind, _emitter in (("sdpa_grad_q", _emit_grad_q), ("sdpa_grad_kv", _emit_gr
         infer=_infer(_kind),
         grad=NO_GRAD,
         ref=lambda ctx, args, t: _backward(_NumPy(ctx), t.kind, args, t),
+        torch=lambda tc, a, n: _backward(_Torch(tc), n.kind, a, n),
     )
 
 
@@ -604,12 +606,3 @@ def scaled_dot_product_attention(
         attrs["stream"] = rnd.next_stream(q.graph)
         ins += (q.graph.scalar("seed", "i32"),)
     return narrow(make("sdpa", ins, **attrs), -1, 0, v.shape[-1])
-
-
-set_torch(
-    {
-        "sdpa": lambda tc, a, n: _forward(_Torch(tc), a, n),
-        "sdpa_grad_q": lambda tc, a, n: _backward(_Torch(tc), n.kind, a, n),
-        "sdpa_grad_kv": lambda tc, a, n: _backward(_Torch(tc), n.kind, a, n),
-    }
-)
