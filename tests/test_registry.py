@@ -3,10 +3,15 @@ implementation; every public op is exported."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import pathlib
+import pkgutil
+
+import pytest
 
 import tgweb as tg
-from tgweb import ops
+from tgweb import ir, ops
 from tgweb.ir import NO_GRAD, REGISTRY
 
 
@@ -61,6 +66,7 @@ def test_issue_op_kinds_are_registered():
         "arange",
         "where",
         "cast",
+        "cumsum",
     }
     assert want <= set(REGISTRY), sorted(want - set(REGISTRY))
 
@@ -69,7 +75,7 @@ def test_public_ops_are_exported():
     assert ops.__all__ == sorted(set(ops.__all__)), "__all__ must be sorted and unique"
     for name in ops.__all__:
         assert callable(getattr(tg, name)), name
-    for mod in (ops.nn, ops.conv, ops.random):
+    for mod in (getattr(ops, m.name) for m in pkgutil.iter_modules(ops.__path__)):
         public = [
             n
             for n, f in vars(mod).items()
@@ -99,6 +105,82 @@ def test_public_ops_are_exported():
         "dropout",
         "categorical",
         "capture",
+        "cumsum",
     ):
         assert name in ops.__all__, name
     assert tg.nn.Dropout
+
+
+# kinds that tg.to_torch never meets in a forward graph: gradients of gradients, the
+# global norm of gradient clipping
+NO_TORCH_FORM = {
+    "avg_pool2d_grad",
+    "conv2d_grad_weight",
+    "embedding_grad",
+    "global_sumsq",
+    "max_pool2d_grad",
+    "max_pool2d_select",
+}
+
+
+def test_the_torch_form_is_given_to_register():
+    assert not hasattr(ir, "set_torch"), "the torch form is a part of register(), not a table of its own"
+    missing = {k for k, d in REGISTRY.items() if d.role != "leaf" and d.torch is None}
+    assert missing == NO_TORCH_FORM, sorted(missing ^ NO_TORCH_FORM)
+
+
+def _kind_literals(node) -> list[str]:
+    """String constants in node: a literal or a tuple, list or set of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [v for e in node.elts for v in _kind_literals(e)]
+    return []
+
+
+def test_no_code_outside_an_entry_names_an_op_kind():
+    """Outside tgweb/ops/ (the entries) nothing compares a node's kind with an op kind's
+    name: passes, codegen, lowering and backends ask the registry for a role or a field.
+    The leaf kinds (input, param, state, scalar) belong to ir itself."""
+    root = pathlib.Path(tg.__file__).parent
+    kinds = {k for k, d in REGISTRY.items() if d.role != "leaf"}
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.parent.name == "ops" or path.parent.name == "samples":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            if not any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides):
+                continue
+            named = {v for s in sides for v in _kind_literals(s)} & kinds
+            if named:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {sorted(named)}")
+    assert not found, found
+
+
+def test_register_refuses_fields_its_role_cannot_have():
+    before = dict(REGISTRY)
+    common = dict(family="test", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=lambda c, a, t: 0)
+    with pytest.raises(RuntimeError, match="only kernel kinds are marked recompute"):
+        ir.register("test_recompute", role="elementwise", recompute=True, **common)
+    with pytest.raises(RuntimeError, match="a perm view must be an index kind"):
+        ir.register("test_perm", role="kernel", perm=lambda t: (0,), **common)
+    assert REGISTRY == before
+
+
+def test_the_passes_read_the_registrys_fields():
+    """remat recomputes the kinds marked recompute and views fold the kinds with a perm,
+    whatever their names."""
+    from tgweb.passes import remat, views
+
+    assert [k for k, d in REGISTRY.items() if d.recompute] == ["normalize"]
+    assert [k for k, d in REGISTRY.items() if d.perm is not None] == ["permute"]
+    g = ir.Graph()
+    with ir.tracing(g):
+        x = g.input("x", (3, 4))
+        y = tg.layer_norm(x)
+        p = tg.permute(x, (1, 0))
+    assert y.kind == "normalize" and remat.clonable(y)
+    assert views._permute_view(p) == (x, ((4, 3), (1, 4)))
