@@ -31,20 +31,12 @@ TUNING = {
         "attention_rows": 16,  # rows (queries, or keys for dK/dV) per attention workgroup
         "attention_tile": 0,  # rows of the other side staged in workgroup memory (0: none)
     },
-    # measured on an NVIDIA H200 natively (benchmarks/matmul_native.py --tunings): the
-    # addition step took 17.5-18.0 ms with the CPU table, 10.7-11.6 with
-    # 4/65536/256, and 6.8-7.6 with 4/0/16. Tiles for every product that is not
-    # skinny, and workgroup trees for any row longer than 16.
+    # tiles for every product that is not skinny, and workgroup trees for any row longer
+    # than 16; the figures behind each knob: benchmarks/RESULTS.md ("GPU class tuning")
     "gpu": {
         "direct_block": 4,
         "tiled_min_outputs": 0,
-        "tiled_min_tiles": 0,  # register blocks for few-tile products: 30-50 % slower
-        # H200, TFLOP/s at 1024^2, 2048^2, 4096^2 natively (Naga) | in Chromium (Tint), from
-        # matmul_native.py and matmul_browser.py --tiles: 128 x 128 by 8 x 8: 15 32 33 |
-        # 21 44 46; by 8 x 16: 14 36 37 | 15 43 41; 64 x 64 by 8 x 8: 33 36 37 | 32 33 34.
-        # With the last k slice peeled, at 1024^2, 1536^2, 2048^2: 128 x 128 by 8 x 16:
-        # 16 23 38 | 20 25 46; 64 x 128 by 8 x 8 (k by 8): 31 30 37 | 34 32 38; 64 x 64 by
-        # 8 x 8 (k by 16): 34 24 27 | 35 27 28
+        "tiled_min_tiles": 0,  # register blocks are slower even for few-tile products
         "tiles": (
             (128, 128, 8, 8, 16, 256),
             (64, 128, 8, 8, 8, 256),
@@ -52,8 +44,8 @@ TUNING = {
             (64, 64, 16, 4, 4, 0),
         ),
         "serial_max": 16,
-        "sumsq_workgroup": 256,  # addition 7.6-8.8 -> 7.0-7.5 ms
-        "split_k_chunk": 128,  # addition 9.0-9.5 -> 7.3-7.7 ms in one run
+        "sumsq_workgroup": 256,
+        "split_k_chunk": 128,
         "split_k_tiles": 64,
         "attention_rows": 64,
         "attention_tile": 16,
