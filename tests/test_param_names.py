@@ -87,3 +87,38 @@ def test_deep_containers_do_not_recurse():
 
     names = [n for n, _ in Deep().named_parameters()]
     assert names == ["x" + ".0" * 5001 + ".weight", "x" + ".0" * 5001 + ".bias"]
+
+
+class Surrogate(nn.Module):
+    def __init__(self):
+        self.ok = self.param((2,))
+        setattr(self, "w\ud800", self.param((2,)))
+
+    def forward(self, x):
+        return x * getattr(self, "w\ud800") + self.ok
+
+
+class Plain(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def test_names_that_are_not_utf8_text_are_named():
+    """A lone surrogate has no UTF-8 form (no JSON header, WebGPU label or file can hold
+    it): the parameter, input or tensor holding one is named where it is collected."""
+    from tgweb.io import safetensors
+
+    with pytest.raises(tg.TraceError, match=r"parameter at getattr\(model, 'w\\ud800'\).*not valid UTF-8"):
+        tg.compile(Surrogate(), lambda m, x: m(x).sum(), {"x": (2,)}, tg.optim.SGD(0.1), backend="reference")
+    with pytest.raises(tg.TraceError, match=r"input name 'x\\udc00' is not valid UTF-8"):
+        tg.compile(Plain(), lambda m, **kw: m(kw["x\udc00"]).sum(), {"x\udc00": (2,)}, tg.optim.SGD(0.1))
+    with pytest.raises(safetensors.SafetensorsError, match=r"tensor name 'a\\ud800' is not valid UTF-8"):
+        safetensors.save({"ok": [1.0], "a\ud800": [1.0]})
+    with pytest.raises(safetensors.SafetensorsError, match=r"metadata 'v\\ud800' is not valid UTF-8"):
+        safetensors.save({"ok": [1.0]}, {"k": "v\ud800"})
+    # a header may escape one in JSON; loading refuses it
+    header = b'{"w\\ud800":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    header += b" " * (-len(header) % 8)
+    blob = len(header).to_bytes(8, "little") + header + bytes(4)
+    with pytest.raises(safetensors.SafetensorsError, match=r"tensor name 'w\\ud800' is not valid UTF-8"):
+        safetensors.load(blob)

@@ -601,6 +601,18 @@ class Graph:
 def check_name(name: Any, what: str) -> None:
     if not isinstance(name, str) or not name:
         raise TraceError(f"{what} name must be a non-empty string, got {name!r}")
+    if not is_text(name):
+        raise TraceError(f"{what} name {name!r} is not valid UTF-8 text (it holds a lone surrogate)")
+
+
+def is_text(s: str) -> bool:
+    """Whether s has a UTF-8 form: names go into JSON, WebGPU labels and files, none of
+    which can hold a lone surrogate ("\ud800")."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_shape(shape: Any, what: str) -> None:

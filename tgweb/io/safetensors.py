@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ..host import Array, InputError
+from ..ir import is_text
 
 # safetensors dtype -> (array typecode, tgweb dtype or None when tgweb has no such dtype)
 _DTYPES = {
@@ -150,7 +151,9 @@ def save(tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> byt
     if metadata:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise SafetensorsError("save: metadata must map strings to strings")
+        _check_text(metadata, "save: metadata")
         header["__metadata__"] = dict(metadata)
+    _check_text(tensors, "save: tensor name")
     chunks, offset = [], 0
     for name in tensors:
         if not isinstance(name, str) or not name or name == "__metadata__":
@@ -162,6 +165,15 @@ def save(tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> byt
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def _check_text(d: dict, what: str) -> None:
+    """The format's header is UTF-8 JSON: a key or string value with no UTF-8 form (a
+    lone surrogate, which JSON can escape) is refused, naming it."""
+    for k, v in d.items():
+        for s in (k, v):
+            if isinstance(s, str) and not is_text(s):
+                raise SafetensorsError(f"{what} {s!r} is not valid UTF-8 text (it holds a lone surrogate)")
 
 
 def _is_int(x) -> bool:
@@ -295,6 +307,8 @@ def load(blob: bytes | bytearray | memoryview) -> tuple[dict[str, Array], dict[s
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
         raise SafetensorsError("__metadata__ must map strings to strings")
+    _check_text(meta, "__metadata__")
+    _check_text({k: None for k in header}, "tensor name")
     data = mv[8 + n :]
     entries = {name: _check_entry(name, info, len(data)) for name, info in header.items()}
     # the format forbids holes and overlaps: the ranges tile the data section

@@ -11,7 +11,7 @@ import zlib
 from typing import Any
 
 from ..host import InputError, from_user, to_user
-from ..ir import TensorOps, TraceError, current_graph, prod, user_site
+from ..ir import TensorOps, TraceError, current_graph, is_text, prod, user_site
 from . import init as _init
 
 
@@ -131,6 +131,11 @@ def _walk(obj: Any, prefix: str, out: list, seen: set) -> None:
             continue
         if isinstance(o, Parameter):
             seen.add(id(o))
+            if not is_text(name):
+                raise TraceError(
+                    f"the parameter at {path} is named {name!r}, which is not valid UTF-8 text "
+                    "(it holds a lone surrogate); rename it"
+                )
             if name in where:
                 raise TraceError(
                     f"two parameters have the dotted name {name!r}: {where[name]} and {path}; "
