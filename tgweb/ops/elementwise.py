@@ -354,6 +354,12 @@ def torch_dtype(tc, dtype: str):
     return tc.float if dtype == "f32" else getattr(tc.torch, _TORCH_DTYPE[dtype])
 
 
+def _torch(name: str, functional: bool = False):
+    """The PyTorch form of a unary kind that is torch.<name> (torch.nn.functional's with
+    functional) of its operand."""
+    return lambda tc, a, n: getattr(tc.F if functional else tc.torch, name)(a[0])
+
+
 def _torch_clamp(tc, a, n):
     lo, hi = n.attrs["lo"], n.attrs["hi"]
     return tc.torch.clamp(a[0], min=None if lo == -math.inf else lo, max=None if hi == math.inf else hi)
@@ -419,20 +425,8 @@ _UNARY = {
         _wgsl(lambda x, n, kc: f"(-{x})"),
         lambda tc, a, n: -a[0],
     ),
-    "abs": (
-        False,
-        lambda np, x, a: np.abs(x),
-        lambda t, g, x: g * sign(x),
-        _call("abs"),
-        lambda tc, a, n: tc.torch.abs(a[0]),
-    ),
-    "sign": (
-        False,
-        lambda np, x, a: np.sign(x),
-        NO_GRAD,
-        _wgsl(_sign_wgsl),
-        lambda tc, a, n: tc.torch.sign(a[0]),
-    ),
+    "abs": (False, lambda np, x, a: np.abs(x), lambda t, g, x: g * sign(x), _call("abs"), _torch("abs")),
+    "sign": (False, lambda np, x, a: np.sign(x), NO_GRAD, _wgsl(_sign_wgsl), _torch("sign")),
     "square": (
         False,
         lambda np, x, a: x * x,
@@ -440,54 +434,36 @@ _UNARY = {
         _wgsl(lambda x, n, kc: f"({x} * {x})"),
         lambda tc, a, n: a[0] * a[0],
     ),
-    "exp": (
-        True,
-        lambda np, x, a: np.exp(x),
-        lambda t, g, x: g * t,
-        _call("exp"),
-        lambda tc, a, n: tc.torch.exp(a[0]),
-    ),
-    "log": (
-        True,
-        lambda np, x, a: np.log(x),
-        lambda t, g, x: g / x,
-        _call("log"),
-        lambda tc, a, n: tc.torch.log(a[0]),
-    ),
-    "sqrt": (
-        True,
-        lambda np, x, a: np.sqrt(x),
-        lambda t, g, x: g * 0.5 / t,
-        _call("sqrt"),
-        lambda tc, a, n: tc.torch.sqrt(a[0]),
-    ),
+    "exp": (True, lambda np, x, a: np.exp(x), lambda t, g, x: g * t, _call("exp"), _torch("exp")),
+    "log": (True, lambda np, x, a: np.log(x), lambda t, g, x: g / x, _call("log"), _torch("log")),
+    "sqrt": (True, lambda np, x, a: np.sqrt(x), lambda t, g, x: g * 0.5 / t, _call("sqrt"), _torch("sqrt")),
     "rsqrt": (
         True,
         lambda np, x, a: 1 / np.sqrt(x),
         lambda t, g, x: g * (-0.5) * t * t * t,
         _call("inverseSqrt"),
-        lambda tc, a, n: tc.torch.rsqrt(a[0]),
+        _torch("rsqrt"),
     ),
     "tanh": (
         True,
         lambda np, x, a: np.tanh(x),
         lambda t, g, x: g * (1.0 - t * t),
         _wgsl(lambda x, n, kc: f"{kc.helper('tg_tanh', _TANH)}({x})"),
-        lambda tc, a, n: tc.torch.tanh(a[0]),
+        _torch("tanh"),
     ),
     "sigmoid": (
         True,
         lambda np, x, a: 1 / (1 + np.exp(-x)),
         lambda t, g, x: g * t * (1.0 - t),
         _wgsl(lambda x, n, kc: f"(1.0 / (1.0 + exp(-{x})))"),
-        lambda tc, a, n: tc.torch.sigmoid(a[0]),
+        _torch("sigmoid"),
     ),
     "relu": (
         True,
         lambda np, x, a: np.maximum(x, 0),
         lambda t, g, x: where(t > 0.0, g, 0.0),
         _wgsl(lambda x, n, kc: f"select({x}, 0.0, {x} < 0.0)"),  # keeps NaN, like np.maximum
-        lambda tc, a, n: tc.torch.relu(a[0]),
+        _torch("relu"),
     ),
     "leaky_relu": (
         True,
@@ -508,36 +484,24 @@ _UNARY = {
         lambda np, x, a: x / (1 + np.exp(-x)),
         lambda t, g, x: g * (sigmoid(x) * (1.0 + x * (1.0 - sigmoid(x)))),
         _wgsl(lambda x, n, kc: f"({x} / (1.0 + exp(-{x})))"),
-        lambda tc, a, n: tc.F.silu(a[0]),
+        _torch("silu", functional=True),
     ),
     "softplus": (
         True,
         lambda np, x, a: _np_softplus(np, x),
         lambda t, g, x: g * sigmoid(x),
         _wgsl(lambda x, n, kc: f"(max({x}, 0.0) + {kc.helper('tg_log1p', _LOG1P)}(exp(-abs({x}))))"),
-        lambda tc, a, n: tc.F.softplus(a[0]),
+        _torch("softplus", functional=True),
     ),
     "erf": (
         True,
         lambda np, x, a: _np_erf(np, x),
         lambda t, g, x: g * (2.0 / math.sqrt(math.pi)) * exp(-(x * x)),
         _wgsl(lambda x, n, kc: f"{kc.helper('tg_erf', _ERF)}({x})"),
-        lambda tc, a, n: tc.torch.erf(a[0]),
+        _torch("erf"),
     ),
-    "sin": (
-        True,
-        lambda np, x, a: np.sin(x),
-        lambda t, g, x: g * cos(x),
-        _call("sin"),
-        lambda tc, a, n: tc.torch.sin(a[0]),
-    ),
-    "cos": (
-        True,
-        lambda np, x, a: np.cos(x),
-        lambda t, g, x: -(g * sin(x)),
-        _call("cos"),
-        lambda tc, a, n: tc.torch.cos(a[0]),
-    ),
+    "sin": (True, lambda np, x, a: np.sin(x), lambda t, g, x: g * cos(x), _call("sin"), _torch("sin")),
+    "cos": (True, lambda np, x, a: np.cos(x), lambda t, g, x: -(g * sin(x)), _call("cos"), _torch("cos")),
     "pow": (
         True,
         lambda np, x, a: x ** a["exponent"],
