@@ -607,7 +607,7 @@ def check_name(name: Any, what: str) -> None:
 
 def is_text(s: str) -> bool:
     """Whether s has a UTF-8 form: names go into JSON, WebGPU labels and files, none of
-    which can hold a lone surrogate ("\ud800")."""
+    which can hold a lone surrogate (a code point U+D800 to U+DFFF on its own)."""
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:

@@ -75,6 +75,14 @@ def fn(x, w, b, y):
         {"x": ((9, 130), "f32"), "w": ((130,), "f32"), "b": ((130,), "f32"), "y": ((3, 1100), "f32")},
         2e-5,
     ),
+    "cumsum": (  # rows of 9 (one invocation each here), of 1100 (a workgroup each) and i32
+        """
+def fn(x, y, k):
+    return tg.cumsum(x, 0), tg.cumsum(y, -1), tg.cumsum(k, 1)
+""",
+        {"x": ((9, 130), "f32"), "y": ((3, 1100), "f32"), "k": ((4, 70), "i32")},
+        2e-5,
+    ),
     "embedding": (
         """
 def fn(table, ids):
