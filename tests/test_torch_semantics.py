@@ -91,6 +91,7 @@ ROWS = {
     "squeeze": (lambda m: m.unsqueeze(1).squeeze(1), X),
     "narrow": (lambda m: m.narrow(1, 1, 3), X),
     "roll": (lambda m: (tg if isinstance(m, TensorOps) else torch).roll(m, (1, -2), (0, 1)), X),
+    "cumsum": (lambda m: (tg if isinstance(m, TensorOps) else torch).cumsum(m, -1) * m, X),
     "view": (lambda m: m.view(5, 3), X),
     "expand": (lambda m: m[:1].expand(4, -1), X),
     "masked_fill": (lambda m: m.masked_fill(m > 0, 0.5), X),
