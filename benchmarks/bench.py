@@ -99,7 +99,7 @@ import tgweb as tg
 from tgweb import samples
 from tgweb.inference import seed_word
 from tgweb.pipeline import DEPTH
-from tgweb.inputs import check_inputs
+from tgweb.step_data import check_inputs
 
 def _compile(model, backend=None):
     s = samples.get(model)
@@ -162,7 +162,7 @@ def bench_steps(trainer, batches, warmup, steps, blocks, warmup_s=0.0):
     losses.extend(r.loss for r in unread)
     every = 1000 * (time.perf_counter() - t_all) / steps
     windows["read_every"] = [t_span, time.time()]
-    datas = [check_inputs(trainer.graph, b, "bench") for b in batches]
+    datas = [check_inputs(trainer.graph.inputs, b, "bench") for b in batches]
     t_span = time.time()
     blk = []
     for j in range(blocks):
@@ -194,11 +194,11 @@ def bench_overhead(trainer, batches, n=10):
     med = lambda f: statistics.median(f(i) for i in range(n))
     def timed(fn):
         t = time.perf_counter(); fn(); return 1000 * (time.perf_counter() - t)
-    datas = [check_inputs(trainer.graph, b, "bench") for b in batches]
+    datas = [check_inputs(trainer.graph.inputs, b, "bench") for b in batches]
     L = [("outputs", "loss")]
     L3 = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
     def check(i):
-        return timed(lambda: check_inputs(trainer.graph, batches[i % len(batches)], "x"))
+        return timed(lambda: check_inputs(trainer.graph.inputs, batches[i % len(batches)], "x"))
     return {
         "check_inputs_ms": med(check),
         "raw_step_no_read_ms": med(lambda i: timed(lambda: _raw_step(trainer, datas[i % len(datas)], []))),

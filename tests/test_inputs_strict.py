@@ -15,8 +15,8 @@ import pytest
 
 import tgweb as tg
 from tgweb import nn
-from tgweb.host import from_user
-from tgweb.inputs import index_bounds
+from tgweb.arrays import from_user
+from tgweb.step_data import index_bounds
 
 
 class M(nn.Module):

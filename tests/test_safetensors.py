@@ -12,7 +12,7 @@ import pytest
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from tgweb.host import Array
+from tgweb.arrays import Array
 from tgweb.io import safetensors as tst
 
 

@@ -5,9 +5,9 @@ tg.compile, tg.value_and_grad, tg.trace, tg.export_page, tg.to_torch.
 """
 
 from . import nn, optim  # noqa: F401
+from .arrays import Array, InputError  # noqa: F401
 from .compile import compile  # noqa: F401
 from .export import export_page  # noqa: F401
-from .host import Array, InputError  # noqa: F401
 from .ir import Graph, Tensor, TraceError  # noqa: F401
 from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all  # noqa: F401

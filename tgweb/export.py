@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .host import from_user
+from .arrays import from_user
 from .ir import prod
 
 _STYLE = """body{font:15px/1.45 system-ui,sans-serif;max-width:56rem;margin:2rem auto;padding:0 1rem}

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .arrays import InputError
 from .backends import lowering_for, make_engine
-from .host import InputError
-from .inputs import check_inputs, index_bounds
 from .ir import Tensor, TraceError
 from .lower import lower
+from .step_data import check_inputs, index_bounds
 from .trace import trace
 
 
@@ -71,14 +71,14 @@ class Inference:
         return self._engine.program
 
     def run(self, **batch) -> RunResult:
-        data = check_inputs(self.graph, batch, "run", self._bounds)
+        data = check_inputs(self.graph.inputs, batch, "run", self._bounds)
         outs, caps = list(self.graph.outputs), list(self.graph.captures)
         scalars = {}
         if "seed" in self.graph.scalars:  # random ops (sampling): new numbers each run
             scalars["seed"] = seed_word(self.trainer.seed, self.runs, stream=2)
         self.runs += 1
         got = self._engine.run(
-            data, batch, scalars, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
+            data, scalars, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
         )
         o = {n: got[("outputs", n)] for n in outs}
         return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})

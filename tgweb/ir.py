@@ -127,7 +127,7 @@ class OpDef:
     index_bounds(node) -> [(input position, exclusive bound, *values also allowed)]: the
       integer inputs that index something and the size they index (plus values the kind
       handles itself, a loss's ignore_index); the trainer range-checks step inputs that
-      reach such a position (tgweb.inputs.index_bounds). None: no index inputs.
+      reach such a position (tgweb.step_data.index_bounds). None: no index inputs.
     torch(tc, args, node) -> torch tensor: the kind's PyTorch form (tgweb.torchbridge);
       None: tg.to_torch refuses graphs holding the kind.
     recompute: a kernel kind whose copy (one stored row read again) costs less than

@@ -22,6 +22,16 @@ scalars   the per-step host scalars, in order: each is one 32-bit word of the
           buffer `scalars_buffer`, an "f32" or a "u32" (learning rate, bias
           corrections, PRNG seed, ...). The host writes them before each step.
 
+layout    where a step's host data and the kernels' offsets go, worked out in
+          Python from the rest (step_layout), written into the JSON and checked
+          against the rest where a Program is loaded (one saved without it loads too)
+          and read by every runtime and gpu.mjs: "inputs" lists [name, at, bytes] of
+          each input in a step's packed host data (the inputs back to back, then
+          "scalars": the byte where the scalar words start; "bytes": the total),
+          "uniform" [offset, size] of each kernel's slice of the one uniform buffer
+          holding every kernel's offsets ("uniform_bytes" long; slices are aligned to
+          256 bytes, the coarsest minUniformBufferOffsetAlignment WebGPU allows).
+
 Running a step: write each input's bytes and the scalars; dispatch every kernel
 in order in one compute pass (WebGPU orders storage writes between dispatches);
 submit once; read back the outputs and captures asked for. Parameters and
@@ -86,6 +96,7 @@ BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "ca
 ACCESS = ("read", "read_write")
 SLOT_DTYPES = ("f32", "i32", "bool")
 MAX_GROUPS = 65535  # workgroups per dispatch dimension (WebGPU's default limit)
+UNIFORM_ALIGN = 256  # the coarsest minUniformBufferOffsetAlignment a device may ask for
 
 
 # WebGPU's default limits (the spec's guaranteed minimums): what lowering assumes without
@@ -208,6 +219,41 @@ class Scalar:
 
 
 @dataclass
+class Layout:
+    """Where a step's host data and the kernels' offsets go (see the module docstring)."""
+
+    inputs: list[tuple[str, int, int]]  # name, byte in the packed step data, bytes
+    scalars: int  # the byte where the scalar words start
+    bytes: int  # the packed step data: the inputs, then 4 bytes per scalar
+    uniform: list[tuple[int, int]]  # each kernel's slice of the uniform buffer: offset, size
+    uniform_bytes: int
+
+
+def _parsed_layout(d) -> Layout:
+    """A Layout from its JSON form; ProgramError where it is not one."""
+    try:
+        inputs = [(n, at, nb) for n, at, nb in d["inputs"]]
+        uniform = [(o, n) for o, n in d["uniform"]]
+        return Layout(inputs, d["scalars"], d["bytes"], uniform, d["uniform_bytes"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProgramError(f"layout: not a step layout ({type(e).__name__}: {e})") from None
+
+
+def step_layout(program: "Program") -> Layout:
+    """A Program's Layout, from its input slots, scalars and kernels' offsets."""
+    inputs, at = [], 0
+    for name, s in program.inputs.items():
+        inputs.append((name, at, 4 * prod(s.shape)))
+        at += 4 * prod(s.shape)
+    uniform, off = [], 0
+    for k in program.kernels:
+        size = 16 * -(-len(k.offsets) // 4)  # whole vec4<u32>s
+        uniform.append((off, size))
+        off += -(-size // UNIFORM_ALIGN) * UNIFORM_ALIGN
+    return Layout(inputs, at, at + 4 * len(program.scalars), uniform, max(off, 16))
+
+
+@dataclass
 class Program:
     buffers: list[Buffer] = field(default_factory=list)
     kernels: list[Kernel] = field(default_factory=list)
@@ -221,8 +267,13 @@ class Program:
     meta: dict[str, Any] = field(default_factory=dict)  # limits needed, counts, memory report
     version: int = VERSION
 
+    @property
+    def layout(self) -> Layout:
+        """Where a step's host data and the kernels' offsets go (see the module docstring)."""
+        return step_layout(self)
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return json.dumps(dict(asdict(self), layout=asdict(self.layout)), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "Program":
@@ -238,6 +289,9 @@ class Program:
                 raise
             raise ProgramError(f"not a tgweb Program: {type(e).__name__}: {e}") from None
         prog.validate()
+        # a Program saved before Programs carried their layout has none: computed as it is
+        if "layout" in d and _parsed_layout(d["layout"]) != prog.layout:
+            raise ProgramError("layout does not match the inputs, scalars and kernels' offsets")
         return prog
 
     @classmethod

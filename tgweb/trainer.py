@@ -8,7 +8,7 @@ back from the GPU when first used.
 Every method is a plain synchronous call, in CPython and in the browser worker
 alike: there the browser backend waits for GPU readbacks with Pyodide's run_sync
 (JSPI), so one user script runs unchanged everywhere. Bad inputs raise
-tgweb.InputError naming the input, before anything changes (tgweb.inputs).
+tgweb.InputError naming the input, before anything changes (tgweb.step_data).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import json
 import math
 from typing import Any, Callable
 
+from .arrays import F32_MAX, InputError, first_nonfinite, from_user
 from .backends import make_engine
 from .backends.base import DeviceLost
-from .host import F32_MAX, InputError, first_nonfinite, from_user
 from .inference import Closed, FreeInference, Inference, seed_word, spec_shape
-from .inputs import check_inputs, index_bounds
 from .ir import Graph, TraceError, prod
 from .nn.module import Module, param_rng
 from .optim.optimizers import Optimizer
@@ -30,6 +29,7 @@ from .optim.schedules import Schedule
 from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, HOST_SCALARS, InFlight, step_scalars, wait
 from .program import Program
+from .step_data import check_inputs, index_bounds
 
 
 class StepResult:
@@ -321,7 +321,7 @@ class Trainer:
         wait for every step in flight first. An error of a step (a lost device) surfaces
         when it is read back: at the latest DEPTH steps later, or at the next call that
         waits. With recover_every set, every step is read back before step() returns."""
-        data = check_inputs(self.graph, batch, "step", self._bounds)
+        data = check_inputs(self.graph.inputs, batch, "step", self._bounds)
         try:
             sets = self._in_flight.outcome_sets(self._host_scalars, self._applied)
         except InputError:
@@ -334,7 +334,7 @@ class Trainer:
         caps = list(self.graph.captures)
         read = [("outputs", "loss"), ("outputs", "ok"), ("outputs", "grad_norm")]
         try:
-            pending = self._engine.submit(data, batch, scalars, read + [("captures", n) for n in caps])
+            pending = self._engine.submit(data, scalars, read + [("captures", n) for n in caps])
         except DeviceLost as e:
             if self._host_copy is None:
                 raise

@@ -1,21 +1,17 @@
 // gpu.mjs: executes a tgweb Program on a WebGPU device, and nothing more.
 //
-// A Program (tgweb/program.py) is plain JSON, validated where Python makes or loads
-// it: buffers, kernels (WGSL + bindings + dispatch), named slots and per-step
-// scalars. This module checks only what the device can refuse (limits, features, buffer sizes,
-// WGSL) and the host data handed to it, then allocates the buffers, creates one
-// pipeline per distinct WGSL text and every bind group once, and runs a step as one
-// compute pass and one submit, reading back only the slots asked for. A saved
-// Program runs with this file alone:
+// A Program (tgweb/program.py) is plain JSON, validated and laid out where Python makes
+// or loads it: buffers, kernels (WGSL, bindings, dispatch), named slots, per-step scalars,
+// and where a step's host data and the kernels' offsets go. This module checks only what
+// the device can refuse (limits, features, WGSL) and the host data handed to run() and
+// write(), allocates the buffers, creates one pipeline per distinct WGSL text and every
+// bind group once, and runs a step as one compute pass and one submit, reading back only
+// the slots asked for. A saved Program runs with this file alone:
 //
 //   const device = await requestDevice({ program });
 //   const rt = await instantiate(device, program);
 //   rt.write("params", "l1.weight", new Float32Array([...]));
 //   const [loss] = await rt.run({ x, y }, { lr: 1e-3 }, [["outputs", "loss"]]);  // ArrayBuffers
-//
-// tgweb's browser backend calls runPacked instead, once a step: every call from Pyodide
-// costs a crossing, so the inputs and scalars come as one byte array and the reads as a
-// plan made once.
 
 const KINDS = ["inputs", "params", "states", "outputs", "captures"];
 const WRITABLE = ["inputs", "params", "states"];
@@ -40,17 +36,17 @@ export class ProgramError extends Error {
 
 export function parseProgram(program) {
   if (typeof program === "string") program = JSON.parse(program);
-  if (!program || program.version !== 2) {
-    throw new ProgramError(`not a tgweb Program of version 2 (got version ${program && program.version})`);
-  }
-  for (const k of program.kernels) k.offsets = k.offsets || [];
+  const version = program && program.version;
+  if (version !== 2) throw new ProgramError(`not a tgweb Program of version 2 (got version ${version})`);
+  // one saved by an older tgweb: tgweb.program.Program.from_json(text).to_json() adds it
+  if (!program.layout) throw new ProgramError("the Program has no layout: load and save it again with tgweb");
   return program;
 }
 
 /** The device limits a Program needs: what the compiler stated (meta.limits), its largest buffer. */
 export function programLimits(program) {
   program = parseProgram(program);
-  const need = { ...((program.meta && program.meta.limits) || {}) };
+  const need = { ...(program.meta.limits || {}) };
   const biggest = Math.max(4, ...program.buffers.map((b) => b.size));
   for (const k of ["maxBufferSize", "maxStorageBufferBindingSize"]) need[k] = Math.max(need[k] || 0, biggest);
   need.maxStorageBuffersPerShaderStage = Math.max(need.maxStorageBuffersPerShaderStage || 0,
@@ -59,15 +55,21 @@ export function programLimits(program) {
   return need;
 }
 
-// the first limit `need` asks beyond `limits` (an adapter's or a device's), as a message
-function overLimit(need, limits, what, program) {
+// why an adapter's or a device's (`what`) limits and features cannot run the Program, or
+// null: the first limit it needs beyond them, or the features its kernels use they lack
+function refusal(program, need, { limits, features }, what) {
   for (const [name, value] of Object.entries(need)) {
     if (!(name in limits) || value <= limits[name]) continue;
     const b = program.buffers.reduce((a, x) => (x.size > a.size ? x : a));
     const culprit = name.endsWith("Size") && b.size === value ? ` (buffer ${b.id} "${b.label}", ${b.size} bytes)` : "";
     return `the Program needs ${name} = ${value}${culprit}, ${what} allows ${limits[name]}`;
   }
-  return null;
+  const lack = (program.meta.features || []).filter((f) => !features.has(f));
+  if (!lack.length) return null;
+  const t = program.meta.target || {};
+  return `the Program's kernels use the WebGPU feature(s) ${lack.join(", ")} (compiled for ` +
+    `${t.description || t.vendor || "another adapter"}), which ${what} does not have; compile the ` +
+    "function again for this device (its kernels then do without)";
 }
 
 /** Why this context has no WebGPU, or null (tgweb.mjs asks before it starts a worker). */
@@ -81,11 +83,9 @@ export function noWebGPU() {
 export async function requestAdapter({ powerPreference } = {}) {
   if (noWebGPU()) throw new ProgramError(noWebGPU());
   const adapter = await navigator.gpu.requestAdapter(powerPreference ? { powerPreference } : {});
-  if (!adapter) {
-    throw new ProgramError("WebGPU is present but no GPU adapter was found (navigator.gpu.requestAdapter() " +
-      "returned null): the GPU may be blocklisted or disabled in this browser");
-  }
-  return adapter;
+  if (adapter) return adapter;
+  throw new ProgramError("WebGPU is present but no GPU adapter was found (navigator.gpu.requestAdapter() " +
+    "returned null): the GPU may be blocklisted or disabled in this browser");
 }
 
 // device -> the sentence saying why it was lost, set from its `lost` promise (nothing
@@ -104,47 +104,28 @@ function watchLoss(device, onLost) {
 // the optional features tgweb's kernels may use (a Program lists those it does in meta.features)
 export const OPTIONAL_FEATURES = ["subgroups"];
 
-// the sentence refusing a Program whose kernels use a feature `what` lacks, or null
-function missingFeature(program, features, what) {
-  const need = (program.meta && program.meta.features) || [];
-  const lack = need.filter((f) => !features.has(f));
-  if (!lack.length) return null;
-  const t = (program.meta && program.meta.target) || {};
-  return `the Program's kernels use the WebGPU feature(s) ${lack.join(", ")} (compiled for ` +
-    `${t.description || t.vendor || "another adapter"}), which ${what} does not have; compile the ` +
-    "function again for this device (its kernels then do without)";
-}
-
-/**
- * A device for `adapter` (or a new one). With `program`, asks for the limits and the
- * optional features it needs (an error names the first one the adapter lacks); without,
- * for the adapter's maxima of the compute limits and every optional feature tgweb's
- * kernels may use that it has, so that any Program it could run fits.
- */
+// a device for `adapter` (or a new one), asking for the limits and features `program` needs
+// (naming the first the adapter lacks), or, for any Program, the adapter's maxima and features
 export async function requestDevice({ program, adapter, powerPreference, onLost, onError } = {}) {
   adapter = adapter || await requestAdapter({ powerPreference });
+  program = program && parseProgram(program);
   const need = program ? programLimits(program) : {};
-  const over = program && overLimit(need, adapter.limits, "this adapter", parseProgram(program));
-  if (over) throw new ProgramError(over);
+  const why = program && refusal(program, need, adapter, "this adapter");
+  if (why) throw new ProgramError(why);
   const requiredLimits = {};
   for (const name of program ? Object.keys(need) : COMPUTE_LIMITS) {
     const value = program ? need[name] : adapter.limits[name];
     if (name in adapter.limits && !(value <= (DEFAULTS[name] || 0))) requiredLimits[name] = value;
   }
-  const lacking = program && missingFeature(parseProgram(program), adapter.features, "this adapter");
-  if (lacking) throw new ProgramError(lacking);
-  const requiredFeatures = program ? [...((program.meta && program.meta.features) || [])]
-    : OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+  const has = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+  const requiredFeatures = program ? [...(program.meta.features || [])] : has;
   const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
   watchLoss(device, onLost);
   if (onError) device.addEventListener("uncapturederror", (e) => onError(e.error));
   return device;
 }
 
-/**
- * The adapter's description: for display, and for tgweb's choice of kernels (CPU or GPU
- * class; `features`: the optional ones its kernels may use, with the subgroup sizes).
- */
+/** The adapter's description, for display and tgweb's choice of kernels (with `features`). */
 export function adapterInfo(adapter) {
   const i = adapter.info || {};
   const out = { vendor: i.vendor || "", architecture: i.architecture || "", description: i.description || "",
@@ -163,40 +144,32 @@ function toBytes(data, what, dtype = "f32") {
   throw new ProgramError(`${what}: expected an ArrayBuffer, a typed array or an array of numbers`);
 }
 
-// where a failure happened, for its message: the kernel(s) sharing a WGSL text, their ops and site
-function describeKernels(kernels) {
-  const k = kernels[0];
-  const ops = [...new Set(kernels.flatMap((x) => x.ops || []))];
-  const more = kernels.length > 1 ? ` (and ${kernels.length - 1} more kernel(s) with the same WGSL)` : "";
-  return { kernel: k.name, ops, site: k.site || "",
-    text: `kernel ${k.name}${more}, ops [${ops.join(", ")}]` + (k.site ? `, at ${k.site}` : "") };
-}
-
+// the pipeline of kernels sharing a WGSL text; a failure names them, their ops and site
 async function createPipeline(device, kernels, layout) {
-  const wgsl = kernels[0].wgsl;
-  const { text, ...extra } = describeKernels(kernels);
+  const k = kernels[0], wgsl = k.wgsl, ops = [...new Set(kernels.flatMap((x) => x.ops || []))];
+  const more = kernels.length > 1 ? ` (and ${kernels.length - 1} more kernel(s) with the same WGSL)` : "";
+  const text = `kernel ${k.name}${more}, ops [${ops.join(", ")}]` + (k.site ? `, at ${k.site}` : "");
+  const extra = { kernel: k.name, ops, site: k.site || "" };
   device.pushErrorScope("validation");
-  const module = device.createShaderModule({ code: wgsl, label: kernels[0].name });
+  const module = device.createShaderModule({ code: wgsl, label: k.name });
   const info = module.getCompilationInfo ? await module.getCompilationInfo() : { messages: [] };
   const moduleError = await device.popErrorScope();
-  const lines = wgsl.split("\n");
   const messages = info.messages.filter((m) => m.type === "error").map((m) => (m.lineNum > 0
-    ? `  line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${(lines[m.lineNum - 1] || "").trim()}`
+    ? `  line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${(wgsl.split("\n")[m.lineNum - 1] || "").trim()}`
     : `  error: ${m.message}`));
   if (moduleError || messages.length) {
     throw new ProgramError(`WGSL compile failed in ${text}\n` +
       (messages.length ? messages.join("\n") : `  ${moduleError.message}`), { ...extra, compiler: messages });
   }
   try {
-    return await device.createComputePipelineAsync({ label: kernels[0].name, layout,
-      compute: { module, entryPoint: "main" } });
+    return await device.createComputePipelineAsync({ label: k.name, layout, compute: { module, entryPoint: "main" } });
   } catch (e) {
     throw new ProgramError(`WebGPU pipeline creation failed in ${text}\n  ${e.message}`, extra);
   }
 }
 
 // the Program's buffers (a shared param brings its whole buffer) and every kernel's
-// offsets in one uniform buffer, a slice per kernel
+// offsets in one uniform buffer, in the slices of the Program's layout
 function allocate(device, program, shared) {
   const buffers = new Array(program.buffers.length);
   const owned = [];
@@ -206,35 +179,23 @@ function allocate(device, program, shared) {
     buffers[b.id] = device.createBuffer({ size: b.size, usage: USAGE(), label: b.label || `${b.kind}#${b.id}` });
     owned.push(buffers[b.id]);
   }
-  const align = device.limits.minUniformBufferOffsetAlignment || 256;
-  let at = 0;
-  const slices = program.kernels.map((k) => {
-    const slice = { offset: at, size: 16 * Math.ceil(k.offsets.length / 4) };
-    at += Math.ceil(slice.size / align) * align;
-    return slice;
-  });
-  const uniform = device.createBuffer({ size: Math.max(at, 16), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
-    label: "offsets" });
+  const { uniform: slices, uniform_bytes: size } = program.layout;
+  const uniform = device.createBuffer({ size, label: "offsets", usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
   owned.push(uniform);
-  const words = new Uint32Array(Math.max(at, 16) / 4);
-  program.kernels.forEach((k, i) => words.set(k.offsets, slices[i].offset / 4));
+  const words = new Uint32Array(size / 4);
+  program.kernels.forEach((k, i) => words.set(k.offsets, slices[i][0] / 4));
   device.queue.writeBuffer(uniform, 0, words);
   return { buffers, owned, uniform, slices };
 }
 
-/**
- * Instantiate a Program on a device: buffers, pipelines (one per distinct WGSL text and
- * binding accesses, created concurrently) and bind groups. `shared` maps param names to
- * GPUBuffers of another instance (see paramBuffer), used instead of new buffers.
- */
+// a Program on a device: its buffers, one pipeline per WGSL text and binding accesses (made
+// concurrently), its bind groups; `shared`: param name -> a GPUBuffer of another instance
 export async function instantiate(device, program, { shared = {} } = {}) {
   program = parseProgram(program);
   watchLoss(device);
   const t0 = performance.now();
-  const over = overLimit(programLimits(program), device.limits, "the device", program);
-  if (over) throw new ProgramError(over);
-  const lacking = missingFeature(program, device.features, "this device");
-  if (lacking) throw new ProgramError(lacking);
+  const why = refusal(program, programLimits(program), device, "the device");
+  if (why) throw new ProgramError(why);
   const unknown = Object.keys(shared).filter((name) => !program.params[name]);
   if (unknown.length) throw new ProgramError(`shared: the Program has no param ${unknown.join(", ")}`);
   device.pushErrorScope("out-of-memory");
@@ -259,7 +220,8 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     device.pushErrorScope("validation");
     const steps = program.kernels.map((k, i) => {
       const entries = k.bindings.map((b, j) => ({ binding: j, resource: { buffer: buffers[b.buffer] } }));
-      if (k.offsets.length) entries.push({ binding: k.bindings.length, resource: { buffer: uniform, ...slices[i] } });
+      const [offset, size] = slices[i];
+      if (k.offsets.length) entries.push({ binding: k.bindings.length, resource: { buffer: uniform, offset, size } });
       const bindGroup = device.createBindGroup({ layout: layouts.get(pipelineKey(k)), label: k.name, entries });
       return { kernel: k, pipeline: pipelines.get(pipelineKey(k)), bindGroup, dispatch: k.dispatch };
     });
@@ -276,27 +238,18 @@ export class Runtime {
   constructor(device, program, buffers, owned, steps, setupMs, pipelineCount) {
     Object.assign(this, { device, program, buffers, owned, steps, setupMs, pipelineCount, closed: false });
     this.spare = []; // staging buffers not being mapped: a step is submitted while the last maps
-    // runPacked's layout: every input in this order, then the scalar words
-    const names = Object.keys(program.inputs);
-    let at = 0;
-    const writes = names.map((n) => {
-      const slot = program.inputs[n];
-      const w = { buffer: buffers[slot.buffer], offset: slot.offset || 0, at, size: slotBytes(slot) };
-      at += w.size;
-      return w;
-    });
-    const nScalars = (program.scalars || []).length;
-    if (nScalars) writes.push({ buffer: buffers[program.scalars_buffer], offset: 0, at, size: 4 * nScalars });
-    this.packing = { names, writes, bytes: at + 4 * nScalars };
+    // a packed step's writes: each input's bytes, then the scalar words, where the layout has them
+    const { inputs, scalars } = program.layout, n = program.scalars.length;
+    this.writes = inputs.map(([name, at, size]) => ({ buffer: buffers[program.inputs[name].buffer],
+      offset: program.inputs[name].offset, at, size }));
+    if (n) this.writes.push({ buffer: buffers[program.scalars_buffer], offset: 0, at: scalars, size: 4 * n });
   }
 
   slot(kind, name) {
-    const slot = (this.program[kind] || {})[name];
-    if (!slot || !KINDS.includes(kind)) {
-      const known = Object.keys(this.program[kind] || {});
-      throw new ProgramError(`the Program has no ${kind.slice(0, -1)} "${name}"; it has: ${known.join(", ") || "none"}`);
-    }
-    return slot;
+    const slot = KINDS.includes(kind) && this.program[kind][name];
+    if (slot) return slot;
+    const known = Object.keys(this.program[kind] || {}).join(", ") || "none";
+    throw new ProgramError(`the Program has no ${kind.slice(0, -1)} "${name}"; it has: ${known}`);
   }
 
   _check() {
@@ -307,13 +260,10 @@ export class Runtime {
 
   // host data for a slot as bytes of exactly its size (a wrong size would write past it)
   _bytes(kind, name, data) {
-    const slot = this.slot(kind, name);
-    const bytes = toBytes(data, `${kind} "${name}"`, slot.dtype);
-    if (bytes.byteLength !== slotBytes(slot)) {
-      throw new ProgramError(`${kind.slice(0, -1)} "${name}": expected ${slotBytes(slot) / 4} values ` +
-        `(shape [${slot.shape}]), got ${bytes.byteLength / 4}`);
-    }
-    return [slot, bytes];
+    const slot = this.slot(kind, name), bytes = toBytes(data, `${kind} "${name}"`, slot.dtype);
+    if (bytes.byteLength === slotBytes(slot)) return [slot, bytes];
+    throw new ProgramError(`${kind.slice(0, -1)} "${name}": expected ${slotBytes(slot) / 4} values ` +
+      `(shape [${slot.shape}]), got ${bytes.byteLength / 4}`);
   }
 
   /** Overwrite a param, state or input with bytes (typed array or ArrayBuffer). */
@@ -321,22 +271,7 @@ export class Runtime {
     this._check();
     if (!WRITABLE.includes(kind)) throw new ProgramError(`cannot write ${kind}; writable: ${WRITABLE.join(", ")}`);
     const [slot, bytes] = this._bytes(kind, name, data);
-    this.device.queue.writeBuffer(this.buffers[slot.buffer], slot.offset || 0, bytes);
-  }
-
-  /** Write the per-step scalars: an object name -> number, or the raw words. */
-  writeScalars(scalars) {
-    const list = this.program.scalars || [];
-    if (!list.length) return;
-    let words = scalars;
-    if (!(scalars instanceof ArrayBuffer || ArrayBuffer.isView(scalars))) {
-      const missing = list.filter((s) => !(s.name in (scalars || {}))).map((s) => s.name);
-      if (missing.length) throw new ProgramError(`scalars missing: ${missing.join(", ")}`);
-      words = new ArrayBuffer(4 * list.length);
-      const f = new Float32Array(words), u = new Uint32Array(words);
-      list.forEach((s, i) => (s.type === "f32" ? (f[i] = scalars[s.name]) : (u[i] = scalars[s.name] >>> 0)));
-    }
-    this.device.queue.writeBuffer(this.buffers[this.program.scalars_buffer], 0, toBytes(words, "scalars"));
+    this.device.queue.writeBuffer(this.buffers[slot.buffer], slot.offset, bytes);
   }
 
   /** Read a slot back: resolves to an ArrayBuffer of its bytes. */
@@ -346,60 +281,58 @@ export class Runtime {
 
   /** Read several slots in one submit and one map: [[kind, name], ...] -> [ArrayBuffer, ...]. */
   async readMany(reads) {
-    this._check();
     return this._submit(false, this.readPlan(reads), false);
   }
 
-  /**
-   * One step: write inputs and scalars, dispatch every kernel in one compute pass,
-   * submit once, then read back `reads` ([kind, name] pairs) as ArrayBuffers, in order.
-   * Every input is checked before any is written, so a bad one changes nothing.
-   */
+  /** One step: every kernel in one pass, one submit; resolves to the slots `reads` names, as ArrayBuffers. */
   async run(inputs = {}, scalars = {}, reads = []) {
     this._check();
-    const want = Object.keys(this.program.inputs), given = Object.keys(inputs || {});
-    const missing = want.filter((n) => !given.includes(n)), extra = given.filter((n) => !want.includes(n));
-    if (missing.length || extra.length) {
-      throw new ProgramError("inputs: " + [missing.length ? `missing ${missing.join(", ")}` : "",
-        extra.length ? `unknown ${extra.join(", ")}` : ""].filter(Boolean).join("; "));
+    const plan = this.readPlan(reads), data = this.pack(inputs, scalars);
+    return this.runPacked(data, plan, false);
+  }
+
+  /** A step's host data as program.layout lays it out: each input checked (a bad one changes nothing). */
+  pack(inputs = {}, scalars = {}) {
+    const given = Object.keys(inputs || {}), unknown = given.filter((n) => !(n in this.program.inputs));
+    const missing = Object.keys(this.program.inputs).filter((n) => !given.includes(n));
+    if (missing.length || unknown.length) {
+      throw new ProgramError(`inputs: missing ${missing.join(", ") || "none"}; unknown ${unknown.join(", ") || "none"}`);
     }
-    const plan = this.readPlan(reads);
-    const data = want.map((n) => this._bytes("inputs", n, inputs[n]));
-    for (const [slot, bytes] of data) this.device.queue.writeBuffer(this.buffers[slot.buffer], slot.offset || 0, bytes);
-    this.writeScalars(scalars);
-    return this._submit(true, plan, false);
+    const { layout, scalars: list } = this.program, data = new Uint8Array(layout.bytes);
+    for (const [n, at] of layout.inputs) data.set(this._bytes("inputs", n, inputs[n])[1], at);
+    const lack = list.filter((s) => !(s.name in (scalars || {}))).map((s) => s.name);
+    if (lack.length) throw new ProgramError(`scalars missing: ${lack.join(", ")}`);
+    const words = new DataView(data.buffer, layout.scalars); // an f32 rounded, a u32 taken modulo 2**32
+    list.forEach((s, i) => words[s.type === "f32" ? "setFloat32" : "setUint32"](4 * i, scalars[s.name], true));
+    return data;
+  }
+
+  /** Write a packed step's inputs and scalars (from pack, or tgweb's browser backend) without running it. */
+  writePacked(data) {
+    if (data.byteLength !== this.program.layout.bytes) throw new ProgramError("a packed step of the wrong size");
+    for (const w of this.writes) this.device.queue.writeBuffer(w.buffer, w.offset, data, w.at, w.size);
   }
 
   /** Which slots a run reads back ([[kind, name], ...]), checked once: for runPacked. */
   readPlan(reads) {
     let total = 0;
     const spans = [...reads].map(([kind, name]) => {
-      const slot = this.slot(kind, name);
-      total += slotBytes(slot);
-      return { buffer: this.buffers[slot.buffer], offset: slot.offset || 0, at: total - slotBytes(slot),
-        size: slotBytes(slot) };
+      const slot = this.slot(kind, name), size = slotBytes(slot);
+      return { buffer: this.buffers[slot.buffer], offset: slot.offset, at: (total += size) - size, size };
     });
     return { spans, total };
   }
 
   /**
-   * run() for a caller that packs the host data itself (tgweb's browser backend, one call
-   * a step): `data` is one Uint8Array holding every input in the order of `packing.names`,
-   * then the scalar words; `plan` comes from readPlan(). Returns a promise of one
-   * ArrayBuffer holding the slots read, back to back in the plan's order. Unlike run(), a
-   * step that cannot be sent (a lost device, a destroyed instance, wrong bytes) throws at
-   * once: a caller that reads nothing back need not await the promise.
+   * run() for a caller that checks and packs a step itself (tgweb's browser backend: one
+   * crossing from Pyodide a step): `data` as pack() makes it, `plan` from readPlan().
+   * Resolves to one ArrayBuffer of the slots read, back to back. A step that cannot be
+   * sent throws at once: one that reads nothing need not be awaited.
    */
-  runPacked(data, plan) {
+  runPacked(data, plan, whole = true) {
     this._check();
-    const { writes, bytes } = this.packing;
-    if (!(data instanceof Uint8Array) || data.byteLength !== bytes) {
-      throw new ProgramError(`runPacked: expected ${bytes} bytes of inputs and scalars, got ` +
-        (data instanceof Uint8Array ? data.byteLength : typeof data));
-    }
-    const queue = this.device.queue;
-    for (const w of writes) queue.writeBuffer(w.buffer, w.offset, data, w.at, w.size);
-    return this._submit(true, plan, true);
+    this.writePacked(data);
+    return this._submit(true, plan, whole);
   }
 
   // encode and submit now, in call order; the promise resolves once the reads are mapped,

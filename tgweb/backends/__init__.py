@@ -1,8 +1,9 @@
 """Backends: reference (NumPy interpreter), native (wgpu-py), browser (gpu.mjs).
 
 An engine holds a compiled graph's parameters and state and runs it: write(kind,
-name, data), read(kind, name), run(data, raw, scalars, read), submit(...) (the same,
-returning a function that waits for the results) and .program.
+name, data), read(kind, name), run(step, scalars, read) with the StepData of
+tgweb.step_data.check_inputs, submit(...) (the same, returning a function that waits
+for the results) and .program.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import array
 import importlib
 from typing import Any
 
-from ..host import to_user
+from ..arrays import to_user
 from ..ir import Graph
 from ..program import Program
 
@@ -55,7 +56,6 @@ class RuntimeEngine:
             "outputs": self.program.outputs,
             "captures": self.program.captures,
         }
-        self._scalar_names = frozenset(s.name for s in self.program.scalars)
 
     def close(self) -> None:
         """Free this program's buffers and pipelines (Trainer.close, Inference.close)."""
@@ -69,13 +69,13 @@ class RuntimeEngine:
         s = self._slots[kind][name]
         return to_user(self.rt.read(kind, name), tuple(s.shape), s.dtype)
 
-    def run(self, data, raw, scalars, read):
-        return self.submit(data, raw, scalars, read)()
+    def run(self, step, scalars, read):
+        return self.submit(step, scalars, read)()
 
-    def submit(self, data, raw, scalars, read):
-        """Send one execution to the GPU; returns wait() -> {(kind, name): array}."""
-        names = self._scalar_names
-        pending = self.rt.submit(data, {k: v for k, v in scalars.items() if k in names}, read)
+    def submit(self, step, scalars, read):
+        """Send one execution to the GPU; returns wait() -> {(kind, name): array}. The
+        runtime reads the scalars its Program has, by name."""
+        pending = self.rt.submit(step, scalars, read)
 
         def wait():
             out = {}

@@ -6,6 +6,8 @@ and returns a function that waits for its read-backs, so the host can prepare th
 step while the GPU runs this one.
 
 Host data crosses as flat array.array buffers ('f' for f32, 'i' for i32, 'I' for bool).
+A step's inputs come as a StepData (tgweb.step_data.check_inputs), checked once and
+sent as they are; a plain dict is checked here first (Runtime.step_data).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import array
 from typing import Any, Callable
 
 from ..program import Program
+from ..step_data import StepData, check_inputs
 
 
 class DeviceLost(RuntimeError):
@@ -53,6 +56,13 @@ class Runtime:
         """run() without waiting: the execution is queued on the device and the returned
         function waits for the read-back values. Executions run in submission order."""
         raise NotImplementedError
+
+    def step_data(self, inputs: dict) -> StepData:
+        """The inputs of a run, checked: a StepData as it is, anything else against the
+        Program's input slots (InputError naming what is wrong, before anything changes)."""
+        if type(inputs) is StepData:
+            return inputs
+        return check_inputs(self.program.inputs, inputs, "inputs")
 
     def param_handle(self, name: str) -> Any:
         """The buffer holding a param, for sharing with another Runtime."""

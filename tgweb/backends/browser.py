@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import array
 import functools
-import struct
 import time
 from typing import Any
 
 from .. import web
+from ..arrays import TYPECODE
 from ..codegen.target import Target, classify
-from ..host import TYPECODE
 from ..ir import prod
 from ..program import LIMITS, Program
+from ..step_data import ScalarWords
 from . import base
 
 # a step that reads nothing back lets the worker's event loop run only if this long has
@@ -148,32 +148,19 @@ class Runtime(base.Runtime):
         self._rt = _await(self._gpu.instantiate(device, program.to_json(), options))
         self.setup_ms = float(self._rt.setupMs)
         self._to_js = to_js
-        # one step crosses into JS once: the inputs, in gpu.mjs's order, then the scalar
-        # words, in one reused bytearray (gpu.mjs's runPacked); laid out once here
-        packing = self._rt.packing
-        self._inputs_at, at = {}, 0
-        for n in packing.names:
-            nbytes = 4 * prod(program.inputs[n].shape)
-            self._inputs_at[n] = (at, nbytes)
-            at += nbytes
-        self._input_names = frozenset(self._inputs_at)
-        self._scalars_at = at
-        self._scalar_struct = struct.Struct(
-            "<" + "".join("f" if s.type == "f32" else "I" for s in program.scalars)
-        )
-        self._scalar_kinds = [(s.name, s.type == "f32") for s in program.scalars]
-        self._packed = bytearray(at + 4 * len(program.scalars))
+        # one step crosses into JS once: its inputs, then its scalar words, packed as the
+        # Program's layout says into one reused bytearray (gpu.mjs's runPacked)
+        layout = program.layout
+        self._inputs_at = {n: at for n, at, _ in layout.inputs}
+        self._scalars_at = layout.scalars
+        self._scalar_words = ScalarWords(program.scalars)
+        self._packed = bytearray(layout.bytes)
         # its JS twin, refilled each step (assign: one memcpy, cheaper than a new typed array
         # from to_js); writeBuffer copies what it is given at once, so reusing it is safe
-        self._packed_js = Uint8Array.new(len(self._packed))
-        if len(self._packed) != int(packing.bytes):
-            raise RuntimeError(
-                f"gpu.mjs packs {int(packing.bytes)} bytes a step, the Program {len(self._packed)}"
-            )
+        self._packed_js = Uint8Array.new(layout.bytes)
         self._yielded = 0.0  # when a step last let the worker's event loop run (perf_counter)
-        self._plans: dict[
-            tuple, tuple
-        ] = {}  # read list -> (gpu.mjs read plan, [(key, at, nbytes, typecode)])
+        # read list -> (gpu.mjs read plan, [(key, at, nbytes, typecode)])
+        self._plans: dict[tuple, tuple] = {}
 
     def _slot(self, kind: str, name: str):
         slots = getattr(self.program, kind, None)
@@ -232,28 +219,12 @@ class Runtime(base.Runtime):
         web.check_stop()  # before the step: a stopped script changes nothing on the GPU
         if self._rt is None:
             raise BrowserError("this Program instance was closed")
-        if inputs.keys() != self._input_names:
-            want, given = self._input_names, set(inputs)
-            raise ValueError(f"inputs: missing {sorted(want - given)}, unknown {sorted(given - want)}")
         packed = self._packed
-        for n, v in inputs.items():  # all checked before anything reaches the GPU
-            at, nbytes = self._inputs_at[n]
+        for n, v in self.step_data(inputs).items():  # checked: each of its slot's length
+            at = self._inputs_at[n]
             mv = memoryview(v).cast("B")
-            if mv.nbytes != nbytes:
-                raise ValueError(
-                    f"inputs {n!r}: expected {nbytes // 4} values for shape "
-                    f"{self.program.inputs[n].shape}, got {mv.nbytes // 4}"
-                )
-            packed[at : at + nbytes] = mv
-        try:
-            words = [
-                float(scalars[n]) if f32 else int(scalars[n]) & 0xFFFFFFFF for n, f32 in self._scalar_kinds
-            ]
-        except KeyError:
-            raise ValueError(
-                f"scalars missing: {[n for n, _ in self._scalar_kinds if n not in scalars]}"
-            ) from None
-        self._scalar_struct.pack_into(packed, self._scalars_at, *words)
+            packed[at : at + mv.nbytes] = mv
+        self._scalar_words.pack_into(packed, self._scalars_at, scalars)
         js_plan, spans = self._plan(read)
         self._packed_js.assign(packed)
         ffi = _ffi()
@@ -263,9 +234,9 @@ class Runtime(base.Runtime):
             raise _program_error(e) from None
         if not spans:
             # nothing to read: the promise is already resolved, and suspending Python to
-            # await it cost 0.2 ms on an H200 machine, most of such a step's host time; but
-            # the worker's event loop must still run now and then (a stop message, GPU
-            # callbacks)
+            # await it is most of such a step's host time (benchmarks/RESULTS.md, "The
+            # browser backend's step host time"); but the worker's event loop must still
+            # run now and then (a stop message, GPU callbacks)
             now = time.perf_counter()
             if now - self._yielded < YIELD_EVERY_S:
                 return dict

@@ -14,11 +14,12 @@ from __future__ import annotations
 import array
 import contextlib
 import re
-import struct
 from typing import Any
 
+from ..arrays import TYPECODE
 from ..codegen.target import FEATURES, Target, classify
 from ..program import LIMITS, Program, limits_of, unmet_features, unmet_limits, wgpu_limit_name
+from ..step_data import ScalarWords
 from . import base
 
 _DEVICE: Any = None
@@ -30,8 +31,6 @@ _FEATURES: set[str] = set()  # WebGPU names of the optional features the device 
 # this wgpu-native's WGSL front end (Naga) takes the subgroup builtins but not the standard
 # `enable subgroups;` directive, which Tint requires: the directive is dropped before compiling
 _DROP_ENABLES = False
-
-TYPECODE = {"f32": "f", "i32": "i", "bool": "I"}
 
 
 class NativeError(RuntimeError):
@@ -317,24 +316,22 @@ class Runtime(base.Runtime):
                 for d in s.shape:
                     cnt *= d
                 self.write("states", n, array.array("f", [float(v)]) * cnt)
-        # every kernel's offsets in one uniform buffer, a slice per kernel
-        at, slices = 0, []
-        align = limits.get("min-uniform-buffer-offset-alignment", 256)
-        for k in program.kernels:
-            size = 16 * -(-len(k.offsets) // 4)
-            slices.append((at, size))
-            at += -(-size // align) * align
+        # every kernel's offsets in one uniform buffer, a slice per kernel (the Program's layout)
+        layout = program.layout
         self._uniform = self.device.create_buffer(
-            size=max(at, 16), usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST, label="offsets"
+            size=layout.uniform_bytes,
+            usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST,
+            label="offsets",
         )
-        data = bytearray(max(at, 16))
-        for k, (o, _) in zip(program.kernels, slices):
+        data = bytearray(layout.uniform_bytes)
+        for k, (o, _) in zip(program.kernels, layout.uniform):
             data[o : o + 4 * len(k.offsets)] = array.array("I", k.offsets).tobytes()
         self.device.queue.write_buffer(self._uniform, 0, data)
         self._owned.append(self._uniform)
+        self._scalar_words = ScalarWords(program.scalars)
         self.pipes = []
         self.groups = []
-        for k, (o, size) in zip(program.kernels, slices):
+        for k, (o, size) in zip(program.kernels, layout.uniform):
             pipe, bgl = pipeline_for(k)
             entries = [
                 {
@@ -465,19 +462,14 @@ class Runtime(base.Runtime):
             return self._submit(inputs, scalars, read)
 
     def _submit(self, inputs, scalars, read):
-        p = self.program
-        for n, data in inputs.items():
-            self._write("inputs", n, data)
+        p, queue = self.program, self.device.queue
+        for n, data in self.step_data(inputs).items():  # checked: each of its slot's length
+            s = p.inputs[n]
+            queue.write_buffer(self.buffers[s.buffer], s.offset, data)
         if p.scalars:
-            words = []
-            for s in p.scalars:
-                if s.name not in scalars:
-                    raise KeyError(f"scalar {s.name!r} not given")
-                v = scalars[s.name]
-                words.append(
-                    struct.pack("<f", float(v)) if s.type == "f32" else struct.pack("<I", int(v) & 0xFFFFFFFF)
-                )
-            self.device.queue.write_buffer(self.buffers[p.scalars_buffer], 0, b"".join(words))
+            words = bytearray(self._scalar_words.size)
+            self._scalar_words.pack_into(words, 0, scalars)
+            queue.write_buffer(self.buffers[p.scalars_buffer], 0, words)
         encoder = self.device.create_command_encoder()
         cp = encoder.begin_compute_pass()
         self._record(cp, self._steps)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..ir import REGISTRY, Graph, Tensor
 from ..pipeline import APPLIED_READ, Selector
+from ..step_data import StepData
 
 
 class Context:
@@ -126,11 +127,9 @@ class Engine:
     def read(self, kind: str, name: str):
         return self.values[kind][name].copy()
 
-    def run(
-        self, data: dict[str, array.array], raw: dict[str, Any], scalars: dict, read: list[tuple[str, str]]
-    ) -> dict:
+    def run(self, step: StepData, scalars: dict, read: list[tuple[str, str]]) -> dict:
         g = self.graph
-        feeds = {t.id: self._array(data[n], raw.get(n), t.shape, t.dtype) for n, t in g.inputs.items()}
+        feeds = {t.id: self._array(step[n], step.given[n], t.shape, t.dtype) for n, t in g.inputs.items()}
         for n, t in g.params.items():
             feeds[t.id] = self.values["params"][n]
         for n, t in g.states.items():
@@ -155,7 +154,7 @@ class Engine:
     def close(self) -> None:
         """Nothing to free: the reference engine holds no GPU memory."""
 
-    def submit(self, data, raw, scalars, read):
+    def submit(self, step, scalars, read):
         """run() at once; the wait is free (the interface of a GPU engine's submit)."""
-        got = self.run(data, raw, scalars, read)
+        got = self.run(step, scalars, read)
         return lambda: got

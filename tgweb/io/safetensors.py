@@ -24,7 +24,7 @@ import struct
 import sys
 from typing import Any
 
-from ..host import Array, InputError
+from ..arrays import Array, InputError
 from ..ir import is_text
 
 # safetensors dtype -> (array typecode, tgweb dtype or None when tgweb has no such dtype)

@@ -111,6 +111,6 @@ class from_array(Init):
         self.values = values
 
     def __call__(self, shape, rng):
-        from ..host import from_user
+        from ..arrays import from_user
 
         return from_user(self.values, shape, "f32", "init.from_array")

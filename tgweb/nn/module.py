@@ -10,7 +10,7 @@ import random
 import zlib
 from typing import Any
 
-from ..host import InputError, from_user, to_user
+from ..arrays import InputError, from_user, to_user
 from ..ir import TensorOps, TraceError, current_graph, is_text, prod, user_site
 from . import init as _init
 

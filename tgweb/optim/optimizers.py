@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import ops
-from ..host import F32_MAX, InputError
+from ..arrays import F32_MAX, InputError
 from ..ir import Graph, Tensor
 from .schedules import Schedule, Spec
 from .schedules import from_spec as schedule_from_spec

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..host import F32_MAX, InputError
+from ..arrays import F32_MAX, InputError
 
 
 def _rate(x: Any, what: str) -> float:

@@ -9,7 +9,7 @@ import array
 from typing import Any
 
 from ... import nn as _nn
-from ...host import TYPECODE, InputError, from_user, to_user
+from ...arrays import TYPECODE, InputError, from_user, to_user
 from ...ir import TraceError, current_graph, user_site
 from ...nn import init as _init
 from .._host import GENERATOR, HostTensor, cast_values, flatten_data

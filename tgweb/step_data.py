@@ -1,17 +1,29 @@
-"""What a training step or an inference run accepts: every input present and nothing
-extra, each of its declared shape and dtype (host.from_user), and integer inputs that
-index something (an embedding's rows, a loss's classes) within range. Checked before
+"""A step's data, checked once: what a training step or an inference run accepts
+(every input present and nothing extra, each of its declared shape and dtype:
+arrays.from_user; integer inputs that index something, an embedding's rows or a loss's
+classes, within range), and the words its scalars take. check_inputs runs before
 anything reaches the GPU, so a bad batch raises tgweb.InputError naming the input and
-changes nothing."""
+changes nothing; the runtimes and gpu.mjs trust the StepData it returns."""
 
 from __future__ import annotations
 
 import array
+import struct
+from collections.abc import Mapping
 
-from .host import InputError, from_user
+from .arrays import InputError, from_user
 from .ir import REGISTRY, Graph, prod
 
 _SAME = {"f32": "f", "i32": "i"}  # array.array typecodes taken as they are (bool is checked for 0/1)
+
+
+class StepData(dict):
+    """A checked step: input name -> flat array.array of its declared dtype and length, in
+    declaration order. `given` holds the values as the caller passed them, read by the
+    reference engine alone (a float64 run keeps a float64 batch exact); the GPU runtimes
+    send the checked arrays as they are."""
+
+    __slots__ = ("given",)
 
 
 def index_bounds(graph: Graph) -> dict[str, tuple[int, str, frozenset]]:
@@ -52,23 +64,25 @@ def index_bounds(graph: Graph) -> dict[str, tuple[int, str, frozenset]]:
 
 
 def check_inputs(
-    graph: Graph, batch: dict, what: str, bounds: dict[str, tuple[int, str]] | None = None
-) -> dict[str, array.array]:
+    inputs: Mapping, batch: dict, what: str, bounds: dict[str, tuple[int, str, frozenset]] | None = None
+) -> StepData:
     """Every input present, nothing extra, each of the right shape and dtype, integer
     inputs that index something within [0, size); raises InputError naming the input
-    before anything changes."""
-    missing = [n for n in graph.inputs if n not in batch]
-    extra = sorted(n for n in batch if n not in graph.inputs)
+    before anything changes. `inputs`: name -> its declaration (anything with .shape
+    and .dtype: a Graph's input tensors, a Program's input slots)."""
+    missing = [n for n in inputs if n not in batch]
+    extra = sorted(n for n in batch if n not in inputs)
     if missing or extra:
         raise InputError(
             f"{what}: "
             + "; ".join(
                 ([f"missing input(s) {missing}"] if missing else [])
-                + ([f"unexpected input(s) {extra} (expected {list(graph.inputs)})"] if extra else [])
+                + ([f"unexpected input(s) {extra} (expected {list(inputs)})"] if extra else [])
             )
         )
-    data = {}
-    for n, t in graph.inputs.items():
+    data = StepData()
+    data.given = batch
+    for n, t in inputs.items():
         x = batch[n]
         # the common case, an array.array already of the input's type and length: the copy
         # from_user makes of it, without its chain of checks (a training step's host time)
@@ -88,3 +102,22 @@ def check_inputs(
                     f"it indexes {where}"
                 )
     return data
+
+
+class ScalarWords:
+    """A Program's per-step scalars as the words of its scalars buffer, little-endian:
+    an f32 as a float, a u32 as an integer modulo 2**32; the values are read by name
+    (others are ignored)."""
+
+    def __init__(self, scalars: list) -> None:
+        self._struct = struct.Struct("<" + "".join("f" if s.type == "f32" else "I" for s in scalars))
+        self._kinds = [(s.name, s.type == "f32") for s in scalars]
+        self.size = self._struct.size
+
+    def pack_into(self, buf, at: int, values: Mapping) -> None:
+        try:
+            words = [float(values[n]) if f32 else int(values[n]) & 0xFFFFFFFF for n, f32 in self._kinds]
+        except KeyError:
+            missing = [n for n, _ in self._kinds if n not in values]
+            raise ValueError(f"scalars missing: {missing}") from None
+        self._struct.pack_into(buf, at, *words)
