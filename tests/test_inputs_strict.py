@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import array
 import fractions
+import re
 import sys
 
 import numpy as np
@@ -315,3 +316,33 @@ def test_a_loss_ignore_index_target_is_accepted_and_other_values_are_not():
     with pytest.raises(tg.InputError, match=r"holds -99 at flat index 1, outside \[0, 5\) \(or \[-100\]\)"):
         tr.step(x=x, y=np.array([1, -99, 3, 4, -100, 0], np.int32))
     assert all(np.array_equal(before[n], v) for n, v in tr.params().items())
+
+
+@pytest.mark.native
+def test_a_runtime_checks_a_plain_dict_as_a_step_is_checked():
+    """A Runtime sends a StepData (check_inputs's, checked once) as it is; a plain dict it
+    checks with that same function first: a bad one raises InputError naming the input,
+    and the buffers keep what the last good step wrote."""
+    from tgweb.backends import native
+    from tgweb.lower import lower
+    from tgweb.step_data import StepData, check_inputs
+    from tgweb.trace import trace
+
+    graph, out = trace(lambda x: x * 2.0, None, {"x": (5,)})
+    graph.outputs["y"] = out
+    prog = lower(graph)
+    rt = native.Runtime(prog)
+    try:
+        good = check_inputs(prog.inputs, {"x": [1, 2, 3, 4, 5]}, "run")
+        assert type(good) is StepData and good.given == {"x": [1, 2, 3, 4, 5]}
+        assert rt.run(good, {}, [("outputs", "y")])[("outputs", "y")].tolist() == [2, 4, 6, 8, 10]
+        for bad, says in [
+            ({"x": array.array("f", [1, 2, 3])}, "input 'x': expected 5 values for shape (5,), got 3"),
+            ({"x": [1, 2, 3, 4, float("1e39")]}, "beyond the largest finite f32"),
+            ({"x": [1] * 5, "z": [0]}, "unexpected input(s) ['z']"),
+        ]:
+            with pytest.raises(tg.InputError, match=re.escape(says)):
+                rt.run(bad, {}, [])
+        assert rt.read("inputs", "x").tolist() == [1, 2, 3, 4, 5]
+    finally:
+        rt.close()

@@ -72,8 +72,10 @@ def test_program_json_round_trip():
         (lambda d: d["params"]["l1.weight"].update(offset=1 << 30), "do not fit buffer"),
         (lambda d: d["scalars"].append({"name": "x", "type": "f64"}), "scalar types"),
         (lambda d: d.pop("kernels"), "not a tgweb Program"),
+        (lambda d: d["layout"]["inputs"][1].__setitem__(1, 36), "layout does not match"),
+        (lambda d: d["layout"].pop("bytes"), "not a step layout"),
     ],
-    ids=["binding", "dispatch", "size", "slot", "scalar", "structure"],
+    ids=["binding", "dispatch", "size", "slot", "scalar", "structure", "layout", "layout-shape"],
 )
 def test_a_bad_program_is_refused_where_it_is_loaded(edit, message):
     """gpu.mjs trusts the Program's structure: Python validates it once, where a Program is
@@ -91,3 +93,31 @@ def test_a_bad_program_is_refused_where_it_is_loaded(edit, message):
     edit(d)
     with pytest.raises(ProgramError, match=message):
         Program.from_json(json.dumps(d))
+
+
+def test_the_program_carries_its_step_layout():
+    """Where a step's host data and the kernels' offsets go is laid out once, in Python:
+    the JSON carries it for gpu.mjs, and a Program saved without it loads with it."""
+    tr = tg.compile(
+        MLP(),
+        lambda m, x, y: ((m(x) - y) ** 2).mean(),
+        inputs={"x": (4, 2), "y": (4, 1)},
+        optimizer=tg.optim.AdamW(1e-3),
+        backend="reference",
+    )
+    prog = tr.program
+    lay = prog.layout
+    assert lay.inputs == [("x", 0, 32), ("y", 32, 16)]
+    assert lay.scalars == 48 and lay.bytes == 48 + 4 * len(prog.scalars)
+    assert any(k.offsets for k in prog.kernels)
+    end = 0
+    for k, (at, size) in zip(prog.kernels, lay.uniform):
+        assert size == 16 * -(-len(k.offsets) // 4)  # whole vec4<u32>s
+        if size:  # aligned for any device, after the slice before it
+            assert at % 256 == 0 and at >= end
+            end = at + size
+    assert lay.uniform_bytes >= end
+    d = json.loads(prog.to_json())
+    assert d["layout"]["inputs"] == [["x", 0, 32], ["y", 32, 16]]
+    del d["layout"]  # as saved before Programs carried it
+    assert Program.from_json(json.dumps(d)).layout == lay

@@ -355,3 +355,32 @@ def test_attached_inference_with_random_ops_draws_anew_each_run(backend):
     assert not np.array_equal(a, b) and ((0 <= a) & (a < 1)).all()
     ref = make(backend="reference").attach(lambda m, x: x + tg.rand((2, 3)), {"x": (2, 3)})
     np.testing.assert_allclose(np.asarray(ref.run(x=zeros).output), a, rtol=1e-6)
+
+
+def test_a_float64_run_takes_a_float64_batch_as_given():
+    """The reference engine in float64 reads the batch the caller passed (StepData.given),
+    not the f32 copy the GPU runtimes send: 0.1 stays 0.1, for exact trajectories."""
+
+    class Lin(nn.Module):
+        def __init__(self):
+            self.l = nn.Linear(1, 1)
+
+        def forward(self, x):
+            return self.l(x)
+
+    tr = tg.compile(
+        Lin(),
+        lambda m, x: (m(x) ** 2).mean(),
+        inputs={"x": (3, 1)},
+        optimizer=tg.optim.SGD(0.0),
+        backend="reference",
+        precision="float64",
+    )
+    x = np.array([[0.1], [0.2], [0.3]])
+    p = tr.params()
+    want = np.mean((x * np.float64(p["l.weight"][0, 0]) + np.float64(p["l.bias"][0])) ** 2)
+    got = float(tr.step(x=x).loss)
+    assert got == pytest.approx(want, rel=1e-14, abs=0)
+    assert tr.attach(lambda m, x: (m(x) ** 2).mean(), inputs={"x": (3, 1)}).run(x=x).output == pytest.approx(
+        want, rel=1e-14, abs=0
+    )

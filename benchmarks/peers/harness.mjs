@@ -106,9 +106,8 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
     const resolve = device.createBuffer({ size: 8 * (2 * n + 2), usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
     const read = device.createBuffer({ size: 8 * (2 * n + 2), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     const samples = rt.steps.map(() => []);
-    rt.writeScalars(scalars);
     for (let r = 0; r < repeats; r++) {
-      for (const [k, v] of Object.entries(inputs[r % inputs.length])) rt.write("inputs", k, v);
+      rt.writePacked(rt.pack(inputs[r % inputs.length], scalars));
       const enc = device.createCommandEncoder();
       rt.steps.forEach((s, i) => {
         const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
@@ -281,8 +280,7 @@ export async function peer(fw, model, init, batches, { warmup = 5, warmupMs = 0,
  */
 async function profileKernels(rt, inputs, scalars) {
   await rt.queue;
-  for (const n of Object.keys(rt.program.inputs)) rt.write("inputs", n, inputs[n]);
-  rt.writeScalars(scalars);
+  rt.writePacked(rt.pack(inputs, scalars));
   await rt.device.queue.onSubmittedWorkDone();
   const out = [];
   for (const s of rt.steps) {

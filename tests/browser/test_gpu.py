@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from tgweb.program import Program
+
 from .conftest import py, run_py
 
 HEAD = "@group(0) @binding({i}) var<storage, {acc}> {name}: array<{ty}>;\n"
@@ -50,6 +52,8 @@ def program(buffers, kernels, **slots):
         "version": 2,
     }
     p.update(slots)
+    # where a step's data and the offsets go: Python lays a Program out, gpu.mjs reads it
+    p["layout"] = json.loads(Program.from_json(json.dumps(p)).to_json())["layout"]
     return p
 
 
@@ -207,6 +211,19 @@ def test_bad_inputs_are_rejected_before_the_gpu(page):
     assert c_bytes == 28
 
 
+def test_a_program_without_its_layout_is_refused_by_name(page):
+    """gpu.mjs reads where a step's data and the offsets go from the Program; one saved
+    before Programs carried it is refused, saying how to lay it out again."""
+    prog = vector_add()
+    del prog["layout"]
+    r = page.evaluate(
+        """async (prog) => {
+        try { await gpu.requestDevice({program: prog}); return null; } catch (e) { return [e.name, e.message]; } }""",
+        prog,
+    )
+    assert r == ["ProgramError", "the Program has no layout: load and save it again with tgweb"]
+
+
 def test_wgsl_failure_names_op_site_and_line(page):
     r = page.evaluate(
         """async (prog) => {
@@ -349,8 +366,8 @@ rt.close()
 [errors, b, c]
 """
     errors, b, c = py(page, src)
-    assert len(errors) == 4 and "expected 7 values" in errors[0] and "missing ['a']" in errors[1]
-    assert "unknown ['q']" in errors[2] and "expected 7 values" in errors[3]
+    assert len(errors) == 4 and "expected 7 values" in errors[0] and "missing input(s) ['a']" in errors[1]
+    assert "unexpected input(s) ['q']" in errors[2] and "expected 7 values" in errors[3]
     assert b == [0, 1, 2, 3, 4, 5, 6] and c == [1, 2, 3, 4, 5, 6, 7]
 
 
