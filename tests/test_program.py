@@ -21,16 +21,20 @@ class MLP(nn.Module):
         return self.l2(h)
 
 
-def test_program_json_round_trip():
-    tr = tg.compile(
+def _program(optimizer, **kw):
+    """The training step's Program of MLP on a batch of 4."""
+    return tg.compile(
         MLP(),
         lambda m, x, y: ((m(x) - y) ** 2).mean(),
         inputs={"x": (4, 2), "y": (4, 1)},
-        optimizer=tg.optim.AdamW(1e-3),
+        optimizer=optimizer,
         backend="reference",
-        clip_grad_norm=1.0,
-    )
-    prog = tr.program
+        **kw,
+    ).program
+
+
+def test_program_json_round_trip():
+    prog = _program(tg.optim.AdamW(1e-3), clip_grad_norm=1.0)
     prog.kernels.append(
         Kernel(
             "k0",
@@ -82,14 +86,7 @@ def test_a_bad_program_is_refused_where_it_is_loaded(edit, message):
     made (lower) or loaded (from_json)."""
     from tgweb.program import ProgramError
 
-    tr = tg.compile(
-        MLP(),
-        lambda m, x, y: ((m(x) - y) ** 2).mean(),
-        inputs={"x": (4, 2), "y": (4, 1)},
-        optimizer=tg.optim.SGD(0.1),
-        backend="reference",
-    )
-    d = json.loads(tr.program.to_json())
+    d = json.loads(_program(tg.optim.SGD(0.1)).to_json())
     edit(d)
     with pytest.raises(ProgramError, match=message):
         Program.from_json(json.dumps(d))
@@ -98,14 +95,7 @@ def test_a_bad_program_is_refused_where_it_is_loaded(edit, message):
 def test_the_program_carries_its_step_layout():
     """Where a step's host data and the kernels' offsets go is laid out once, in Python:
     the JSON carries it for gpu.mjs, and a Program saved without it loads with it."""
-    tr = tg.compile(
-        MLP(),
-        lambda m, x, y: ((m(x) - y) ** 2).mean(),
-        inputs={"x": (4, 2), "y": (4, 1)},
-        optimizer=tg.optim.AdamW(1e-3),
-        backend="reference",
-    )
-    prog = tr.program
+    prog = _program(tg.optim.AdamW(1e-3))
     lay = prog.layout
     assert lay.inputs == [("x", 0, 32), ("y", 32, 16)]
     assert lay.scalars == 48 and lay.bytes == 48 + 4 * len(prog.scalars)
