@@ -52,9 +52,9 @@ def program(buffers, kernels, **slots):
         "version": 2,
     }
     p.update(slots)
-    # where a step's data and the offsets go: Python lays a Program out, gpu.mjs reads it
-    p["layout"] = json.loads(Program.from_json(json.dumps(p)).to_json())["layout"]
-    return p
+    # as Python saves a Program: complete, with its layout (where a step's data and the
+    # offsets go), which gpu.mjs reads
+    return json.loads(Program.from_json(json.dumps(p)).to_json())
 
 
 def vector_add(n=7):
