@@ -43,29 +43,42 @@ def load(name: str, under_tgweb: bool):
     return mod
 
 
-def torch_losses(mod, args, batches):
+def torch_losses(mod, args, batches, every=1):
+    """Losses, and get_last_lr() after each step, of training under PyTorch; the
+    scheduler steps after every `every` optimizer steps (1: per iteration, more: per epoch)."""
     torch.manual_seed(0)
     m = mod.model(*args)
     init = {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
     opt, sched = mod.optimizer(m)
-    out = []
-    for b in batches:
+    out, lrs = [], []
+    for i, b in enumerate(batches):
         loss = mod.loss(m, **{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in b.items()})
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if sched is not None:
-            sched.step()
         out.append(loss.item())
-    return init, out
+        lrs.append(_scheduled(sched, i, every))
+    return init, out, lrs
 
 
-def tgweb_losses(mod, args, init, batches, backend):
+def _scheduled(sched, i, every):
+    if sched is None:
+        return None
+    if (i + 1) % every == 0:
+        sched.step()
+    return sched.get_last_lr()
+
+
+def tgweb_losses(mod, args, init, batches, backend, every=1):
     m = mod.model(*args)
     m.load_state_dict(init)
-    opt, _ = mod.optimizer(m)
+    opt, sched = mod.optimizer(m)
     trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend=backend)
-    return [trainer.step(**b).loss for b in batches]
+    out, lrs = [], []
+    for i, b in enumerate(batches):
+        out.append(trainer.step(**b))
+        lrs.append(_scheduled(sched, i, every))
+    return [r.loss for r in out], lrs
 
 
 CASES = [
@@ -80,12 +93,13 @@ CASES = [
 ]
 
 
-def _run(name, args, backend):
+def _run(name, args, backend, every=1):
     rng = np.random.default_rng(1)
     ref = load(name, False)
     batches = [ref.batch(rng) for _ in range(STEPS)]
-    init, want = torch_losses(ref, args, batches)
-    got = tgweb_losses(load(name, True), args, init, batches, backend)
+    init, want, want_lrs = torch_losses(ref, args, batches, every)
+    got, got_lrs = tgweb_losses(load(name, True), args, init, batches, backend, every)
+    np.testing.assert_allclose(np.array(got_lrs, float), np.array(want_lrs, float), rtol=1e-12)
     return np.array(want), np.array(got)
 
 
@@ -94,6 +108,14 @@ def test_reference_matches_torch(name, args):
     want, got = _run(name, args, "reference")
     assert np.abs(want - got).max() < 1e-4, (want, got)
     assert np.ptp(want) > 1e-3  # the steps change the model
+
+
+@pytest.mark.parametrize("kind", ["step", "onecycle", "sequential"])
+@pytest.mark.parametrize("every", [1, 4], ids=["per-iteration", "per-epoch"])
+def test_scheduler_steps_as_in_torch(kind, every):
+    """The lr follows scheduler.step() calls, per iteration or once per epoch of 4 steps."""
+    want, got = _run("scheduled", (kind,), "reference", every)
+    assert np.abs(want - got).max() < 1e-4, (want, got)
 
 
 @pytest.mark.native

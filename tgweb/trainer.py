@@ -123,8 +123,7 @@ class Trainer:
         self.recover_every: int | None = None  # see compile()
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
         self._in_flight = InFlight()  # steps sent and not read back yet
-        self._memo: dict[int, tuple[dict, float]] = {}  # applied steps -> _host_scalars
-        self._memo_for: tuple = (None, None)  # the (schedule, origin) the memo is of
+        self._memo: dict[tuple, tuple[dict, float]] = {}  # (applied steps, lr) -> _host_scalars
         self.reset()
 
     # ---------------------------------------------------------------- state
@@ -357,18 +356,16 @@ class Trainer:
 
     def _host_scalars(self, applied: int) -> tuple[dict, float]:
         """The optimizer scalars and lr of a step that follows `applied` applied steps
-        (remembered: a pipelined step asks for up to DEPTH + 1 of them; do not change)."""
-        if self._memo_for[0] is not self._schedule or self._memo_for[1] != self._origin:
-            self._memo, self._memo_for = {}, (self._schedule, self._origin)
-        hit = self._memo.get(applied)
+        (remembered by (applied, lr): a pipelined step asks for up to DEPTH + 1 of them,
+        and a schedule may follow state of its own, as a torch lr_scheduler does)."""
+        at = applied - self._origin
+        lr = _checked_lr(self._schedule(at), self._schedule, at)
+        hit = self._memo.get((applied, lr))
         if hit is None:
-            lr = self._schedule(applied - self._origin)
-            scalars = _checked_scalars(
-                self.optimizer, applied + 1, lr, self._schedule, applied - self._origin
-            )
+            scalars = _checked_scalars(self.optimizer, applied + 1, lr)
             if len(self._memo) > 4 * DEPTH:
-                self._memo = {t: v for t, v in self._memo.items() if t >= self._applied}
-            hit = self._memo[applied] = (scalars, lr)
+                self._memo = {k: v for k, v in self._memo.items() if k[0] >= self._applied}
+            hit = self._memo[(applied, lr)] = (scalars, lr)
         return hit
 
     def _wait_in_flight(self) -> None:
@@ -455,15 +452,19 @@ class Trainer:
         return dict(self.program.meta.get("memory", {}))
 
 
-def _checked_scalars(opt: Optimizer, t: int, lr: Any, schedule: Schedule, at: int) -> dict:
-    """The optimizer's host scalars for the t-th applied step; InputError (nothing run,
-    nothing changed) when the schedule's lr is not a finite f32 >= 0 or a scalar
-    derived from it does not fit f32."""
+def _checked_lr(lr: Any, schedule: Schedule, at: int) -> float:
+    """InputError (nothing run, nothing changed) when the schedule's lr is not a finite f32 >= 0."""
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 <= lr <= F32_MAX:
         raise InputError(
             f"step: the learning rate schedule {schedule!r} gave lr {lr!r} at t={at}; "
             f"it must be a finite number in [0, {F32_MAX:.7g}]; nothing changed"
         )
+    return lr
+
+
+def _checked_scalars(opt: Optimizer, t: int, lr: float) -> dict:
+    """The optimizer's host scalars for the t-th applied step; InputError (nothing run,
+    nothing changed) when a scalar derived from lr does not fit f32."""
     scalars = opt.host_scalars(t, lr)
     for k, v in scalars.items():
         if not abs(v) <= F32_MAX:

@@ -5,4 +5,4 @@ from . import schedules  # noqa: F401
 from .adaptive import Adadelta, Adagrad, RMSprop  # noqa: F401
 from .clip import F32_MAX, global_sumsq  # noqa: F401
 from .optimizers import SGD, Adam, AdamW, Optimizer, ParamInfo, from_spec  # noqa: F401
-from .schedules import Constant, Cosine, Linear, MultiStep, Schedule, Step, Warmup  # noqa: F401
+from .schedules import Constant, Cosine, Linear, MultiStep, OneCycle, Schedule, Sequence, Step, Warmup  # noqa: F401

@@ -37,12 +37,18 @@ class Spec:
     def to_dict(self) -> dict:
         d = {self._spec_key: getattr(self, self._spec_key)}
         for k, v in vars(self).items():
-            d[k] = v.to_dict() if isinstance(v, Spec) else (list(v) if isinstance(v, tuple) else v)
+            d[k] = _plain(v)
         return d
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({args})"
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Spec):
+        return v.to_dict()
+    return [_plain(x) for x in v] if isinstance(v, tuple) else v
 
 
 class Schedule(Spec):
@@ -80,18 +86,32 @@ class Linear(Schedule):
 
 
 class Cosine(Schedule):
-    """Half a cosine from start down to end in `steps` steps, then end
-    (PyTorch's CosineAnnealingLR with T_max=steps, eta_min=end)."""
+    """Half a cosine from start down to end in `steps` steps, then end; with
+    periodic=True back up and down again (PyTorch's CosineAnnealingLR with T_max=steps,
+    eta_min=end, whose lr past T_max follows the same cosine)."""
 
     kind = "cosine"
 
-    def __init__(self, start: float, steps: int, end: float = 0.0) -> None:
+    def __init__(self, start: float, steps: int, end: float = 0.0, periodic: bool = False) -> None:
         self.start, self.end = _rate(start, "cosine: start"), _rate(end, "cosine: end")
         self.steps = _count(steps, "cosine: steps")
+        if not isinstance(periodic, bool):
+            raise InputError(f"cosine: periodic must be True or False, got {periodic!r}")
+        self.periodic = periodic
 
     def __call__(self, t: int) -> float:
+        if self.periodic:
+            t %= 2 * self.steps
+            t = min(t, 2 * self.steps - t)  # cos(pi t / steps) is symmetric about steps
         f = min(t, self.steps) / self.steps
-        return self.end + (self.start - self.end) * 0.5 * (1.0 + math.cos(math.pi * f))
+        return _anneal(self.start, self.end, f, "cos")
+
+
+def _anneal(start: float, end: float, f: float, how: str) -> float:
+    """From start (f = 0) to end (f = 1), along half a cosine or a line."""
+    if how == "cos":
+        return end + (start - end) / 2.0 * (math.cos(math.pi * f) + 1.0)
+    return start + (end - start) * f
 
 
 class Warmup(Schedule):
@@ -143,7 +163,92 @@ class MultiStep(Schedule):
         return self.lr * self.gamma ** sum(1 for m in self.milestones if m <= t)
 
 
-KINDS = {c.kind: c for c in (Constant, Linear, Cosine, Warmup, Step, MultiStep)}
+class OneCycle(Schedule):
+    """PyTorch's OneCycleLR: from max_lr/div_factor up to max_lr in the first pct_start
+    of total_steps, then down to max_lr/div_factor/final_div_factor (three_phase: back to
+    max_lr/div_factor first), along half cosines (anneal="cos") or lines ("linear");
+    past total_steps the lr stays at its value there (PyTorch refuses to step further)."""
+
+    kind = "onecycle"
+
+    def __init__(
+        self,
+        max_lr: float,
+        total_steps: int,
+        pct_start: float = 0.3,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+        anneal: str = "cos",
+    ) -> None:
+        self.max_lr = _rate(max_lr, "onecycle: max_lr")
+        self.total_steps = _count(total_steps, "onecycle: total_steps")
+        if isinstance(pct_start, bool) or not isinstance(pct_start, (int, float)) or not 0 <= pct_start <= 1:
+            raise InputError(f"onecycle: pct_start must be a number in [0, 1], got {pct_start!r}")
+        self.pct_start = float(pct_start)
+        for name, v in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
+            if not _rate(v, f"onecycle: {name}") > 0:
+                raise InputError(f"onecycle: {name} must be > 0, got {v!r}")
+        self.div_factor, self.final_div_factor = float(div_factor), float(final_div_factor)
+        if not isinstance(three_phase, bool):
+            raise InputError(f"onecycle: three_phase must be True or False, got {three_phase!r}")
+        if anneal not in ("cos", "linear"):
+            raise InputError(f"onecycle: anneal must be 'cos' or 'linear', got {anneal!r}")
+        self.three_phase, self.anneal = three_phase, anneal
+        ends = [0.0] + [end for end, _, _ in self._phases()]
+        if any(b <= a for a, b in zip(ends, ends[1:])):
+            raise InputError(
+                f"onecycle: the phases end at steps {ends[1:]}; each must end after the one before "
+                f"(pct_start * total_steps = {self.pct_start * self.total_steps:g} is too small or too large)"
+            )
+
+    def _phases(self) -> list[tuple[float, float, float]]:
+        """(end step, start lr, end lr) of each phase, as PyTorch places them."""
+        top, first = self.max_lr, self.max_lr / self.div_factor
+        low, up = first / self.final_div_factor, self.pct_start * self.total_steps - 1
+        last = float(self.total_steps - 1)
+        if self.three_phase:
+            return [
+                (up, first, top),
+                (2 * self.pct_start * self.total_steps - 2, top, first),
+                (last, first, low),
+            ]
+        return [(up, first, top), (last, top, low)]
+
+    def __call__(self, t: int) -> float:
+        t = min(t, self.total_steps)
+        begin, phases = 0.0, self._phases()
+        for i, (end, lo, hi) in enumerate(phases):
+            if t <= end or i == len(phases) - 1:
+                return _anneal(lo, hi, (t - begin) / (end - begin), self.anneal)
+            begin = end
+        raise AssertionError("unreachable: the last phase always answers")  # pragma: no cover
+
+
+class Sequence(Schedule):
+    """schedules[0] until milestones[0], then schedules[1] from its own t = 0 until
+    milestones[1], ... (PyTorch's SequentialLR)."""
+
+    kind = "sequence"
+
+    def __init__(self, schedules, milestones) -> None:
+        self.schedules = tuple(from_spec(s) for s in schedules)
+        ms = tuple(milestones)
+        for m in ms:
+            _count(m, "sequence: each milestone")
+        if list(ms) != sorted(set(ms)) or len(ms) != len(self.schedules) - 1:
+            raise InputError(
+                f"sequence: milestones must be increasing, one fewer than the schedules "
+                f"({len(self.schedules)}), got {list(ms)}"
+            )
+        self.milestones = ms
+
+    def __call__(self, t: int) -> float:
+        i = sum(1 for m in self.milestones if m <= t)
+        return self.schedules[i](t - (self.milestones[i - 1] if i else 0))
+
+
+KINDS = {c.kind: c for c in (Constant, Linear, Cosine, Warmup, Step, MultiStep, OneCycle, Sequence)}
 
 
 def from_spec(spec: Any) -> Schedule:

@@ -39,9 +39,12 @@ class Optimizer(_CoreOptimizer):
         self.defaults = defaults
         self.param_groups = [{**defaults, **g, "params": list(g["params"])} for g in groups]
         self.name = self.core.name
-        base = defaults["lr"] or max(g["lr"] for g in self.param_groups) or 1.0
+        base = max(g["lr"] for g in self.param_groups) or defaults["lr"] or 1.0
         self.lr = _core.schedules.from_spec(base)
         self._base = float(base)
+        # each group's lr over the base, fixed now: schedulers rewrite g["lr"] as PyTorch's do
+        self._ratios = [g["lr"] / self._base for g in self.param_groups]
+        self._built = False  # tg.compile built the update: a scheduler made now would not count
         self._cores = [self.core(**{k: v for k, v in g.items() if k != "params"}) for g in self.param_groups]
         for k in self.shared:
             if len({repr(g[k]) for g in self.param_groups}) > 1:
@@ -60,10 +63,11 @@ class Optimizer(_CoreOptimizer):
             t.attrs["name"]: group_of[pid] for pid, t in graph.param_tensors.items() if pid in group_of
         }
         out = {"params": {}, "states": {}}
-        for i, (g, core) in enumerate(zip(self.param_groups, self._cores)):
+        self._built = True
+        for i, (ratio, core) in enumerate(zip(self._ratios, self._cores)):
             infos = [ParamInfo(p.name, p.value, p.grad, True) for p in params if by_name.get(p.name) == i]
             if infos:
-                res = core.build(_Scaled(graph, g["lr"] / self._base), infos)
+                res = core.build(_Scaled(graph, ratio), infos)
                 out["params"].update(res["params"])
                 out["states"].update(res["states"])
         return out
