@@ -154,12 +154,22 @@ def test_schedules_match_torch_schedulers():
             lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, eta_min=0.01),
         ),
         (schedules.Linear(0.1, 0.02, 8), lambda o: torch.optim.lr_scheduler.LinearLR(o, 1.0, 0.2, 8)),
+        (
+            schedules.Cosine(0.1, 7, end=0.01, periodic=True),
+            lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7, eta_min=0.01),
+        ),
+        (
+            schedules.OneCycle(0.3, 30, pct_start=0.4, div_factor=10.0),
+            lambda o: torch.optim.lr_scheduler.OneCycleLR(
+                o, 0.3, total_steps=30, pct_start=0.4, div_factor=10.0, cycle_momentum=False
+            ),
+        ),
     ]
     for mine, make in cases:
         o = torch.optim.SGD(p, lr=0.1)
         s = make(o)
-        # torch's cosine keeps oscillating after T_max; ours stays at the end value
-        for t in range(11 if isinstance(mine, schedules.Cosine) else 14):
+        # torch's cosine keeps oscillating after T_max; ours stays at the end value unless periodic
+        for t in range(11 if isinstance(mine, schedules.Cosine) and not mine.periodic else 30):
             assert mine(t) == pytest.approx(o.param_groups[0]["lr"], rel=1e-9, abs=1e-15), (mine, t)
             o.step()
             s.step()
@@ -172,6 +182,8 @@ def test_schedules_round_trip_as_data():
         schedules.Warmup(3, schedules.Cosine(0.2, 10)),
         schedules.Step(0.1, 2),
         schedules.MultiStep(0.1, [3, 6]),
+        schedules.OneCycle(0.5, 40, three_phase=True, anneal="linear"),
+        schedules.Sequence([schedules.Linear(0.0, 0.1, 5), schedules.Cosine(0.1, 4, periodic=True)], [5]),
     ):
         again = schedules.from_spec(s.to_dict())
         assert again == s

@@ -123,3 +123,80 @@ def test_scheduler_steps_as_in_torch(kind, every):
 def test_native_matches_torch(name, args):
     want, got = _run(name, args, "native")
     assert np.abs(want - got).max() < 2e-3, (want, got)
+
+
+def _lrs(ns, make, steps=50, groups=(0.1,)):
+    """get_last_lr() before the first step and after each of `steps` scheduler.step()
+    calls, for the scheduler make(ns, optimizer) on a parameter group per lr."""
+    params = [ns.nn.Parameter(ns.ones(2)) for _ in groups]
+    opt = ns.optim.SGD([{"params": [p], "lr": lr} for p, lr in zip(params, groups)], lr=0.1)
+    sched = make(ns, opt)
+    out = [sched.get_last_lr()]
+    for _ in range(steps):
+        opt.step() if ns is torch else None  # torch warns when the scheduler steps first
+        sched.step()
+        out.append(sched.get_last_lr())
+    return np.array(out)
+
+
+SCHEDULES = {
+    "onecycle": lambda ns, o: ns.optim.lr_scheduler.OneCycleLR(o, 0.8, total_steps=50, cycle_momentum=False),
+    "onecycle-three-phase-linear": lambda ns, o: ns.optim.lr_scheduler.OneCycleLR(
+        o,
+        0.8,
+        epochs=7,
+        steps_per_epoch=8,
+        pct_start=0.25,
+        anneal_strategy="linear",
+        three_phase=True,
+        cycle_momentum=False,
+    ),
+    "sequential": lambda ns, o: ns.optim.lr_scheduler.SequentialLR(
+        o,
+        [
+            ns.optim.lr_scheduler.LinearLR(o, start_factor=0.2, total_iters=6),
+            ns.optim.lr_scheduler.CosineAnnealingLR(o, T_max=15, eta_min=0.01),
+            ns.optim.lr_scheduler.StepLR(o, step_size=4, gamma=0.5),
+        ],
+        milestones=[8, 35],
+    ),
+    "multistep-groups": lambda ns, o: ns.optim.lr_scheduler.MultiStepLR(o, [3, 10, 30], gamma=0.3),
+    "exponential-groups": lambda ns, o: ns.optim.lr_scheduler.ExponentialLR(o, 0.93),
+    "lambda-groups": lambda ns, o: ns.optim.lr_scheduler.LambdaLR(o, lambda k: 1 / (1 + k) ** 0.5),
+}
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_scheduler_lr_sequence_matches_torch(name):
+    groups = (0.1, 0.03) if name.endswith("-groups") else (0.1,)
+    want = _lrs(torch, SCHEDULES[name], groups=groups)
+    got = _lrs(tgt, SCHEDULES[name], groups=groups)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
+    assert np.ptp(want) > 0.01
+
+
+def test_scheduler_refusals():
+    sched = tgt.optim.lr_scheduler
+    p = tgt.nn.Parameter(tgt.ones(2))
+    with pytest.raises(ValueError, match="cycle_momentum=False"):
+        sched.OneCycleLR(tgt.optim.Adam([p]), max_lr=0.1, total_steps=10)
+    one = sched.OneCycleLR(tgt.optim.SGD([p]), max_lr=0.1, total_steps=3, cycle_momentum=False)
+    for _ in range(3):
+        one.step()
+    with pytest.raises(ValueError, match="Tried to step 4 times"):
+        one.step()
+    assert one.last_epoch == 3
+    two = tgt.optim.SGD([{"params": [p], "lr": 0.1}, {"params": [tgt.nn.Parameter(tgt.ones(1))], "lr": 0.2}])
+    with pytest.raises(ValueError, match="different lr"):
+        sched.CosineAnnealingLR(two, T_max=5, eta_min=1e-3)
+
+    class M(tgt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tgt.nn.Parameter(tgt.ones(3))
+
+    m = M()
+    opt = tgt.optim.SGD(m.parameters(), lr=0.1)
+    tg.compile(m, lambda m, x: (m.w * x).sum(), {"x": (3,)}, optimizer=opt, backend="reference")
+    with pytest.raises(ValueError, match="before tg.compile"):
+        sched.StepLR(opt, 2)

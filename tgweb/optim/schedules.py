@@ -196,10 +196,10 @@ class OneCycle(Schedule):
             raise InputError(f"onecycle: anneal must be 'cos' or 'linear', got {anneal!r}")
         self.three_phase, self.anneal = three_phase, anneal
         ends = [0.0] + [end for end, _, _ in self._phases()]
-        if any(b <= a for a, b in zip(ends, ends[1:])):
+        if any(b == a for a, b in zip(ends, ends[1:])):  # a phase of length 0 would divide by 0
             raise InputError(
-                f"onecycle: the phases end at steps {ends[1:]}; each must end after the one before "
-                f"(pct_start * total_steps = {self.pct_start * self.total_steps:g} is too small or too large)"
+                f"onecycle: the phases end at steps {ends[1:]}, one of them where it starts; "
+                f"change pct_start ({self.pct_start:g}) or total_steps ({self.total_steps})"
             )
 
     def _phases(self) -> list[tuple[float, float, float]]:
