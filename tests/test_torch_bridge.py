@@ -103,27 +103,33 @@ def test_a_kind_without_a_mapping_is_named(monkeypatch):
         },
         {"name": "adam", "lr": 0.01},
         {"name": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
+        {"name": "adadelta", "lr": 0.5, "rho": 0.8, "weight_decay": 0.01},
+        {"name": "adagrad", "lr": 0.05, "lr_decay": 0.01, "initial_accumulator_value": 0.1},
+        {"name": "rmsprop", "lr": 0.003, "momentum": 0.5, "centered": True, "weight_decay": 0.01},
+        "torch-groups",
     ],
-    ids=["adamw-cosine", "adam", "sgd-momentum"],
+    ids=["adamw-cosine", "adam", "sgd-momentum", "adadelta", "adagrad", "rmsprop-centered", "torch-groups"],
 )
 def test_a_run_moves_to_pytorch_and_back_as_if_it_had_not_moved(optimizer):
     mod = samples.get("sin")
 
     def trainer():
-        return tg.compile(
-            mod.Model(),
-            mod.loss_fn,
-            inputs=mod.INPUTS,
-            optimizer=optimizer,
-            backend="reference",
-            clip_grad_norm=1.0,
+        model = mod.Model()
+        opt, sched = _torch_groups(model) if optimizer == "torch-groups" else (optimizer, None)
+        t = tg.compile(
+            model, mod.loss_fn, inputs=mod.INPUTS, optimizer=opt, backend="reference", clip_grad_norm=1.0
         )
+        return t, sched
 
-    still, moved = trainer(), trainer()
-    for i in range(250):
-        still.step(**mod.batch(i))
-    for i in range(100):
-        moved.step(**mod.batch(i))
+    def train(t, sched, steps):
+        for i in steps:
+            t.step(**mod.batch(i))
+            if sched is not None:
+                sched.step()
+
+    (still, still_sched), (moved, moved_sched) = trainer(), trainer()
+    train(still, still_sched, range(250))
+    train(moved, moved_sched, range(100))
     module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS)
     module.load_params(moved.params())
     opt, sched = tg.to_torch_optimizer(moved, module)
@@ -136,13 +142,27 @@ def test_a_run_moves_to_pytorch_and_back_as_if_it_had_not_moved(optimizer):
         opt.zero_grad()
     tg.load_from_torch(moved, module, opt, sched)
     assert moved.steps == 200
-    for i in range(200, 250):
-        moved.step(**mod.batch(i))
+    train(moved, moved_sched, range(200, 250))
+    if moved_sched is not None:
+        assert moved_sched.get_last_lr() == still_sched.get_last_lr()
     for kind in ("params", "states"):
         a, b = getattr(still, kind)(), getattr(moved, kind)()
         assert set(a) == set(b)
         for n in a:
             np.testing.assert_allclose(b[n], a[n], rtol=2e-4, atol=2e-5, err_msg=f"{kind} {n}")
+
+
+def _torch_groups(model):
+    """A tgweb.torch RMSprop with two parameter groups (own lr, momentum, weight decay)
+    and a StepLR stepped per iteration."""
+    import tgweb.torch as tgt
+
+    first = [p for n, p in model.named_parameters() if n.startswith("net.0.")]
+    rest = [p for n, p in model.named_parameters() if not n.startswith("net.0.")]
+    opt = tgt.optim.RMSprop(
+        [{"params": first, "lr": 0.004, "momentum": 0.3}, {"params": rest, "weight_decay": 0.01}], lr=0.002
+    )
+    return opt, tgt.optim.lr_scheduler.StepLR(opt, step_size=60, gamma=0.5)
 
 
 def _free_port() -> int:

@@ -162,34 +162,46 @@ def _Module(graph, out):  # noqa: N802 - builds the class once torch is importab
     return _module_class()(graph, out)
 
 
+# the torch.optim class and the hyper-parameters (tgweb's attribute names are torch's)
+# of each optimizer; weight_decay is set per group
+_TORCH_OPTIMIZERS = {
+    "sgd": ("SGD", ("momentum", "nesterov")),
+    "adam": ("Adam", ("betas", "eps")),
+    "adamw": ("AdamW", ("betas", "eps")),
+    "adadelta": ("Adadelta", ("rho", "eps")),
+    "adagrad": ("Adagrad", ("lr_decay", "eps", "initial_accumulator_value")),
+    "rmsprop": ("RMSprop", ("alpha", "eps", "momentum", "centered")),
+}
+
+
 def to_torch_optimizer(trainer, module):
     """(optimizer, scheduler) for training `module` (from to_torch) under PyTorch as
     `trainer` trains: the same torch.optim optimizer and hyper-parameters (SGD, Adam,
-    AdamW; tgweb's weight-decay rule as two parameter groups), its state and step count
+    AdamW, Adadelta, Adagrad, RMSprop; tgweb's weight-decay rule as two parameter groups,
+    a tgweb.torch optimizer's own parameter groups as they are), its state and step count
     loaded from the trainer, and a LambdaLR giving the trainer's schedule from its
-    current step on. Call scheduler.step() after each optimizer.step(). Gradient
-    clipping (trainer.clip_grad_norm) is torch.nn.utils.clip_grad_norm_ before the step.
-    load_from_torch brings the run back."""
+    current step on (a tgweb.torch scheduler's from its current count). Call
+    scheduler.step() after each optimizer.step() (or as that tgweb.torch scheduler was
+    stepped). Gradient clipping (trainer.clip_grad_norm) is
+    torch.nn.utils.clip_grad_norm_ before the step. load_from_torch brings the run back."""
     import torch
 
-    from .compile import decays
-
     opt, t = trainer.optimizer, trainer.steps
-    named = dict(module.named_parameters())
-    decay = {n for n, p in trainer.model.named_parameters() if n in named and decays(p)}
-    wd = getattr(opt, "weight_decay", 0.0)
-    groups = [
-        {"params": [named[n] for n in named if n in decay], "weight_decay": wd},
-        {"params": [named[n] for n in named if n not in decay], "weight_decay": 0.0},
-    ]
-    groups = [g for g in groups if g["params"]]
-    if opt.name == "sgd":
-        topt = torch.optim.SGD(groups, lr=1.0, momentum=opt.momentum, nesterov=opt.nesterov)
-    elif opt.name in ("adam", "adamw"):
-        cls = torch.optim.AdamW if opt.name == "adamw" else torch.optim.Adam
-        topt = cls(groups, lr=1.0, betas=tuple(opt.betas), eps=opt.eps)
-    else:
+    if opt.name not in _TORCH_OPTIMIZERS:
         raise ValueError(f"to_torch_optimizer: no PyTorch optimizer for {opt.name!r}")
+    cls, keys = _TORCH_OPTIMIZERS[opt.name]
+    named = dict(module.named_parameters())
+    groups = [
+        {
+            "params": [named[n] for n in names],
+            **{k: getattr(core, k) for k in keys},
+            "weight_decay": wd,
+            "lr": r,
+        }
+        for names, core, wd, r in _groups(trainer, named)
+        if names
+    ]
+    topt = getattr(torch.optim, cls)(groups)
     states = trainer.states()
     for n, p in named.items():
         st = {k.rsplit(".", 1)[1]: v for k, v in states.items() if k.rsplit(".", 1)[0] == n}
@@ -202,10 +214,37 @@ def to_torch_optimizer(trainer, module):
         if opt.name != "sgd":
             state["step"] = torch.tensor(float(t))
         topt.state[p] = state
-    schedule, origin = trainer._schedule, trainer._origin
-    # lr = 1 times the schedule's value at the trainer's applied-step count, then one on per step
-    sched = torch.optim.lr_scheduler.LambdaLR(topt, lambda k: schedule(t + k - origin))
-    return topt, sched
+    return topt, torch.optim.lr_scheduler.LambdaLR(topt, _lr_from(trainer))
+
+
+def _groups(trainer, named):
+    """(parameter names, optimizer, weight decay, lr share) per PyTorch parameter group."""
+    from .compile import decays
+
+    opt = trainer.optimizer
+    cores = getattr(opt, "_cores", None)
+    if cores is None:  # a tgweb optimizer: tgweb's decay rule
+        decay = {n for n, p in trainer.model.named_parameters() if n in named and decays(p)}
+        wd = getattr(opt, "weight_decay", 0.0)
+        return [
+            ([n for n in named if n in decay], opt, wd, 1.0),
+            ([n for n in named if n not in decay], opt, 0.0, 1.0),
+        ]
+    name_of = {id(p): n for n, p in trainer.model.named_parameters() if n in named}
+    return [
+        ([name_of[id(p)] for p in g["params"] if id(p) in name_of], core, core.weight_decay, r)
+        for g, core, r in zip(opt.param_groups, cores, opt._ratios)
+    ]
+
+
+def _lr_from(trainer):
+    """lr(k): the trainer's lr k steps on (k scheduler.step() calls on, for a tgweb.torch
+    scheduler), as a LambdaLR factor of each group's lr share."""
+    schedule, origin, t = trainer._schedule, trainer._origin, trainer.steps
+    follow = getattr(schedule, "scheduler", None)
+    if follow is not None:
+        return lambda k: follow.schedule(follow.last_epoch + k)
+    return lambda k: schedule(t + k - origin)
 
 
 def load_from_torch(trainer, module, optimizer, scheduler) -> None:
@@ -222,3 +261,6 @@ def load_from_torch(trainer, module, optimizer, scheduler) -> None:
     trainer._checked("params", params, trainer._pshape, "load_from_torch", "parameter")  # before either write
     trainer.load_states(states, steps=trainer.steps + scheduler.last_epoch)
     trainer.load_params(params)
+    follow = getattr(trainer._schedule, "scheduler", None)
+    if follow is not None:  # a tgweb.torch scheduler goes on from where PyTorch's stopped
+        follow.step(follow.last_epoch + scheduler.last_epoch)
