@@ -200,3 +200,10 @@ def test_scheduler_refusals():
     tg.compile(m, lambda m, x: (m.w * x).sum(), {"x": (3,)}, optimizer=opt, backend="reference")
     with pytest.raises(ValueError, match="before tg.compile"):
         sched.StepLR(opt, 2)
+
+
+def test_groups_with_different_betas_are_refused():
+    a, b = tgt.nn.Parameter(tgt.ones(2)), tgt.nn.Parameter(tgt.ones(2))
+    with pytest.raises(ValueError, match="different betas"):
+        tgt.optim.AdamW([{"params": [a]}, {"params": [b], "betas": (0.8, 0.99)}])
+    tgt.optim.AdamW([{"params": [a], "lr": 0.1}, {"params": [b], "betas": (0.9, 0.999)}])  # the same betas

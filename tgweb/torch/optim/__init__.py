@@ -49,7 +49,9 @@ class Optimizer(_CoreOptimizer):
         for k in self.shared:
             if len({repr(g[k]) for g in self.param_groups}) > 1:
                 raise ValueError(
-                    f"{type(self).__name__}: parameter groups with different {k} are not supported yet"
+                    f"{type(self).__name__}: parameter groups with different {k} are not supported: "
+                    f"the step's {k}-derived scalars are computed on the host once for every group; "
+                    f"give every group the same {k}"
                 )
 
     def build(self, graph, params):
