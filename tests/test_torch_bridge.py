@@ -30,8 +30,9 @@ def test_sample_loss_and_gradients_match_the_reference(name):
     if hasattr(mod, "sized"):  # shakespeare: its full size is far too big for float64 NumPy here
         mod = mod.sized("small")
     batch = _batch(mod)
-    want_loss, want_grads = tg.value_and_grad(mod.loss_fn, mod.Model(), precision="float64", **batch)
-    module = tg.to_torch(mod.Model(), mod.loss_fn, inputs=mod.INPUTS).double()
+    model = mod.Model()  # one instance: a PyTorch-style model (torchgpt) draws its init from a stream
+    want_loss, want_grads = tg.value_and_grad(mod.loss_fn, model, precision="float64", **batch)
+    module = tg.to_torch(model, mod.loss_fn, inputs=mod.INPUTS).double()
     feeds = {
         k: torch.from_numpy(v.astype(np.float64) if v.dtype == np.float32 else v) for k, v in batch.items()
     }

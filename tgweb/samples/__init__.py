@@ -21,7 +21,9 @@ tests, the CLI and the benchmarks treat them alike:
   still works everywhere; with the same policy, (step, rng) gives the same batch.
 - ``metric(fn, ...)``: the success measure of SAMPLES.md given a function that
   runs ``forward`` on a batch shaped as EVAL_INPUTS (see each module).
-- ``OPTIMIZER``: optimizer settings as plain data (the trainer builds the objects).
+- ``OPTIMIZER``: optimizer settings as plain data (the trainer builds the objects);
+  a sample written as PyTorch code (torchgpt) has ``configure_optimizers(model)``
+  instead, which returns its tgweb.torch.optim optimizer.
 - ``STEPS`` and ``SUCCESS``: the step budget and the success criterion: a metric
   name, "within_steps" and a bound, "below" or "at_least" a number, or
   "below_baseline" (a function of the module, e.g. names.bigram_loss) less
@@ -57,4 +59,8 @@ def compile(sample, **options):
     from ..compile import compile as tg_compile
 
     mod = get(sample) if isinstance(sample, str) else sample
-    return tg_compile(mod.Model(), mod.loss_fn, inputs=mod.INPUTS, optimizer=mod.OPTIMIZER, **options)
+    model = mod.Model()
+    # a sample written as PyTorch code builds its optimizer from the model's parameters
+    make = getattr(mod, "configure_optimizers", None)
+    optimizer = make(model) if make is not None else mod.OPTIMIZER
+    return tg_compile(model, mod.loss_fn, inputs=mod.INPUTS, optimizer=optimizer, **options)
