@@ -198,6 +198,7 @@ TRAININGS = [
     ("canvas", "reference", 0, 50),
     ("tictactoe", "reference", 0, 100),
     ("llama", "reference", 0, 50),
+    ("torchgpt", "reference", 0, 50),
     ("sin", "native", 0, 25),
     ("digits", "native", 0, 25),
 ]

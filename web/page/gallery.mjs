@@ -39,4 +39,6 @@ export const SAMPLES = [
     blurb: "A small Llama (RMSNorm, rotary embeddings, SwiGLU) learns first names. Sample new ones at the temperature you set." },
   { name: "shakespeare", title: "shakespeare", kind: "GPT, 10.7M parameters", steps: 5000, viewer: shakespeare,
     blurb: "nanoGPT's character-level GPT learns the tiny-shakespeare text. The view streams text the model writes as it trains." },
+  { name: "torchgpt", title: "torchgpt", kind: "PyTorch code", steps: 1500,
+    blurb: "A small GPT written as PyTorch code (import tgweb.torch as torch) learns first names, with torch.optim's AdamW and a cosine lr scheduler." },
 ];
