@@ -59,7 +59,26 @@ def table() -> str:
     ]
     lines += [f"| `{n}` | `tg.{n}` | {STATUS.get(n, SAME)} |" for n in fs]
     lines += [f"| `{n}` | `Tensor.{n}` | {STATUS.get(n, SAME)} |" for n in ms]
+    lines += ["", "## tgweb.torch.optim and its lr_scheduler", "", "| name | status |", "| --- | --- |"]
+    lines += [f"| `{n}` | {status} |" for n, status in OPTIM_STATUS.items()]
     return "\n".join(lines) + "\n"
+
+
+# tested in test_torch_models.py (losses and lrs step by step against torch) and
+# test_torch_bridge.py (to_torch_optimizer)
+OPTIM_STATUS = {
+    "SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop": SAME + ", parameter groups with their own lr, "
+    "weight_decay and other settings; Adam/AdamW groups must share betas, Adagrad groups lr_decay",
+    "optimizer.step(), zero_grad()": "step() refused: tg.compile's step does it; zero_grad() does nothing",
+    "param_groups[i]['lr'] = x": "not followed: set the lr with a scheduler or trainer.set_lr",
+    "StepLR, MultiStepLR, ExponentialLR, LinearLR, LambdaLR": SAME + ": the lr follows scheduler.step() "
+    "calls (per iteration or per epoch); LambdaLR: one function for all groups",
+    "CosineAnnealingLR": SAME + " (past T_max too); eta_min needs groups of one lr",
+    "OneCycleLR": SAME + " for the lr; cycle_momentum=True (PyTorch's default) is refused: pass False",
+    "SequentialLR": SAME,
+    "scheduler.state_dict()": "last_epoch; trainer.checkpoint() does not hold it (save it beside, as in PyTorch)",
+    "ReduceLROnPlateau, CyclicLR, CosineAnnealingWarmRestarts, ChainedScheduler": "not provided",
+}
 
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "TORCH.md"
