@@ -76,7 +76,7 @@ OPTIM_STATUS = {
     "CosineAnnealingLR": SAME + " (past T_max too); eta_min needs groups of one lr",
     "OneCycleLR": SAME + " for the lr; cycle_momentum=True (PyTorch's default) is refused: pass False",
     "SequentialLR": SAME,
-    "scheduler.state_dict()": "last_epoch; trainer.checkpoint() does not hold it (save it beside, as in PyTorch)",
+    "scheduler.state_dict()": "last_epoch; trainer.checkpoint() does not hold it (save it beside it)",
     "ReduceLROnPlateau, CyclicLR, CosineAnnealingWarmRestarts, ChainedScheduler": "not provided",
 }
 

@@ -7,7 +7,7 @@ scheduler before tg.compile."""
 
 from __future__ import annotations
 
-from ...host import InputError
+from ...arrays import InputError
 from ...optim import schedules as _s
 
 
