@@ -428,6 +428,13 @@ CASES = {
         (lambda x, y: clip.global_sumsq([x, y * 2.0]), {"x": f(7, 33), "y": f(5)}, {}),
         (lambda x, y: clip.global_sumsq([x, y, x]), {"x": f(257), "y": f(3, 3)}, {}),
     ],
+    # the blocks of the GPU class's global norm: a short last block, blocks across
+    # inputs, an input read twice, blocks longer than a workgroup's sweep
+    "sumsq_blocks": [
+        (lambda x: clip.sumsq_blocks([x], 100), {"x": f(7, 33)}, {}),
+        (lambda x, y: clip.sumsq_blocks([x, y * 2.0, x], 50), {"x": f(37), "y": f(5, 13)}, {}),
+        (lambda x: clip.sumsq_blocks([x], 1100), {"x": f(3, 1001)}, {}),
+    ],
 }
 
 # grad-only kinds are exercised through the forward kind whose gradient they are
@@ -533,6 +540,25 @@ def test_gpu_tuning_thresholds_match_reference(fn, specs):
     assert "workgroupBarrier" in wgsl  # the GPU class's tiles and trees, not the CPU's loops
 
 
+def test_gpu_global_norm_is_split_into_blocks():
+    # blocks of 96 elements: the norms of blocks, then the norm of those and of a
+    # constant; huge elements (squares past f32) scaled, as in one workgroup
+    t = Target("gpu", tuning=dict(GPU.tuning, sumsq_block=96))
+
+    def fn(x, y):
+        parts = [x, y * 2.0, ops.full((5,), 3.0)]
+        return (
+            clip.global_sumsq(parts, root=True),
+            clip.global_sumsq(parts),
+            clip.global_sumsq([x, y * 1e25], root=True),
+        )
+
+    prog = run_case(fn, {"x": f(7, 33), "y": f(300)}, grad=False, target=t)
+    assert sum("sumsq_blocks" in k.ops for k in prog.kernels) == 3
+    prog = run_case(fn, {"x": f(7, 33), "y": f(300)}, grad=False, target=Target("cpu"))
+    assert not any("sumsq_blocks" in k.ops for k in prog.kernels)
+
+
 # tiles the GPU table uses or a benchmark sweep tries: (BM, BN, BK, TM, TN)
 TILES = [
     (128, 128, 8, 8, 8),
@@ -618,6 +644,9 @@ def test_dispatch_past_65535_workgroups():
     # one workgroup per row: 65,537 rows of a prefix sum, the GPU class's scan
     prog = run_case(lambda x: tg.cumsum(x, -1), {"x": f(65537, 17)}, grad=False, target=GPU)
     assert prog.kernels[0].dispatch[1] > 1 and "workgroupBarrier" in prog.kernels[0].wgsl
+    # one workgroup per block of the GPU class's global norm
+    prog = run_case(lambda x: clip.sumsq_blocks([x], 2), {"x": f(2 * 65537 - 1)}, grad=False)
+    assert tuple(prog.kernels[0].dispatch) == (65535, 2, 1)
 
 
 def test_long_rows_take_workgroup_trees():

@@ -639,3 +639,33 @@ def test_grad_arena_padding_stays_zero_natively():
     a = seen["arena"].astype(np.float64)
     assert np.count_nonzero(a) <= 9
     np.testing.assert_allclose(np.sqrt((a * a).sum()), float(want["grad_norm"]), rtol=1e-5)
+
+
+class _Aligned(nn.Module):  # every gradient a multiple of 4 floats: no arena padding
+    def __init__(self):
+        self.l1 = nn.Linear(4, 8)
+        self.l2 = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.l2(ops.tanh(self.l1(x)))
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("model", [_TwoLayers, _Aligned])
+def test_the_gpu_global_norm_reads_the_grad_arena_in_blocks(model):
+    """The GPU class's global norm over blocks of 12 gradients, straight from the grad
+    arena (one range where the gradients follow each other without padding, a range
+    each where they do not), equals the reference's through a clipped AdamW step."""
+    from tgweb.codegen.target import TUNING, Target
+
+    opt = tg.optim.AdamW(0.1)
+    g = build_training_graph(
+        model(), lambda m, x: (m(x) ** 2).mean(), {"x": (3, model().l1.weight.shape[1])}, opt, 0.5
+    )
+    prog = lower(g, target=Target("gpu", tuning=dict(TUNING["gpu"], sumsq_block=12)))
+    (blocks,) = [k for k in prog.kernels if "sumsq_blocks" in k.ops]
+    ranges = blocks.wgsl.count("let lo = ")
+    assert ranges == (1 if model is _Aligned else 4), blocks.wgsl
+    scalars = {s.name: 0.1 if s.type == "f32" else 1 for s in prog.scalars}
+    want = _run_against_reference(g, prog, scalars)
+    assert float(want["grad_norm"]) > 0.5  # the clipping scaled the step

@@ -120,6 +120,7 @@ NO_TORCH_FORM = {
     "global_sumsq",
     "max_pool2d_grad",
     "max_pool2d_select",
+    "sumsq_blocks",
 }
 
 

@@ -25,7 +25,8 @@ TUNING = {
         # `least` workgroups (codegen/matmul.py)
         "tiles": ((128, 128, 8, 8, 8, 256), (64, 64, 16, 4, 4, 0)),
         "serial_max": 1024,  # rows up to this long are reduced by one invocation each
-        "sumsq_workgroup": 64,  # invocations of the one workgroup of the global norm
+        "sumsq_workgroup": 64,  # invocations of a workgroup of the global norm
+        "sumsq_block": 0,  # elements per workgroup of the global norm (0: one workgroup)
         "split_k_chunk": 0,  # products split along k into slices at least this long (0: never)
         "split_k_tiles": 0,  # ... until they make this many 64 x 64 tiles
         "attention_rows": 16,  # rows (queries, or keys for dK/dV) per attention workgroup
@@ -45,8 +46,9 @@ TUNING = {
         ),
         "serial_max": 16,
         "sumsq_workgroup": 256,
+        "sumsq_block": 16384,
         "split_k_chunk": 128,
-        "split_k_tiles": 64,
+        "split_k_tiles": 2048,
         "attention_rows": 64,
         "attention_tile": 16,
     },

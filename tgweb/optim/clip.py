@@ -18,9 +18,9 @@ import fnmatch
 from typing import Any, Callable
 
 from .. import ops
-from ..codegen.common import f32_lit
+from ..codegen.common import f32_lit, grid, linear_group
 from ..codegen.reduce import tree
-from ..ir import NO_GRAD, REGISTRY, OpError, Tensor, make, prod, register, root
+from ..ir import NO_GRAD, REGISTRY, OpError, Tensor, make, prod, register, replace, root
 
 # the largest finite f32; x <= F32_MAX is false for NaN and +inf, a WGSL-safe isfinite
 F32_MAX = 3.4028234663852886e38
@@ -68,43 +68,96 @@ def _emit_sumsq(kc, node):
             continue
         buf, off = kc.storage(x)
         ranges.setdefault(buf, []).append([off, off + n])
-    body = [f"var s{j} = 0.0;" for j in range(4)] + [f"var hs{j} = 0.0;" for j in range(4)]
-    big, scale = f32_lit(BIG), f32_lit(SCALE)
+    body = _sums_declared()
     for buf, rs in ranges.items():
         name = kc.bind(buf, False)
-        for a, b in _merged(rs):  # four independent sums in flight per invocation
-            body.append(f"for (var r = {a}u + li; r < {b}u; r = r + {4 * wg}u) {{")
-            for j in range(4):
-                rj = f"r + {j * wg}u" if j else "r"
-                body += [
-                    f"  if ({rj} < {b}u) {{",
-                    f"    let v = bitcast<f32>({name}[{rj}]);",
-                    f"    let h = abs(v) > {big};",
-                    f"    let w = select(v, v * {scale}, h);",
-                    "    let q = w * w;",
-                    f"    s{j} = s{j} + select(q, 0.0, h);",
-                    f"    hs{j} = hs{j} + select(0.0, q, h);",
-                    "  }",
-                ]
-            body.append("}")
+        for a, b in _merged(rs):
+            body += _squares(name, f"{a}u", f"{b}u", wg)
+    return body + _total(kc, node, wg, "0u", const, node.attrs.get("root")), (1, 1, 1), wg
+
+
+def _emit_blocks(kc, node):
+    """sumsq_blocks: workgroup p sums the squares of elements [p C, p C + C) of the
+    inputs' concatenation (C: attr block) and stores their root. Inputs that follow each
+    other in one buffer (the grad arena without padding) are read as one range."""
+    wg, C = kc.target.knob("sumsq_workgroup"), node.attrs["block"]
+    segs: list[list] = []  # [buffer, offset, start in the concatenation, length]
+    at = 0
+    for x in node.inputs:
+        (buf, off), n = kc.storage(x), prod(x.shape)
+        last = segs[-1] if segs else None
+        if last and last[0] == buf and last[1] + last[3] == off:
+            last[3] += n
+        else:
+            segs.append([buf, off, at, n])
+        at += n
+    P, disp = node.shape[0], grid(node.shape[0])
+    body = [f"let p = {linear_group(disp[0])};"]
+    if disp[0] * disp[1] != P:  # the grid overshoots: whole workgroups leave
+        body.append(f"if (p >= {P}u) {{ return; }}")
+    body += [f"let blk = p * {C}u;"] + _sums_declared()
+    for buf, off, start, n in segs:  # this block's part of the segment, if any
+        name = kc.bind(buf, False)
+        body += [
+            "{",
+            f"  let lo = max(blk, {start}u);",
+            f"  let hi = max(min(blk + {C}u, {start + n}u), lo);",
+            *(
+                "  " + ln
+                for ln in _squares(name, f"(lo - {start}u + {off}u)", f"(hi - {start}u + {off}u)", wg)
+            ),
+            "}",
+        ]
+    return body + _total(kc, node, wg, "p", 0.0, True), disp, wg
+
+
+def _sums_declared() -> list[str]:
+    return [f"var s{j} = 0.0;" for j in range(4)] + [f"var hs{j} = 0.0;" for j in range(4)]
+
+
+def _squares(name: str, start: str, end: str, wg: int) -> list[str]:
+    """The workgroup's loop adding the squares of name[start .. end) (WGSL expressions),
+    four independent sums in flight per invocation; squares of |v| > BIG are scaled by
+    SCALE**2 into the hs sums."""
+    big, scale = f32_lit(BIG), f32_lit(SCALE)
+    body = [f"for (var r = {start} + li; r < {end}; r = r + {4 * wg}u) {{"]
+    for j in range(4):
+        rj = f"r + {j * wg}u" if j else "r"
+        body += [
+            f"  if ({rj} < {end}) {{",
+            f"    let v = bitcast<f32>({name}[{rj}]);",
+            f"    let h = abs(v) > {big};",
+            f"    let w = select(v, v * {scale}, h);",
+            "    let q = w * w;",
+            f"    s{j} = s{j} + select(q, 0.0, h);",
+            f"    hs{j} = hs{j} + select(0.0, q, h);",
+            "  }",
+        ]
+    return body + ["}"]
+
+
+def _total(kc, node, wg: int, idx: str, const: float, as_root) -> list[str]:
+    """The workgroup's sums folded into one, a constant's squares added to the sum they
+    belong to, and the total (or its root, finite for every finite input short of
+    F32_MAX) stored at idx by invocation 0."""
+    scale = f32_lit(SCALE)
     kc.decls.append(f"var<workgroup> sh: array<f32, {wg}>;")
     kc.decls.append(f"var<workgroup> shb: array<f32, {wg}>;")
-    body += ["sh[li] = (s0 + s1) + (s2 + s3);", "shb[li] = (hs0 + hs1) + (hs2 + hs3);", "workgroupBarrier();"]
+    body = ["sh[li] = (s0 + s1) + (s2 + s3);", "shb[li] = (hs0 + hs1) + (hs2 + hs3);", "workgroupBarrier();"]
     body += tree(wg, "sh[li] = sh[li] + sh[li + {s}u]; shb[li] = shb[li] + shb[li + {s}u];")
     small, bigsum = "sh[0]", "shb[0]"
-    if const:  # a constant operand's squares join the sum they belong to
+    if const:
         if const <= BIG * BIG:
             small = f"(sh[0] + {f32_lit(const)})"
         else:
             bigsum = f"(shb[0] + {f32_lit(const * SCALE * SCALE)})"
     body += [f"let sm = {small};", f"let bg = {bigsum};"]
-    if node.attrs.get("root"):  # the norm: finite for every finite input short of F32_MAX
+    if as_root:
         inv = f32_lit(1.0 / SCALE)
         res = f"select(sqrt(sm), sqrt(bg + (sm * {scale}) * {scale}) * {inv}, bg != 0.0)"
     else:
         res = f"select(sm, sm + (bg / {scale}) / {scale}, bg != 0.0)"
-    body += ["if (li == 0u) {"] + ["  " + ln for ln in kc.result(node, "0u", res)] + ["}"]
-    return body, (1, 1, 1), wg
+    return body + ["if (li == 0u) {"] + ["  " + ln for ln in kc.result(node, idx, res)] + ["}"]
 
 
 def _merged(ranges: list[list[int]]) -> list[list[int]]:
@@ -118,16 +171,71 @@ def _merged(ranges: list[list[int]]) -> list[list[int]]:
     return out
 
 
+def _split_sumsq(node: Tensor, target, new_id):
+    """On a GPU, one workgroup reading every gradient (10M of them) is the step's slowest
+    kernel. Split: the roots of sums over blocks of the target's "sumsq_block" elements,
+    a workgroup each (sumsq_blocks), then global_sumsq of those roots and of the
+    constant inputs. None where one block holds everything."""
+    C = target.knob("sumsq_block")
+    stored = [x for x in node.inputs if REGISTRY[root(x).kind].role != "const"]
+    n = sum(prod(x.shape) for x in stored)
+    if not C or n <= C:
+        return None
+    consts = [x for x in node.inputs if REGISTRY[root(x).kind].role == "const"]
+    # in the order they are computed, as the planner packs the grad arena: ranges merge
+    stored.sort(key=lambda x: root(x).id)
+    attrs = {"block": C}
+    blocks = replace(
+        node, id=new_id(), kind="sumsq_blocks", inputs=tuple(stored), attrs=attrs, shape=(-(-n // C),)
+    )
+    return [blocks, replace(node, inputs=(blocks, *consts))]
+
+
 register(
     "global_sumsq",
     family="reduce",
     role="kernel",
     emit=_emit_sumsq,
     epilogue=True,
+    rewrite=_split_sumsq,
     infer=_infer_sumsq,
     grad=NO_GRAD,
     ref=_ref_sumsq,
 )
+
+
+def _infer_blocks(ins, attrs):
+    _infer_sumsq(ins, attrs)
+    C = attrs.get("block")
+    if isinstance(C, bool) or not isinstance(C, int) or C < 1:
+        raise OpError(f"sumsq_blocks needs an int block >= 1, got {C!r}")
+    return (-(-sum(prod(t.shape) for t in ins) // C),), "f32"
+
+
+def _ref_blocks(ctx, args, t):
+    np, C = ctx.np, t.attrs["block"]
+    flat = np.concatenate([np.asarray(a, np.float64).ravel() for a in args])
+    flat = np.concatenate([flat, np.zeros(t.shape[0] * C - flat.size)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.sqrt(np.sum(flat.reshape(-1, C) ** 2, axis=1)).astype(ctx.f)
+
+
+register(
+    "sumsq_blocks",
+    family="reduce",
+    role="kernel",
+    emit=_emit_blocks,
+    epilogue=True,
+    infer=_infer_blocks,
+    grad=NO_GRAD,
+    ref=_ref_blocks,
+)
+
+
+def sumsq_blocks(tensors: list[Tensor], block: int) -> Tensor:
+    """The L2 norms of the blocks of `block` elements of the tensors' concatenation (each
+    flattened; the last block may be short): what global_sumsq sums on a GPU."""
+    return make("sumsq_blocks", tuple(tensors), block=block)
 
 
 def global_sumsq(grads: list[Tensor], root: bool = False) -> Tensor:
