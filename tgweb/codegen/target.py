@@ -39,7 +39,7 @@ TUNING = {
         "tiled_min_outputs": 0,
         "tiled_min_tiles": 0,  # register blocks are slower even for few-tile products
         "tiles": (
-            (128, 128, 8, 8, 16, 256),
+            (128, 128, 8, 8, 16, 1024),
             (64, 128, 8, 8, 8, 256),
             (64, 64, 16, 8, 8, 128),
             (64, 64, 16, 4, 4, 0),
