@@ -1,7 +1,8 @@
 """The GPU class's matmul tiles as Chrome's WGSL compiler (Tint) takes them: every tile
 of the table and of the benchmark sweeps, lowered in CPython and run on SwiftShader
 through web/gpu.mjs, forward and backward, against the reference backend (lavapipe runs
-the same tiles through Naga in tests/test_kernels.py)."""
+the same tiles through Naga in tests/test_kernels.py); and the GPU class's global norm
+in blocks."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from test_kernels import GPU, TILES, build, f
 import tgweb as tg
 from tgweb.codegen.target import Target
 from tgweb.lower import lower
+from tgweb.optim import clip
 
 from .conftest import run_against_reference
 
@@ -30,3 +32,16 @@ def test_tile_runs_in_chromium(page, tile):
         prog = lower(g, target=target)
         assert any("var<workgroup> As" in k.wgsl for k in prog.kernels)
         run_against_reference(page, g, prog)
+
+
+def test_global_norm_in_blocks_runs_in_chromium(page):
+    # blocks of 96 elements across two inputs, a short last block, a constant's squares
+    target = Target("gpu", tuning=dict(GPU.tuning, sumsq_block=96))
+    g = build(
+        lambda x, y: clip.global_sumsq([x, y * 2.0, tg.full((5,), 3.0)], root=True),
+        {"x": f(7, 33), "y": f(300)},
+        grad=False,
+    )
+    prog = lower(g, target=target)
+    assert any("sumsq_blocks" in k.ops and k.dispatch[0] == 6 for k in prog.kernels)
+    run_against_reference(page, g, prog)
