@@ -86,7 +86,7 @@ def _gauss_z(u1: float, u2: float, second: int) -> float:
 def _bulk(rng, method: str, n: int):
     """NumPy, where it is importable, n is large enough, and rng's `random` and `method` are
     random.Random's own (not SystemRandom's, nor a subclass's): else None, and the caller loops."""
-    from ..host import _numpy
+    from ..arrays import _numpy
 
     np = _numpy() if n >= _BULK_MIN else None
     if np is None or not isinstance(rng, random.Random):
