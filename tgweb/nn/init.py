@@ -1,6 +1,13 @@
 """Parameter initialisers. Each is a small object: called with (shape, rng) it
 returns the values as a flat array('f'); `kind` tells the optimizer whether the
-parameter is a gain or offset (zeros/ones: no weight decay by default)."""
+parameter is a gain or offset (zeros/ones: no weight decay by default).
+
+The random ones draw from a `random.Random` exactly as a loop of `rng.random()` or
+`rng.gauss()` calls would, value for value and leaving `rng` in the same state; where
+NumPy is importable they draw in bulk from the same Mersenne Twister words (NumPy's
+legacy generator, handed the rng's state), so set-up does not cost a Python loop per
+element. Without NumPy (the browser) they are that loop.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +24,89 @@ def fans(shape: tuple[int, ...]) -> tuple[int, int]:
         return shape[0] if shape else 1, shape[0] if shape else 1
     rf = prod(shape[2:])
     return shape[1] * rf, shape[0] * rf
+
+
+# ---------------------------------------------------------------- drawing, in bulk where NumPy is
+
+TWOPI = 2.0 * math.pi  # as random.gauss has it
+# A value of gauss within this relative distance of an f32 rounding boundary is
+# recomputed with `math`, since NumPy's sin/cos/log may differ from libm's in the last
+# bit; the margin is far above any libm's error and far below f32's spacing (2**-24).
+_MARGIN = 2.0**-36
+_CHUNK = 1 << 16  # random()s per block of the bulk normal: its temporaries stay in cache
+_BULK_MIN = 256  # below this many values the loop is faster than handing NumPy the state
+
+
+def draw_uniform(rng: random.Random, n: int, low: float, high: float) -> array.array:
+    """n values low + (high - low) * rng.random(), as f32."""
+    w = high - low
+    np = _bulk(rng, "random", n)
+    if np is None:
+        u = rng.random
+        return array.array("f", [low + w * u() for _ in range(n)])
+    return array.array("f", (low + w * _randoms(np, rng, n)).astype(np.float32).tobytes())
+
+
+def draw_normal(rng: random.Random, n: int, mean: float, std: float) -> array.array:
+    """n values rng.gauss(mean, std), as f32."""
+    np = _bulk(rng, "gauss", n)
+    if np is None:
+        g = rng.gauss
+        return array.array("f", [g(mean, std) for _ in range(n)])
+    # gauss makes values in pairs from two random()s and keeps the second for the next
+    # call: a pending one comes first, an odd last one is a pair made by gauss itself
+    head = [rng.gauss(mean, std)] if n and rng.getstate()[2] is not None else []
+    u = _randoms(np, rng, (n - len(head)) // 2 * 2)
+    out = np.empty(len(u), np.float32)
+    for i in range(0, len(u), _CHUNK):
+        out[i : i + _CHUNK] = _normals(np, u[i : i + _CHUNK], mean, std)
+    tail = [rng.gauss(mean, std)] if (n - len(head)) % 2 else []
+    return array.array("f", head) + array.array("f", out.tobytes()) + array.array("f", tail)
+
+
+def _normals(np, u, mean: float, std: float):
+    """The f32 values gauss(mean, std) makes from the random()s u, a pair from each two."""
+    x2pi, g2rad = u[0::2] * TWOPI, np.sqrt(-2.0 * np.log(1.0 - u[1::2]))
+    z = np.empty(len(u))
+    z[0::2], z[1::2] = np.cos(x2pi) * g2rad, np.sin(x2pi) * g2rad
+    t = z * std
+    out = (mean + t).astype(np.float32)
+    lo, hi = (mean + t * (1 - _MARGIN)).astype(np.float32), (mean + t * (1 + _MARGIN)).astype(np.float32)
+    for i in np.flatnonzero(lo != hi).tolist():
+        out[i] = mean + _gauss_z(float(u[i & ~1]), float(u[i | 1]), i & 1) * std
+    return out
+
+
+def _gauss_z(u1: float, u2: float, second: int) -> float:
+    """The standard normal random.gauss makes from its two random()s (first or second of the pair)."""
+    x2pi, g2rad = u1 * TWOPI, math.sqrt(-2.0 * math.log(1.0 - u2))
+    return (math.sin(x2pi) if second else math.cos(x2pi)) * g2rad
+
+
+def _bulk(rng, method: str, n: int):
+    """NumPy, where it is importable, n is large enough, and rng's `random` and `method` are
+    random.Random's own (not SystemRandom's, nor a subclass's): else None, and the caller loops."""
+    from ..arrays import _numpy
+
+    np = _numpy() if n >= _BULK_MIN else None
+    if np is None or not isinstance(rng, random.Random):
+        return None
+    cls = type(rng)
+    own = cls.random is random.Random.random and getattr(cls, method) is getattr(random.Random, method)
+    return np if own else None
+
+
+def _randoms(np, rng: random.Random, n: int):
+    """n values of rng.random() as float64, rng left as after n calls. CPython's random()
+    is (a * 2**26 + b) / 2**53 of two MT19937 words (a = w1 >> 5, b = w2 >> 6), and so is
+    NumPy's legacy random_sample: handed rng's words, it continues the same stream."""
+    version, words, pending = rng.getstate()
+    rs = np.random.RandomState(0)
+    rs.set_state(("MT19937", np.array(words[:-1], np.uint32), words[-1]))
+    u = rs.random_sample(n)
+    _, key, pos = rs.get_state()[:3]
+    rng.setstate((version, (*key.tolist(), pos), pending))
+    return u
 
 
 class Init:
@@ -37,8 +127,7 @@ class normal(Init):
         self.std, self.mean = float(std), float(mean)
 
     def __call__(self, shape, rng):
-        g, m, s = rng.gauss, self.mean, self.std
-        return array.array("f", [g(m, s) for _ in range(prod(shape))])
+        return draw_normal(rng, prod(shape), self.mean, self.std)
 
 
 class uniform(Init):
@@ -48,8 +137,7 @@ class uniform(Init):
         self.low, self.high = float(low), float(high)
 
     def __call__(self, shape, rng):
-        u, lo, w = rng.random, self.low, self.high - self.low
-        return array.array("f", [lo + w * u() for _ in range(prod(shape))])
+        return draw_uniform(rng, prod(shape), self.low, self.high)
 
 
 class kaiming(Init):

@@ -1,0 +1,149 @@
+"""Where tg.compile's time goes, pass by pass: the samples sin, addition and shakespeare, and
+the shakespeare GPT at 1, 2, 6 and 12 layers, on the native backend (wgpu-py) unless told.
+
+    .venv/bin/python tools/compile_phases.py [--backend native|reference] [--repeat N]
+
+Prints a table, one column per model, in seconds (each the minimum over N compiles):
+trace, autodiff, optimizer (the rest of the training graph: clipping, the update),
+lowering's stages (computed_nodes, schedule, place_updates, assign_buffers, emit, pack, and
+the rest of lower: validation), the initial values (drawn on the host), their upload,
+pipeline creation (the native backend's cache emptied before each compile, as on a first
+start) and the rest of the engine's set-up (buffers, bind groups). The first device
+creation of the process is timed once, apart. The reference backend does not lower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+STAGES = ("computed_nodes", "schedule", "place_updates", "assign_buffers", "emit", "pack")
+ROWS = ("trace", "autodiff", "optimizer", *STAGES, "lower (rest)", "initial values", "upload")
+ROWS += ("pipelines", "engine (rest)", "other", "total")
+
+
+class Clock:
+    """Inclusive times of wrapped functions, by label, summed over calls."""
+
+    def __init__(self) -> None:
+        self.t: dict[str, float] = defaultdict(float)
+
+    @contextlib.contextmanager
+    def wrapped(self, targets: list[tuple[object, str, str]]):
+        """Replaces each (owner, attribute) by a timed call of itself while inside."""
+        saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in targets]
+        for (owner, attr, label), (_, _, fn) in zip(targets, saved):
+            setattr(owner, attr, self._timed(fn, label))
+        try:
+            yield
+        finally:
+            for owner, attr, fn in saved:
+                setattr(owner, attr, fn)
+
+    def _timed(self, fn, label: str):
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.t[label] += time.perf_counter() - t0
+
+        return timed
+
+
+def _targets(backend: str) -> list[tuple[object, str, str]]:
+    # the modules, not the functions tgweb exports under the same names
+    compile, lower, trainer, backends = (
+        importlib.import_module(f"tgweb.{m}") for m in ("compile", "lower", "trainer", "backends")
+    )
+
+    got = [
+        (compile, "compile", "total"),
+        (compile, "build_training_graph", "graph"),
+        (compile, "trace", "trace"),
+        (compile, "append_grad", "autodiff"),
+        (compile, "lower", "lower"),
+        (lower, "select_kernels", "emit"),
+        (trainer.Trainer, "reset", "reset"),
+        (trainer, "make_engine", "engine"),
+        (backends.RuntimeEngine, "write", "upload"),
+    ]
+    got += [(lower, s, s) for s in STAGES]
+    if backend == "reference":
+        from tgweb.backends import reference
+
+        got.append((reference.Engine, "write", "upload"))
+    if backend == "native":
+        from tgweb.backends import native
+
+        got.append((native, "pipeline_for", "pipelines"))
+    return got
+
+
+def phases(sample, backend: str) -> dict[str, float]:
+    """One compile of a sample (a module or a shakespeare.Sample), split into ROWS."""
+    tg_compile = importlib.import_module("tgweb.compile")
+    if backend == "native":
+        importlib.import_module("tgweb.backends.native")._PIPELINES.clear()
+    clock = Clock()
+    with clock.wrapped(_targets(backend)):
+        trainer = tg_compile.compile(
+            sample.Model(), sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER, backend=backend
+        )
+    trainer.close()
+    t = clock.t
+    row = {k: t[k] for k in ("trace", "autodiff", *STAGES, "upload", "pipelines", "total")}
+    row["optimizer"] = t["graph"] - t["trace"] - t["autodiff"]
+    row["lower (rest)"] = t["lower"] - sum(t[s] for s in STAGES)
+    row["initial values"] = t["reset"] - t["upload"]
+    row["engine (rest)"] = t["engine"] - t["pipelines"]
+    row["other"] = t["total"] - t["graph"] - t["lower"] - t["reset"] - t["engine"]
+    return row
+
+
+def models() -> dict[str, object]:
+    from tgweb import samples
+    from tgweb.samples import shakespeare
+
+    got = {n: samples.get(n) for n in ("sin", "addition", "shakespeare")}
+    for layers in (1, 2, 6, 12):
+        got[f"gpt {layers}L"] = shakespeare.Sample(dataclasses.replace(shakespeare.FULL, layers=layers))
+    return got
+
+
+def table(cols: dict[str, dict[str, float]]) -> str:
+    lines = [f"{'seconds':16s}" + "".join(f"{c:>12s}" for c in cols)]
+    for r in ROWS:
+        lines.append(f"{r:16s}" + "".join(f"{cols[c][r]:12.3f}" for c in cols))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="native", choices=("native", "reference"))
+    ap.add_argument("--repeat", type=int, default=1)
+    a = ap.parse_args()
+    if a.backend == "native":
+        from tgweb.backends import native
+
+        t0 = time.perf_counter()
+        native.device_limits()
+        print(f"first device creation: {time.perf_counter() - t0:.2f} s (once per process)")
+    cols = {}
+    for name, sample in models().items():
+        runs = [phases(sample, a.backend) for _ in range(a.repeat)]
+        cols[name] = {r: min(run[r] for run in runs) for r in ROWS}
+        print(f"{name}: {cols[name]['total']:.2f} s", file=sys.stderr)
+    print(table(cols))
+
+
+if __name__ == "__main__":
+    main()
