@@ -412,8 +412,7 @@ def _one_blas_thread() -> None:
             os.environ.setdefault(var, "1")
 
 
-def main(argv: list[str] | None = None) -> int:
-    _one_blas_thread()
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m tgweb", description="tgweb: train neural networks on WebGPU from Python."
     )
@@ -462,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--small", action="store_true", help="the sample's scaled-down size (shakespeare)")
     i = sub.add_parser("info", help="list backends and GPU adapters")
     i.add_argument("--json", action="store_true", help="print as JSON")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    _one_blas_thread()
+    ap = _parser()
     args = ap.parse_args(argv)
 
     if args.command == "info":
