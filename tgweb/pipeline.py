@@ -34,12 +34,22 @@ def if_applied(name: str, j: int) -> str:
     return f"{name}@{j}"
 
 
-HOST_SCALARS = (  # every host scalar a training graph may use
-    "seed",
-    APPLIED_READ,
-    *OPTIMIZER_SCALARS,
-    *(if_applied(k, j) for k in OPTIMIZER_SCALARS for j in range(1, DEPTH + 1)),
-)
+def for_group(name: str, i: int) -> str:
+    """The optimizer scalar `name` of parameter group i (a tgweb.torch optimizer's groups
+    each have their own lr); group 0 uses the plain name."""
+    return name if i == 0 else f"{name}.{i}"
+
+
+def is_host_scalar(name: str) -> bool:
+    """Whether a training graph may use this host scalar: seed, APPLIED_READ, or an
+    optimizer scalar (of any group), itself or for j = 1..DEPTH (if_applied)."""
+    if name in ("seed", APPLIED_READ):
+        return True
+    base, at, j = name.partition("@")
+    if at and not (j.isdigit() and 1 <= int(j) <= DEPTH and str(int(j)) == j):
+        return False
+    k, dot, i = base.partition(".")
+    return k in OPTIMIZER_SCALARS and (not dot or (i.isdigit() and str(int(i)) == i and i != "0"))
 
 
 def declare_scalars(graph) -> None:

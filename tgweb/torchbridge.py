@@ -233,7 +233,7 @@ def _groups(trainer, named):
     name_of = {id(p): n for n, p in trainer.model.named_parameters() if n in named}
     return [
         ([name_of[id(p)] for p in g["params"] if id(p) in name_of], core, core.weight_decay, r)
-        for g, core, r in zip(opt.param_groups, cores, opt._ratios)
+        for g, core, r in zip(opt.param_groups, cores, opt.shares(opt._lrs())[1])
     ]
 
 

@@ -27,7 +27,7 @@ from .nn.module import Module, param_rng
 from .optim.optimizers import Optimizer
 from .optim.schedules import Schedule
 from .optim.schedules import from_spec as _schedule_from_spec
-from .pipeline import DEPTH, HOST_SCALARS, InFlight, step_scalars, wait
+from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
 from .program import Program
 from .step_data import check_inputs, index_bounds
 
@@ -104,11 +104,11 @@ class Trainer:
         self.model, self.graph, self.optimizer = model, graph, optimizer
         self.backend, self.seed, self.precision = backend, seed, precision
         self.clip_grad_norm = clip_grad_norm
-        unknown = sorted(set(graph.scalars) - set(HOST_SCALARS))
+        unknown = sorted(n for n in graph.scalars if not is_host_scalar(n))
         if unknown:
             raise TraceError(
-                f"the graph uses host scalars {unknown} that the trainer does not "
-                f"provide (known: {list(HOST_SCALARS)})"
+                f"the graph uses host scalars {unknown} that the trainer does not provide "
+                f"(known: seed and the optimizer's {list(OPTIMIZER_SCALARS)}, per group)"
             )
         self._pshape = {n: t.shape for n, t in graph.params.items()}
         self._sshape = {n: t.shape for n, t in graph.states.items()}
@@ -123,7 +123,7 @@ class Trainer:
         self.recover_every: int | None = None  # see compile()
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
         self._in_flight = InFlight()  # steps sent and not read back yet
-        self._memo: dict[tuple, tuple[dict, float]] = {}  # (applied steps, lr) -> _host_scalars
+        self._memo: dict[tuple, tuple[dict, float]] = {}  # (applied, lr, host_state) -> _host_scalars
         self.reset()
 
     # ---------------------------------------------------------------- state
@@ -356,16 +356,18 @@ class Trainer:
 
     def _host_scalars(self, applied: int) -> tuple[dict, float]:
         """The optimizer scalars and lr of a step that follows `applied` applied steps
-        (remembered by (applied, lr): a pipelined step asks for up to DEPTH + 1 of them,
-        and a schedule may follow state of its own, as a torch lr_scheduler does)."""
+        (remembered by (applied, lr, the optimizer's host_state): a pipelined step asks for
+        up to DEPTH + 1 of them, and the lr may follow state of its own, as a torch
+        optimizer's param_groups or lr_scheduler do)."""
         at = applied - self._origin
         lr = _checked_lr(self._schedule(at), self._schedule, at)
-        hit = self._memo.get((applied, lr))
+        key = (applied, lr, self.optimizer.host_state())
+        hit = self._memo.get(key)
         if hit is None:
             scalars = _checked_scalars(self.optimizer, applied + 1, lr)
             if len(self._memo) > 4 * DEPTH:
                 self._memo = {k: v for k, v in self._memo.items() if k[0] >= self._applied}
-            hit = self._memo[(applied, lr)] = (scalars, lr)
+            hit = self._memo[key] = (scalars, lr)
         return hit
 
     def _wait_in_flight(self) -> None:

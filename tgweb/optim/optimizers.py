@@ -84,6 +84,11 @@ class Optimizer(Spec):
         """The scalar values for the t-th applied step (t >= 1) at learning rate lr."""
         return {"lr": float(lr)}
 
+    def host_state(self) -> tuple:
+        """What host_scalars depends on besides (t, lr), read when a step is sent (a
+        tgweb.torch optimizer's group lrs); it raises when a step cannot follow it."""
+        return ()
+
     def update_ok(self, graph: Graph, gmax: Tensor) -> Tensor | None:
         """A bool scalar: the update cannot overflow (see the module docstring); None
         when the optimizer gives no such bound (its steps are checked on the gradients)."""

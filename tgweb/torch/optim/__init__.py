@@ -6,25 +6,50 @@ group is not updated. Hand the optimizer to tg.compile."""
 from __future__ import annotations
 
 from ... import optim as _core
+from ...arrays import F32_MAX, InputError
 from ...ir import TraceError
+from ...optim import schedules as _s
 from ...optim.optimizers import Optimizer as _CoreOptimizer
 from ...optim.optimizers import ParamInfo
+from ...pipeline import for_group
 from . import lr_scheduler  # noqa: F401
 
+_PER_GROUP = ("lr", "step_size")  # the host scalars proportional to a group's lr
 
-class _Scaled:
-    """The graph as one group's optimizer sees it: the lr-carrying scalars times the
-    group's lr over the base lr (the one host scalar the schedule drives)."""
 
-    def __init__(self, graph, ratio: float) -> None:
-        self._graph, self._ratio = graph, ratio
+class _Group:
+    """The graph as group i's optimizer sees it: its own lr-derived host scalars."""
+
+    def __init__(self, graph, i: int) -> None:
+        self._graph, self._i = graph, i
 
     def scalar(self, name, dtype="f32"):
-        s = self._graph.scalar(name, dtype)
-        return s * self._ratio if name in ("lr", "step_size") and self._ratio != 1.0 else s
+        return self._graph.scalar(for_group(name, self._i) if name in _PER_GROUP else name, dtype)
 
     def __getattr__(self, name):
         return getattr(self._graph, name)
+
+
+class _GroupLR(_s.Schedule):
+    """The trainer's lr: the largest param_groups[i]["lr"] when the step is sent, so that
+    `g["lr"] = x` before trainer.step() counts, as before optimizer.step() in PyTorch
+    (lr schedulers write the groups' lr too). Each group's own lr follows from its share
+    of it (Optimizer.host_scalars). Not plain data: a checkpoint keeps the trainer's own."""
+
+    kind = "torch_param_groups"
+
+    def __init__(self, optimizer) -> None:
+        self.optimizer = optimizer
+        self.scheduler = None  # the last lr_scheduler made on it (to_torch_optimizer follows it)
+
+    def __call__(self, t: int) -> float:
+        return max(self.optimizer._lrs())
+
+    def to_dict(self) -> dict:
+        raise TypeError("the lr of torch parameter groups is not plain data")
+
+    def __repr__(self) -> str:
+        return f"param_groups lr {self.optimizer._lrs()}"
 
 
 class Optimizer(_CoreOptimizer):
@@ -39,13 +64,12 @@ class Optimizer(_CoreOptimizer):
         self.defaults = defaults
         self.param_groups = [{**defaults, **g, "params": list(g["params"])} for g in groups]
         self.name = self.core.name
-        base = max(g["lr"] for g in self.param_groups) or defaults["lr"] or 1.0
-        self.lr = _core.schedules.from_spec(base)
-        self._base = float(base)
-        # each group's lr over the base, fixed now: schedulers rewrite g["lr"] as PyTorch's do
-        self._ratios = [g["lr"] / self._base for g in self.param_groups]
-        self._built = False  # tg.compile built the update: a scheduler made now would not count
-        self._cores = [self.core(**{k: v for k, v in g.items() if k != "params"}) for g in self.param_groups]
+        self.lr = _GroupLR(self)
+        self._built = None  # the groups' settings tg.compile built the update with
+        self._cores = self._make_cores()
+
+    def _make_cores(self) -> list:
+        """One core optimizer per group, from the groups' settings now."""
         for k in self.shared:
             if len({repr(g[k]) for g in self.param_groups}) > 1:
                 raise ValueError(
@@ -53,6 +77,26 @@ class Optimizer(_CoreOptimizer):
                     f"the step's {k}-derived scalars are computed on the host once for every group; "
                     f"give every group the same {k}"
                 )
+        self._lrs()
+        return [self.core(**{k: g[k] for k in self.defaults}) for g in self.param_groups]
+
+    def _settings(self) -> list[dict]:
+        """What the compiled update holds fixed: every setting but the lr (a group's keys of
+        the user's own, such as an lr_scale, are not settings)."""
+        return [{k: g[k] for k in self.defaults if k != "lr"} for g in self.param_groups]
+
+    def _lrs(self) -> list[float]:
+        """Every group's lr; InputError naming the group when one is not a number >= 0."""
+        out = []
+        for i, g in enumerate(self.param_groups):
+            v = g.get("lr")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= F32_MAX:
+                raise InputError(
+                    f'{type(self).__name__}.param_groups[{i}]["lr"] = {v!r}: '
+                    "the lr must be a finite number >= 0; nothing changed"
+                )
+            out.append(float(v))
+        return out
 
     def build(self, graph, params):
         group_of = {
@@ -64,18 +108,45 @@ class Optimizer(_CoreOptimizer):
         by_name = {
             t.attrs["name"]: group_of[pid] for pid, t in graph.param_tensors.items() if pid in group_of
         }
+        self._cores = self._make_cores()
+        self._built = self._settings()
         out = {"params": {}, "states": {}}
-        self._built = True
-        for i, (ratio, core) in enumerate(zip(self._ratios, self._cores)):
+        for i, core in enumerate(self._cores):
             infos = [ParamInfo(p.name, p.value, p.grad, True) for p in params if by_name.get(p.name) == i]
             if infos:
-                res = core.build(_Scaled(graph, ratio), infos)
+                res = core.build(_Group(graph, i), infos)
                 out["params"].update(res["params"])
                 out["states"].update(res["states"])
         return out
 
+    @staticmethod
+    def shares(lrs: list[float]) -> tuple[float, list[float]]:
+        """The largest of the groups' lrs, and each one over it (all 0 when it is 0)."""
+        top = max(lrs)
+        return top, [v / top if top else 0.0 for v in lrs]
+
+    def host_state(self) -> tuple:
+        """The groups' lrs, after checking that no other setting changed since compiling."""
+        if self._built is not None:
+            for i, (was, now) in enumerate(zip(self._built, self._settings())):
+                for k in was:
+                    if repr(was[k]) != repr(now[k]):
+                        raise InputError(
+                            f'{type(self).__name__}.param_groups[{i}]["{k}"] changed from '
+                            f"{was[k]!r} to {now[k]!r} after tg.compile: the compiled update "
+                            f'holds it fixed (only "lr" may change between steps); set it before '
+                            "tg.compile, or compile again; nothing changed"
+                        )
+        return tuple(self._lrs())
+
     def host_scalars(self, t, lr):
-        return self._cores[0].host_scalars(t, lr)
+        """Group 0's scalars under their plain names, each other group's lr-derived ones
+        under its own (tgweb.pipeline.for_group): lr times the group's share."""
+        out = {}
+        for i, (core, share) in enumerate(zip(self._cores, self.shares(self._lrs())[1])):
+            s = core.host_scalars(t, lr * share)
+            out.update(s if i == 0 else {for_group(k, i): v for k, v in s.items() if k in _PER_GROUP})
+        return out
 
     def update_ok(self, graph, gmax):
         return None  # each group's own bound would need its lr; the gradients are checked

@@ -1,9 +1,8 @@
 """torch.optim.lr_scheduler over tgweb's schedules (tgweb.optim.schedules), with
 PyTorch's meaning: the lr follows the calls of scheduler.step(), whether they come after
 every optimizer step or once per epoch. A scheduler counts its step() calls
-(last_epoch) and becomes its optimizer's schedule; the trainer asks it for the lr of
-each step when the step is sent, so steps stay pipelined and nothing waits. Make the
-scheduler before tg.compile."""
+(last_epoch) and writes each parameter group's "lr", which the trainer reads when it
+sends a step (tgweb.torch.optim), so steps stay pipelined and nothing waits."""
 
 from __future__ import annotations
 
@@ -11,46 +10,27 @@ from ...arrays import InputError
 from ...optim import schedules as _s
 
 
-class _Follow(_s.Schedule):
-    """The lr of a scheduler at its current count of step() calls, whatever the
-    trainer's step t is. It has no plain-data form: a checkpoint keeps the trainer's
-    own (save scheduler.state_dict() beside it, as in PyTorch)."""
-
-    kind = "torch_scheduler"
-
-    def __init__(self, scheduler) -> None:
-        self.scheduler = scheduler
-
-    def __call__(self, t: int) -> float:
-        return self.scheduler.schedule(self.scheduler.last_epoch)
-
-    def to_dict(self) -> dict:
-        raise TypeError("a torch lr_scheduler is not plain data")
-
-    def __repr__(self) -> str:
-        s = self.scheduler
-        return f"{type(s).__name__}({s.schedule!r}, last_epoch={s.last_epoch})"
+def _initial(optimizer) -> tuple[float, list[float]]:
+    """The largest of the groups' initial lrs and each group's share of it. As in
+    PyTorch, a group's initial_lr is its lr when the first scheduler was made on it."""
+    if not hasattr(optimizer, "_lrs"):
+        raise TypeError(f"expected a tgweb.torch.optim optimizer, got {optimizer!r}")
+    optimizer._lrs()  # each group's lr checked
+    return optimizer.shares([float(g.setdefault("initial_lr", g["lr"])) for g in optimizer.param_groups])
 
 
 class LRScheduler:
-    """The lr of every group is its share of the optimizer's base lr (fixed when the
-    optimizer was made) times schedule(last_epoch)."""
+    """The lr of every group is its share of the largest initial lr times
+    schedule(last_epoch), written into the group's "lr" at every step() as PyTorch
+    does; the trainer reads the groups' lr when it sends a step, so steps stay
+    pipelined and nothing waits."""
 
     def __init__(self, optimizer, schedule: _s.Schedule) -> None:
-        built = getattr(optimizer, "_built", None)
-        if built is None:
-            raise TypeError(
-                f"{type(self).__name__}: expected a tgweb.torch.optim optimizer, got {optimizer!r}"
-            )
-        if built:
-            raise ValueError(
-                f"{type(self).__name__}: make the scheduler before tg.compile(..., optimizer=...) "
-                "compiles its optimizer; a scheduler made afterwards would not drive the compiled steps"
-            )
         self.optimizer, self.schedule = optimizer, schedule
-        self.base_lrs = [optimizer._base * r for r in optimizer._ratios]
+        self._ratios = _initial(optimizer)[1]
+        self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = 0
-        optimizer.lr = _Follow(self)
+        optimizer.lr.scheduler = self
         self._publish()
 
     def step(self, epoch: int | None = None) -> None:
@@ -67,7 +47,7 @@ class LRScheduler:
     def _publish(self) -> None:
         # PyTorch's visible state: each group's lr and get_last_lr()
         lr = self.schedule(self.last_epoch)
-        self._last_lr = [lr * r for r in self.optimizer._ratios]
+        self._last_lr = [lr * r for r in self._ratios]
         for g, v in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = v
 
@@ -87,7 +67,7 @@ class LRScheduler:
 def _same_for_groups(name: str, optimizer, values: list) -> float:
     """One value of a setting that PyTorch applies per group in absolute terms, which
     tgweb can follow only as one schedule scaled by each group's lr share."""
-    scaled = {v / r if r else v for v, r in zip(values, optimizer._ratios)}
+    scaled = {v / r if r else v for v, r in zip(values, _initial(optimizer)[1])}
     if len(scaled) > 1:
         raise ValueError(
             f"{name} with parameter groups of different lr is not supported: tgweb scales one "
@@ -108,31 +88,31 @@ def _per_group(optimizer, v) -> list:
 
 class StepLR(LRScheduler):
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1) -> None:
-        super().__init__(optimizer, _s.Step(optimizer._base, step_size, gamma))
+        super().__init__(optimizer, _s.Step(_initial(optimizer)[0], step_size, gamma))
 
 
 class MultiStepLR(LRScheduler):
     def __init__(self, optimizer, milestones, gamma: float = 0.1) -> None:
-        super().__init__(optimizer, _s.MultiStep(optimizer._base, milestones, gamma))
+        super().__init__(optimizer, _s.MultiStep(_initial(optimizer)[0], milestones, gamma))
 
 
 class ExponentialLR(LRScheduler):
     def __init__(self, optimizer, gamma: float) -> None:
-        super().__init__(optimizer, _s.Step(optimizer._base, 1, gamma))
+        super().__init__(optimizer, _s.Step(_initial(optimizer)[0], 1, gamma))
 
 
 class CosineAnnealingLR(LRScheduler):
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0) -> None:  # noqa: N803 - PyTorch's name
         if eta_min:
             _same_for_groups("CosineAnnealingLR's eta_min", optimizer, _per_group(optimizer, eta_min))
-        super().__init__(optimizer, _s.Cosine(optimizer._base, T_max, eta_min, periodic=True))
+        super().__init__(optimizer, _s.Cosine(_initial(optimizer)[0], T_max, eta_min, periodic=True))
 
 
 class LinearLR(LRScheduler):
     def __init__(
         self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0, total_iters: int = 5
     ) -> None:
-        b = optimizer._base
+        b = _initial(optimizer)[0]
         super().__init__(optimizer, _s.Linear(b * start_factor, b * end_factor, total_iters))
 
 
@@ -145,7 +125,7 @@ class LambdaLR(LRScheduler):
             raise ValueError(
                 "LambdaLR: one lr_lambda per parameter group is not supported; pass one function"
             )
-        super().__init__(optimizer, _Lambda(optimizer._base, fns[0]))
+        super().__init__(optimizer, _Lambda(_initial(optimizer)[0], fns[0]))
 
 
 class _Lambda(_s.Schedule):
