@@ -52,6 +52,7 @@ def torch_losses(mod, args, batches, every=1):
     opt, sched = mod.optimizer(m)
     out, lrs = [], []
     for i, b in enumerate(batches):
+        _set_lr(mod, opt, i)
         loss = mod.loss(m, **{k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in b.items()})
         opt.zero_grad()
         loss.backward()
@@ -59,6 +60,12 @@ def torch_losses(mod, args, batches, every=1):
         out.append(loss.item())
         lrs.append(_scheduled(sched, i, every))
     return init, out, lrs
+
+
+def _set_lr(mod, opt, i):
+    """The file's own lr loop before step i (nanoGPT's), if it has one."""
+    if hasattr(mod, "set_lr"):
+        mod.set_lr(opt, i)
 
 
 def _scheduled(sched, i, every):
@@ -76,6 +83,7 @@ def tgweb_losses(mod, args, init, batches, backend, every=1):
     trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend=backend)
     out, lrs = [], []
     for i, b in enumerate(batches):
+        _set_lr(mod, opt, i)
         out.append(trainer.step(**b))
         lrs.append(_scheduled(sched, i, every))
     return [r.loss for r in out], lrs
@@ -116,6 +124,14 @@ def test_scheduler_steps_as_in_torch(kind, every):
     """The lr follows scheduler.step() calls, per iteration or once per epoch of 4 steps."""
     want, got = _run("scheduled", (kind,), "reference", every)
     assert np.abs(want - got).max() < 1e-4, (want, got)
+
+
+def test_lr_set_on_param_groups_before_each_step():
+    """nanoGPT's warm-up + cosine written into param_groups before every step, with
+    groups whose lrs differ and change apart (a tenth for one, 0 then the lr for another)."""
+    want, got = _run("manual_lr", (), "reference")
+    assert np.abs(want - got).max() < 1e-4, (want, got)
+    assert np.ptp(want) > 1e-3
 
 
 @pytest.mark.native
@@ -198,3 +214,36 @@ def test_groups_with_different_betas_are_refused():
     with pytest.raises(ValueError, match="different betas"):
         tgt.optim.AdamW([{"params": [a]}, {"params": [b], "betas": (0.8, 0.99)}])
     tgt.optim.AdamW([{"params": [a], "lr": 0.1}, {"params": [b], "betas": (0.9, 0.999)}])  # the same betas
+
+
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        (
+            "weight_decay",
+            0.5,
+            r'param_groups\[1\]\["weight_decay"\] changed from 0.0 to 0.5 after tg.compile',
+        ),
+        ("betas", (0.8, 0.95), r'param_groups\[1\]\["betas"\] changed from \(0.9, 0.95\)'),
+        ("lr", -1e-3, r'param_groups\[1\]\["lr"\] = -0.001: the lr must be a finite number >= 0'),
+        ("lr", "0.1", r"param_groups\[1\]\[\"lr\"\] = '0.1'"),
+    ],
+)
+def test_param_group_changes_a_step_cannot_follow(key, value, match):
+    """Only "lr" may change after tg.compile; anything else raises when the step is sent,
+    naming the group and the setting, and nothing changes (after a step still in flight)."""
+    mod = load("manual_lr", True)
+    m = mod.model()
+    opt = mod.optimizer(m)[0]
+    trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend="reference")
+    b = mod.batch(np.random.default_rng(0))
+    trainer.step(**b)
+    before = trainer.params()
+    opt.param_groups[1][key] = value
+    with pytest.raises(tg.InputError, match=match):
+        trainer.step(**b)
+    assert trainer.steps == 1
+    for n, v in trainer.params().items():
+        np.testing.assert_array_equal(v, before[n])
+    opt.param_groups[1][key] = mod.optimizer(mod.model())[0].param_groups[1][key]  # back: it steps
+    assert trainer.step(**b).ok and trainer.steps == 2
