@@ -135,7 +135,7 @@ def test_lr_set_on_param_groups_before_each_step():
 
 
 @pytest.mark.native
-@pytest.mark.parametrize("name,args", [("gpt", (False,)), ("charmodels", ("gru",))])
+@pytest.mark.parametrize("name,args", [("gpt", (False,)), ("charmodels", ("gru",)), ("manual_lr", ())])
 def test_native_matches_torch(name, args):
     want, got = _run(name, args, "native", steps=6)  # lavapipe: the reference runs check 20 steps
     assert np.abs(want - got).max() < 2e-3, (want, got)
