@@ -70,7 +70,9 @@ OPTIM_STATUS = {
     "SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop": SAME + ", parameter groups with their own lr, "
     "weight_decay and other settings; Adam/AdamW groups must share betas, Adagrad groups lr_decay",
     "optimizer.step(), zero_grad()": "step() refused: tg.compile's step does it; zero_grad() does nothing",
-    "param_groups[i]['lr'] = x": "not followed: set the lr with a scheduler or trainer.set_lr",
+    "param_groups[i]['lr'] = x": SAME
+    + ": each group's lr when trainer.step() sends the step; other settings changed after "
+    + "tg.compile raise InputError",
     "StepLR, MultiStepLR, ExponentialLR, LinearLR, LambdaLR": SAME + ": the lr follows scheduler.step() "
     "calls (per iteration or per epoch); LambdaLR: one function for all groups",
     "CosineAnnealingLR": SAME + " (past T_max too); eta_min needs groups of one lr",
