@@ -293,6 +293,14 @@ class TensorOps:
         return _ops().greater_equal(self, o)
 
     def __getitem__(self, idx):
+        if isinstance(idx, TensorOps):  # rows picked by an integer tensor: an embedding lookup
+            if idx.dtype != "i32":
+                raise TraceError(
+                    f"indexing by a {idx.dtype} tensor (a boolean mask) gives a shape that depends "
+                    "on the data, which a static graph cannot have: use tg.where(mask, x, 0)",
+                    user_site(),
+                )
+            return _ops().embedding(self, idx)
         return _ops().getitem(self, idx)
 
     def __setitem__(self, idx, value):

@@ -4,7 +4,7 @@ broadcast_to, slice, pad and concat move data. The rest are built from these."""
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, u32_lit
-from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, prod, register
+from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from .base import as_tensor, norm_axis, op
 
 # ---------------------------------------------------------------- WGSL
@@ -472,19 +472,9 @@ def roll(x, shifts, axis=None) -> Tensor:
 
 @op
 def getitem(x, idx) -> Tensor:
-    """Basic indexing: ints, slices with step 1, ..., and None; or rows picked by an
-    integer tensor (x[idx], an embedding lookup)."""
+    """Basic indexing: ints, slices with step 1, ..., and None (x[idx]; rows picked by an
+    integer tensor, x[tensor], are an embedding lookup: TensorOps.__getitem__)."""
     x = as_tensor(x)
-    if isinstance(idx, TensorOps):
-        from .nn import embedding
-
-        if idx.dtype != "i32":
-            raise OpError(
-                f"indexing by a {idx.dtype} tensor (a boolean mask) gives a shape that depends "
-                "on the data, which a static graph cannot have: use tg.where(mask, x, 0)"
-            )
-
-        return embedding(x, idx)
     if not isinstance(idx, tuple):
         idx = (idx,)
     if sum(1 for i in idx if i is Ellipsis) > 1:
