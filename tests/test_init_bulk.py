@@ -16,12 +16,16 @@ from tgweb.nn import init
 # every parameter of every sample with the trainer's draw: name -> sha256 of its f32 bytes
 DIGESTS = """
     import hashlib, json
+    import tgweb.torch
     from tgweb.nn.module import param_rng
     from tgweb.samples import SAMPLES
 
     def digests(seed):
         out = {}
         for sample, mod in SAMPLES.items():
+            # a tgweb.torch model draws at construction from the shared generator, which
+            # earlier tests in the same process have moved on: seed it as PyTorch users do
+            tgweb.torch.manual_seed(seed)
             for name, p in mod.Model().named_parameters():
                 v = p.init(p.shape, param_rng(seed, name))
                 out[f"{sample}/{name}"] = hashlib.sha256(v.tobytes()).hexdigest()

@@ -112,7 +112,7 @@ def test_loss_against_numpy():
     legal = np.asarray(b["legal"]).reshape(tt.ROWS, 9)
     logits = h @ p["policy.weight"].T + p["policy.bias"] + (1 - legal) * tt.MASKED
     value = np.tanh(h @ p["value.weight"].T + p["value.bias"])[:, 0]
-    logp = logits - logits.amax(1, keepdims=True)
+    logp = logits - logits.max(1, keepdims=True)
     logp -= np.log(np.exp(logp).sum(1, keepdims=True))
     moves, rets, mask = np.asarray(b["moves"]), np.asarray(b["returns"]), np.asarray(b["mask"])
     picked = logp[np.arange(tt.ROWS), moves]
