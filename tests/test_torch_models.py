@@ -247,3 +247,58 @@ def test_param_group_changes_a_step_cannot_follow(key, value, match):
         np.testing.assert_array_equal(v, before[n])
     opt.param_groups[1][key] = mod.optimizer(mod.model())[0].param_groups[1][key]  # back: it steps
     assert trainer.step(**b).ok and trainer.steps == 2
+
+
+def test_param_groups_added_or_changed_after_compile_are_refused():
+    """A group's params list changed after tg.compile raises when the next step is sent,
+    add_param_group after tg.compile raises at once; nothing changes either way."""
+    mod = load("manual_lr", True)
+    m = mod.model()
+    opt = mod.optimizer(m)[0]
+    trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend="reference")
+    b = mod.batch(np.random.default_rng(0))
+    trainer.step(**b)
+    before = trainer.params()
+    moved = opt.param_groups[1]["params"].pop()
+    with pytest.raises(tg.InputError, match=r"param_groups changed after tg.compile"):
+        trainer.step(**b)
+    opt.param_groups[1]["params"].append(moved)
+    with pytest.raises(tg.InputError, match=r"add_param_group after tg.compile"):
+        opt.add_param_group({"params": [], "lr": 0.5})
+    assert len(opt.param_groups) == len(mod.optimizer(mod.model())[0].param_groups)
+    assert trainer.steps == 1
+    for n, v in trainer.params().items():
+        np.testing.assert_array_equal(v, before[n])
+    assert trainer.step(**b).ok and trainer.steps == 2
+
+
+def test_add_param_group_before_compile_trains_with_its_own_lr():
+    """PyTorch's add_param_group before tg.compile: the added group (lr 0 here) is held
+    still while the first group moves."""
+    import tgweb.torch as torch
+    from tgweb.torch import nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 4), nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    m = M()
+    opt = torch.optim.SGD(m.a.parameters(), lr=0.1)
+    opt.add_param_group({"params": m.b.parameters(), "lr": 0.0})
+    tr = tg.compile(
+        m,
+        lambda m, x, y: ((m(x) - y) ** 2).mean(),
+        {"x": (8, 3), "y": (8, 1)},
+        optimizer=opt,
+        backend="reference",
+    )
+    rng = np.random.default_rng(0)
+    before = tr.params()
+    tr.step(x=rng.random((8, 3), np.float32), y=rng.random((8, 1), np.float32))
+    after = tr.params()
+    assert all(np.any(before[k] != after[k]) for k in ("a.weight", "a.bias"))
+    assert all(np.array_equal(before[k], after[k]) for k in ("b.weight", "b.bias"))

@@ -66,6 +66,7 @@ class Optimizer(_CoreOptimizer):
         self.name = self.core.name
         self.lr = _GroupLR(self)
         self._built = None  # the groups' settings tg.compile built the update with
+        self._built_params: list = []  # which parameters each group held then
         self._cores = self._make_cores()
 
     def _make_cores(self) -> list:
@@ -84,6 +85,27 @@ class Optimizer(_CoreOptimizer):
         """What the compiled update holds fixed: every setting but the lr (a group's keys of
         the user's own, such as an lr_scale, are not settings)."""
         return [{k: g[k] for k in self.defaults if k != "lr"} for g in self.param_groups]
+
+    def _membership(self) -> list[tuple[int, ...]]:
+        """Which parameters each group holds (by identity)."""
+        return [tuple(id(p) for p in g["params"]) for g in self.param_groups]
+
+    def add_param_group(self, param_group: dict) -> None:
+        """PyTorch's add_param_group: a group of more parameters, with the defaults for the
+        settings it does not give. Before tg.compile only: the compiled step updates the
+        parameters it was built with, so a later call is refused."""
+        if self._built is not None:
+            raise InputError(
+                f"{type(self).__name__}.add_param_group after tg.compile: the compiled step updates "
+                "the parameters it was built with; add the group before tg.compile, or compile "
+                "again; nothing changed"
+            )
+        if not isinstance(param_group, dict) or "params" not in param_group:
+            raise ValueError(f"{type(self).__name__}.add_param_group: expected a dict with 'params'")
+        params = param_group["params"]
+        params = [params] if hasattr(params, "shape") else list(params)
+        self.param_groups.append({**self.defaults, **param_group, "params": params})
+        self._cores = self._make_cores()
 
     def _lrs(self) -> list[float]:
         """Every group's lr; InputError naming the group when one is not a number >= 0."""
@@ -110,6 +132,7 @@ class Optimizer(_CoreOptimizer):
         }
         self._cores = self._make_cores()
         self._built = self._settings()
+        self._built_params = self._membership()
         out = {"params": {}, "states": {}}
         for i, core in enumerate(self._cores):
             infos = [ParamInfo(p.name, p.value, p.grad, True) for p in params if by_name.get(p.name) == i]
@@ -128,6 +151,13 @@ class Optimizer(_CoreOptimizer):
     def host_state(self) -> tuple:
         """The groups' lrs, after checking that no other setting changed since compiling."""
         if self._built is not None:
+            if self._membership() != self._built_params:
+                raise InputError(
+                    f"{type(self).__name__}.param_groups changed after tg.compile (a group added or "
+                    "removed, or its 'params' list changed): the compiled step updates the parameters "
+                    "it was built with; set the groups up before tg.compile, or compile again; "
+                    "nothing changed"
+                )
             for i, (was, now) in enumerate(zip(self._built, self._settings())):
                 for k in was:
                     if repr(was[k]) != repr(now[k]):
