@@ -216,6 +216,17 @@ def test_groups_with_different_betas_are_refused():
     tgt.optim.AdamW([{"params": [a], "lr": 0.1}, {"params": [b], "betas": (0.9, 0.999)}])  # the same betas
 
 
+def _manual_lr_after_one_step():
+    """manual_lr.py's model compiled with its AdamW groups (reference backend), one step in."""
+    mod = load("manual_lr", True)
+    m = mod.model()
+    opt = mod.optimizer(m)[0]
+    trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend="reference")
+    b = mod.batch(np.random.default_rng(0))
+    trainer.step(**b)
+    return mod, opt, trainer, b
+
+
 @pytest.mark.parametrize(
     "key,value,match",
     [
@@ -232,12 +243,7 @@ def test_groups_with_different_betas_are_refused():
 def test_param_group_changes_a_step_cannot_follow(key, value, match):
     """Only "lr" may change after tg.compile; anything else raises when the step is sent,
     naming the group and the setting, and nothing changes (after a step still in flight)."""
-    mod = load("manual_lr", True)
-    m = mod.model()
-    opt = mod.optimizer(m)[0]
-    trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend="reference")
-    b = mod.batch(np.random.default_rng(0))
-    trainer.step(**b)
+    mod, opt, trainer, b = _manual_lr_after_one_step()
     before = trainer.params()
     opt.param_groups[1][key] = value
     with pytest.raises(tg.InputError, match=match):
@@ -252,12 +258,7 @@ def test_param_group_changes_a_step_cannot_follow(key, value, match):
 def test_param_groups_added_or_changed_after_compile_are_refused():
     """A group's params list changed after tg.compile raises when the next step is sent,
     add_param_group after tg.compile raises at once; nothing changes either way."""
-    mod = load("manual_lr", True)
-    m = mod.model()
-    opt = mod.optimizer(m)[0]
-    trainer = tg.compile(m, mod.loss, mod.INPUTS, optimizer=opt, backend="reference")
-    b = mod.batch(np.random.default_rng(0))
-    trainer.step(**b)
+    mod, opt, trainer, b = _manual_lr_after_one_step()
     before = trainer.params()
     moved = opt.param_groups[1]["params"].pop()
     with pytest.raises(tg.InputError, match=r"param_groups changed after tg.compile"):
