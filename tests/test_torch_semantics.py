@@ -229,3 +229,22 @@ def test_int64_inputs_are_checked_to_fit_i32():
     tr.step(i=np.array([0, 1, 3], np.int64))
     with pytest.raises(tg.InputError, match="does not fit i32"):
         tr.step(i=np.array([0, 1, 2**40], np.int64))
+
+
+@pytest.mark.parametrize("kind", ["randn", "rand"])
+def test_host_random_draws_in_bulk_the_generators_own_stream(kind):
+    """tgweb.torch.randn/rand outside a graph draw tgweb's generator (seeded by
+    manual_seed) in bulk: the values random.Random would give one at a time, as f32,
+    and the generator left where the loop would leave it."""
+    import random
+
+    tgt.manual_seed(11)
+    tgt.randn(3)  # an odd count leaves gauss's second value pending
+    got = getattr(tgt, kind)(7, 129).values
+    after = tgt.randn(2).values
+    rng = random.Random(11)
+    [rng.gauss(0.0, 1.0) for _ in range(3)]
+    draw = rng.random if kind == "rand" else lambda: rng.gauss(0.0, 1.0)
+    want = np.float32([draw() for _ in range(7 * 129)])
+    assert np.array_equal(np.float32(got), want)
+    assert np.array_equal(np.float32(after), np.float32([rng.gauss(0.0, 1.0) for _ in range(2)]))

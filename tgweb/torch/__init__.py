@@ -13,6 +13,7 @@ import math
 
 from .. import ops as _ops
 from ..ir import TraceError, current_graph, prod, user_site
+from ..nn.init import draw_normal, draw_uniform
 from ._host import GENERATOR, HostTensor, cast_values, flatten_data
 
 
@@ -169,8 +170,9 @@ def _random(kind, size, generator=None):
     size = _shape(size)
     if current_graph() is not None:
         return getattr(_ops, kind)(size)
-    draw = GENERATOR.random if kind == "rand" else lambda: GENERATOR.gauss(0.0, 1.0)
-    return HostTensor([draw() for _ in range(prod(size))], size, "f32", None)
+    n = prod(size)
+    values = draw_uniform(GENERATOR, n, 0.0, 1.0) if kind == "rand" else draw_normal(GENERATOR, n, 0.0, 1.0)
+    return HostTensor(values.tolist(), size, "f32", None)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
