@@ -35,7 +35,7 @@ from typing import Any, Callable
 from . import ops
 from .backends import lowering_for
 from .grad import append_grad
-from .ir import REGISTRY, Graph, Tensor, root, tracing, user_site
+from .ir import PRECISIONS, REGISTRY, Graph, Tensor, root, tracing, user_site
 from .lower import lower
 from .nn.module import Module
 from .optim import clip as _clip
@@ -87,7 +87,11 @@ def compile(
     normalize_grads: True, a glob pattern, a list of patterns or a callable name -> bool:
       divide those parameters' gradients by their own L2 norm (after clipping).
     Parameters start from values drawn from `seed` (as reset() does); load others with
-    Trainer.load_params. precision="float64" is for the reference backend only.
+    Trainer.load_params. precision: "float32"; "mixed" (matmul operands and the activations
+      the backward pass reads stored as f16, f32 everywhere else, dynamic loss scaling:
+      tgweb.ops.half, loss_scaling below; GPU backends need the adapter feature
+      shader-f16, and without it compile raises PrecisionError naming it); "float64" (the
+      reference backend only).
     recover_every: keep a host copy of the whole state every that many applied steps;
       when the GPU device is lost, step() continues on a new device from that copy
       (at most that many steps lost) and says so in its result. None: a lost device
@@ -113,9 +117,9 @@ def compile(
     backend = backend or default_backend()
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if precision not in ("float32", "float64"):
-        raise ValueError(f"precision must be 'float32' or 'float64', got {precision!r}")
-    if precision != "float32" and backend != "reference":
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "float64" and backend != "reference":
         raise ValueError(f"precision={precision!r} is only available on the reference backend")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
@@ -123,13 +127,48 @@ def compile(
         isinstance(recover_every, bool) or not isinstance(recover_every, int) or recover_every < 1
     ):
         raise ValueError(f"recover_every must be an int >= 1 or None, got {recover_every!r}")
-    graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which)
     device = lowering_for(backend)
+    if precision == "mixed" and device is not None:
+        _check_f16(device["target"], backend)
+    graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
     program = None if device is None else lower(graph, name="step", **device)
     trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm)
     trainer.recover_every = recover_every
     trainer._keep_host_copy()
     return trainer
+
+
+class PrecisionError(ValueError):
+    """precision="mixed" asked of a device that cannot store f16 values."""
+
+
+def _check_f16(target, backend: str) -> None:
+    """Mixed precision runs f16 kernels or nothing: never silently in f32."""
+    if not target.has("shader-f16"):
+        adapter = target.description or target.vendor or "this adapter"
+        raise PrecisionError(
+            f"precision='mixed' needs the WebGPU feature 'shader-f16', which the {backend} "
+            f"backend's device ({adapter}) does not have; compile with precision='float32', or "
+            "use an adapter that offers it (in Chromium on NVIDIA under Linux: launch with "
+            "--enable-dawn-features=vulkan_enable_f16_on_nvidia)"
+        )
+
+
+# dynamic loss scaling (precision="mixed"), PyTorch GradScaler's defaults
+SCALE_INIT = 2.0**16
+SCALE_GROWTH_INTERVAL = 2000  # clean steps in a row before the scale doubles
+SCALE_STATES = ("loss_scale", "loss_scale_clean_steps")
+
+
+def loss_scaling(graph: Graph, ok: Tensor) -> None:
+    """The loss scale's next value, whatever the step did: halved after a step that
+    overflowed (which changed nothing else), doubled after SCALE_GROWTH_INTERVAL clean
+    steps in a row. Both are trainer state, so checkpoints carry them."""
+    scale, clean = (graph.states[n] for n in SCALE_STATES)
+    grown = clean + 1.0
+    grow = grown >= float(SCALE_GROWTH_INTERVAL)
+    graph.updates[SCALE_STATES[0]] = ops.where(ok, ops.where(grow, scale * 2.0, scale), scale * 0.5)
+    graph.updates[SCALE_STATES[1]] = ops.where(ok, ops.where(grow, 0.0, grown), 0.0)
 
 
 def decays(p) -> bool:
@@ -147,16 +186,27 @@ def build_training_graph(
     opt: Optimizer,
     clip_grad_norm: float | None = None,
     normalize: Callable[[str], bool] | None = None,
+    precision: str = "float32",
 ) -> Graph:
-    """The one graph a training step runs: forward, loss, gradients, checks, update."""
+    """The one graph a training step runs: forward, loss, gradients, checks, update.
+    Mixed precision back-propagates loss x scale (the state loss_scale) and divides the
+    gradients by it again before anything reads them."""
     site = user_site()
-    graph, out = trace(loss_fn, model, inputs)
+    graph, out = trace(loss_fn, model, inputs, Graph(precision=precision))
     loss = scalar_loss(out)
     names = list(graph.params)
     pobj = dict(model.named_parameters())
-    grads = append_grad(graph, loss, [graph.params[n] for n in names])
+    scale = None
+    if precision == "mixed":
+        with graph.site_override(site):
+            scale, _ = (graph.state(n, (), init) for n, init in zip(SCALE_STATES, (SCALE_INIT, 0.0)))
+    grads = append_grad(graph, loss, [graph.params[n] for n in names], seed=scale)
     with tracing(graph), graph.site_override(site):
-        gs = _owned({n: grads[graph.params[n].id] for n in names})
+        gs = {n: grads[graph.params[n].id] for n in names}
+        if scale is not None:
+            inv = 1.0 / scale
+            gs = {n: g * inv for n, g in gs.items()}
+        gs = _owned(gs)
         graph.grads.update(gs)
         norm = _clip.global_sumsq([gs[n] for n in names], root=True) if names else ops.full((), 0.0)
         grad_ok = _clip.finite_flag(norm, loss)
@@ -177,6 +227,8 @@ def build_training_graph(
             graph.updates[n] = ops.where(ok, v, graph.params[n])
         for n, v in new["states"].items():
             graph.updates[n] = ops.where(ok, v, graph.states[n])
+        if scale is not None:
+            loss_scaling(graph, ok)
     graph.outputs["loss"] = loss
     graph.outputs["ok"] = ok
     graph.outputs["grad_norm"] = norm

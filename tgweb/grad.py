@@ -11,8 +11,11 @@ from __future__ import annotations
 from .ir import NO_GRAD, REGISTRY, Graph, Tensor, TraceError, tracing
 
 
-def append_grad(graph: Graph, loss: Tensor, wrt: list[Tensor]) -> dict[int, Tensor]:
-    """Append d loss / d t for every t in wrt; returns {t.id: gradient tensor}."""
+def append_grad(
+    graph: Graph, loss: Tensor, wrt: list[Tensor], seed: Tensor | None = None
+) -> dict[int, Tensor]:
+    """Append d loss / d t for every t in wrt; returns {t.id: gradient tensor}.
+    seed: the loss's own cotangent (1.0 unless given: a dynamic loss scale)."""
     from . import ops
 
     if loss.shape != () or loss.dtype != "f32":
@@ -24,12 +27,12 @@ def append_grad(graph: Graph, loss: Tensor, wrt: list[Tensor]) -> dict[int, Tens
     reaches: set[int] = set()
     for t in graph.tensors[: loss.id + 1]:
         if t.id in wanted or any(i.id in reaches for i in t.inputs):
-            if t.dtype == "f32":
+            if t.dtype in ("f32", "f16"):
                 reaches.add(t.id)
     cot: dict[int, Tensor] = {}
     with tracing(graph):
         with graph.site_override(loss.site):
-            cot[loss.id] = ops.full((), 1.0)
+            cot[loss.id] = ops.full((), 1.0) if seed is None else seed
         for t in reversed(graph.tensors[: loss.id + 1]):
             g = cot.get(t.id)
             if g is None or not t.inputs:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .arrays import InputError
 from .backends import lowering_for, make_engine
-from .ir import Tensor, TraceError
+from .ir import Graph, Tensor, TraceError
 from .lower import lower
 from .step_data import check_inputs, index_bounds
 from .trace import trace
@@ -48,7 +48,8 @@ class Inference:
 
     def __init__(self, trainer, forward_fn: Callable, inputs: dict[str, Any]) -> None:
         self.trainer = trainer
-        graph, out = trace(forward_fn, trainer.model, inputs)
+        # the trainer's precision: a mixed trainer's products read f16 copies here too
+        graph, out = trace(forward_fn, trainer.model, inputs, Graph(precision=trainer.graph.precision))
         if isinstance(out, Tensor):
             graph.outputs["output"] = out
             self._single = True

@@ -38,7 +38,10 @@ def dtype_name(dtype: Any) -> Any:
     return name if name in DTYPES else dtype
 
 
-ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4}  # bool is stored as one u32 per element
+# bool is stored as one u32 per element; f16 (binary16) is a storage type only, two values
+# a word, made by the to_f16 kind of precision="mixed" programs (arithmetic stays f32)
+ITEMSIZE = {"f32": 4, "i32": 4, "bool": 4, "f16": 2}
+PRECISIONS = ("float32", "mixed", "float64")  # float64: the reference backend only
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -549,6 +552,8 @@ class Graph:
     updates: dict[str, Tensor] = field(default_factory=dict)  # param/state name -> next value
     grads: dict[str, Tensor] = field(default_factory=dict)  # param name -> its gradient
     rng_ops: int = 0  # counter that gives each stochastic op its own stream
+    precision: str = "float32"  # "mixed": matmul operands stored as f16 (tgweb.ops.half)
+    halves: dict[int, Tensor] = field(default_factory=dict)  # tensor id -> its f16 copy
     _site_override: str | None = None
 
     def add(

@@ -55,6 +55,7 @@ def lower(graph: Graph, limits=None, name: str = "step", target: Target | None =
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
     prog.meta["features"] = wgsl_features(prog.kernels)  # what the device must have been created with
+    prog.meta["precision"] = graph.precision
     prog.meta.update(
         inplace_updates=len(ups.inplace),
         copied_updates=len(ups.copies),
@@ -336,7 +337,7 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
     too_big: list[tuple[int, Tensor]] = []
 
     def nbytes(t: Tensor) -> int:
-        nb = prod(t.shape) * ITEMSIZE[t.dtype]
+        nb = (prod(t.shape) * ITEMSIZE[t.dtype] + 3) // 4 * 4  # whole words: f16 pairs
         if nb > _most(lim):
             too_big.append((nb, t))
         return nb

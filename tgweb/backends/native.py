@@ -29,7 +29,7 @@ _PIPELINES: dict[str, Any] = {}  # WGSL text -> (pipeline, bind group layout)
 _PIPELINE_USERS: dict[str, int] = {}  # WGSL text -> open Runtimes using it; closing the last frees it
 _FEATURES: set[str] = set()  # WebGPU names of the optional features the device offers tgweb
 # this wgpu-native's WGSL front end (Naga) takes the subgroup builtins but not the standard
-# `enable subgroups;` directive, which Tint requires: the directive is dropped before compiling
+# `enable subgroups;` directive, which Tint requires: that directive is dropped before compiling
 _DROP_ENABLES = False
 
 
@@ -149,10 +149,10 @@ def _subgroups_work(dev) -> bool:
 
 
 def _wgsl_for(wgsl: str, drop_enables: bool) -> str:
-    """The WGSL text as this device's compiler takes it."""
+    """The WGSL text as this device's compiler takes it (Naga wants `enable f16;`)."""
     if not drop_enables or not wgsl.startswith("enable "):
         return wgsl
-    return "".join(ln for ln in wgsl.splitlines(keepends=True) if not ln.startswith("enable "))
+    return "".join(ln for ln in wgsl.splitlines(keepends=True) if not ln.startswith("enable subgroups"))
 
 
 def available() -> bool:

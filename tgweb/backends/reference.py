@@ -21,15 +21,18 @@ class Context:
     """What a reference implementation gets besides its inputs."""
 
     def __init__(self, precision: str = "float32", seed: int = 0) -> None:
+        if precision == "mixed":  # a mixed graph rounds to f16 in its own to_f16 nodes
+            precision = "float32"
         if precision not in ("float32", "float64"):
-            raise ValueError(f"precision must be 'float32' or 'float64', got {precision!r}")
+            raise ValueError(f"precision must be 'float32', 'mixed' or 'float64', got {precision!r}")
         self.np = np
         self.f = np.dtype(precision)
         self.seed = seed
         self.scalars: dict[str, float] = {}
 
     def npdtype(self, dtype: str):
-        return {"f32": self.f, "i32": np.int32, "bool": np.bool_}[dtype]
+        # f16 values (precision="mixed") are kept in the float dtype, rounded (ops/half.py)
+        return {"f32": self.f, "f16": self.f, "i32": np.int32, "bool": np.bool_}[dtype]
 
     def cast(self, a, dtype: str):
         a = np.asarray(a)

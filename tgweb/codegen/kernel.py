@@ -3,7 +3,13 @@ and the fused elementwise group evaluated inside it (GroupEmitter).
 
 Every storage binding is declared `array<u32>`; values are bitcast on load and
 store (free on every GPU), so tensors of different dtypes may share one buffer and
-one binding. bool is stored as one u32 (0 or 1) per element. Identifiers in the
+one binding. bool is stored as one u32 (0 or 1) per element; f16 (precision="mixed")
+as two binary16 values per word, computed on as f32: a kernel touching one declares
+`enable f16;` (the Program then needs the device feature shader-f16), loads a value
+with unpack2x16float (exact) and stores values in pairs, one word per invocation, so
+no two invocations write halves of one word. The rounding is tgweb's own
+(tg_half: round to nearest even, inf past 65504), bit for bit NumPy's float16: WGSL
+lets f32 -> f16 conversions round either way and leaves overflow undefined. Identifiers in the
 generated text are tgweb's own (b0, v3, c1, ...), numbered per kernel, so two
 kernels that do the same work on the same shapes and offsets have identical text.
 
@@ -93,19 +99,41 @@ class KernelCtx:
 
     def addr(self, node, idx: str, write: bool = False) -> str:
         buf, off = self.storage(node)
-        i = add_idx(self.offset(buf, off), idx)
+        return self._word(buf, add_idx(self.offset(buf, off), idx), write)
+
+    def _word(self, buf: int, i: str, write: bool) -> str:
+        """The u32 word at word index i of a buffer, through its binding."""
         if buf in self.vec4:
             if write:
                 raise AssertionError("a vec4 binding is read-only")
             return f"{self.bind(buf, False)}[({i}) >> 2u][({i}) & 3u]"
         return f"{self.bind(buf, write)}[{i}]"
 
+    def _half_word(self, node, idx: str, write: bool = False) -> str:
+        """The word holding element idx of an f16 tensor (whose storage starts on a word)."""
+        self.enables.add("f16")
+        buf, off = self.storage(node)
+        return self._word(buf, add_idx(self.offset(buf, off), f"(({idx}) >> 1u)"), write)
+
+    def store_pair(self, node, idx: str, v0: str, v1: str) -> str:
+        """Elements idx (even) and idx + 1 of an f16 tensor, as one word (the second may be
+        the padding after an odd-length tensor's last value)."""
+        h = self.helper("tg_half", HALF)
+        return f"{self._half_word(node, idx, True)} = {h}({v0}) | ({h}({v1}) << 16u);"
+
     def vec4_ok(self, node) -> bool:
-        return self.storage(node)[1] % 4 == 0
+        """Whether load4 can read the tensor: its first element starts a group of four."""
+        return self.storage(node)[1] % (2 if node.dtype == "f16" else 4) == 0
 
     def load4(self, node, idx4: str) -> str:
-        """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4."""
+        """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4
+        (of an f16 tensor: two words, unpacked)."""
         buf, off = self.storage(node)
+        if node.dtype == "f16":
+            self.enables.add("f16")
+            w = add_idx(self.offset(buf, off), mul_idx(f"({idx4})", 2))
+            lo, hi = self._word(buf, w, False), self._word(buf, add_idx(w, "1u"), False)
+            return f"vec4<f32>(unpack2x16float({lo}), unpack2x16float({hi}))"
         self.vec4.add(buf)
         i = add_idx(f"({self.offset(buf, off)} >> 2u)", idx4)
         return f"bitcast<vec4<f32>>({self.bind(buf, False)}[{i}])"
@@ -115,10 +143,14 @@ class KernelCtx:
         r = root(node)
         if REGISTRY[r.kind].role == "const":
             return lit(r.attrs["value"], r.dtype)
+        if node.dtype == "f16":
+            return f"unpack2x16float({self._half_word(node, idx)})[({idx}) & 1u]"
         a = self.addr(node, idx)
         return from_u32(a, node.dtype)
 
     def store(self, node, idx: str, value: str) -> str:
+        if node.dtype == "f16":
+            raise AssertionError(f"f16 tensor %{node.id} stored alone: f16 values are stored in pairs")
         return f"{self.addr(node, idx, True)} = {to_u32(value, node.dtype)};"
 
     def input_at(self, node, idx: str) -> tuple[list[str], str]:
@@ -191,6 +223,30 @@ class KernelCtx:
             self.site,
             list(self.offsets),
         )
+
+
+# f32 -> binary16 bits, rounded to nearest even: NaN stays NaN, past 65504 rounds to inf,
+# values below 2^-14 become subnormals (the bits of NumPy's float16)
+HALF = """fn tg_half(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let s = (b >> 16u) & 0x8000u;
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { return s | 0x7e00u; }
+  if (a >= 0x477ff000u) { return s | 0x7c00u; }
+  if (a >= 0x38800000u) {
+    let m = a - 0x38000000u;
+    return s | ((m + 0xfffu + ((m >> 13u) & 1u)) >> 13u);
+  }
+  if (a <= 0x33000000u) { return s; }
+  let shift = 126u - (a >> 23u);
+  let m = (a & 0x7fffffu) | 0x800000u;
+  return s | ((m + (1u << (shift - 1u)) - 1u + ((m >> shift) & 1u)) >> shift);
+}"""
+
+
+def round_half(kc: KernelCtx, x: str) -> str:
+    """x (f32) rounded to the nearest f16, as an f32 expression."""
+    return f"unpack2x16float({kc.helper('tg_half', HALF)}({x})).x"
 
 
 _BITCAST_F32 = re.compile(r"bitcast<f32>\((0x[0-9a-fA-F]+|[0-9]+)u\)")
@@ -322,11 +378,35 @@ class GroupEmitter:
 
 
 def emit_group(kc: KernelCtx, part: Part) -> tuple[list[str], tuple[int, int, int]]:
-    """A whole elementwise kernel: one invocation per element of the part's shape."""
+    """A whole elementwise kernel: one invocation per element of the part's shape (per
+    two elements when it stores an f16 tensor: emit_pairs)."""
+    stored = [m for m in part.members if m.id in part.stored]
+    if any(m.dtype == "f16" for m in stored):
+        return emit_pairs(kc, part, stored)
     body, disp = invocations("i", prod(part.shape), WG)
     g = GroupEmitter(kc, part.shape, part.members)
     body += g.emit("i")
-    body += [kc.store(m, "i", g.local[m.id]) for m in part.members if m.id in part.stored]
+    body += [kc.store(m, "i", g.local[m.id]) for m in stored]
+    return body, disp
+
+
+def emit_pairs(kc: KernelCtx, part: Part, stored: list) -> tuple[list[str], tuple[int, int, int]]:
+    """The group at elements i0 = 2t and i1 = i0 + 1 by invocation t, so that each f16
+    word is written whole by one invocation. Past an odd count's end, i1 repeats the
+    last element: its f16 half lands in the padding word's upper half, its f32 values
+    are not stored."""
+    n = prod(part.shape)
+    body, disp = invocations("t", ceil_div(n, 2), WG)
+    body += ["let i0 = t * 2u;", f"let i1 = min(i0 + 1u, {n - 1}u);"]
+    g0, g1 = (GroupEmitter(kc, part.shape, part.members) for _ in range(2))
+    body += g0.emit("i0") + g1.emit("i1")
+    for m in stored:
+        if m.dtype == "f16":
+            body.append(kc.store_pair(m, "i0", g0.local[m.id], g1.local[m.id]))
+            continue
+        body.append(kc.store(m, "i0", g0.local[m.id]))
+        second = kc.store(m, "i1", g1.local[m.id])
+        body.append(f"if (i0 + 1u < {n}u) {{ {second} }}" if n % 2 else second)
     return body, disp
 
 

@@ -56,7 +56,7 @@ TUNING = {
 
 # optional WebGPU features kernels may use: WebGPU's name -> the other spellings adapters use
 # (wgpu-py says "subgroup")
-FEATURES = {"subgroups": ("subgroups", "subgroup")}
+FEATURES = {"subgroups": ("subgroups", "subgroup"), "shader-f16": ("shader-f16",)}
 SUBGROUP_SIZES = (4, 128)  # the spec's bounds of an adapter's subgroupMinSize / subgroupMaxSize
 
 _CPU_WORDS = ("swiftshader", "lavapipe", "llvmpipe", "softpipe", "warp", "cpu")
@@ -66,7 +66,8 @@ _CPU_WORDS = ("swiftshader", "lavapipe", "llvmpipe", "softpipe", "warp", "cpu")
 class Target:
     """cls: "cpu" (an emulator) or "gpu"; vendor and description from adapter info.
     features: the optional WebGPU features the kernels may use, by their WebGPU names
-    ("subgroups"); the device running them must have been created with each.
+    ("subgroups", "shader-f16": f16 storage for precision="mixed"); the device running
+    them must have been created with each.
     subgroup_sizes: (least, most) invocations per subgroup the adapter reports (the
     spec's bounds, 4 and 128, when it says nothing)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..codegen.matmul import emit_matmul, operand_layout
 from ..ir import OpError, Tensor, make, register, replace
 from .base import as_tensor, broadcast_shapes, op
+from .half import half
 
 
 def _logical(t: Tensor, trans: bool) -> tuple[int, int]:
@@ -19,7 +20,7 @@ def _logical(t: Tensor, trans: bool) -> tuple[int, int]:
 
 def _infer_matmul(ins, attrs):
     a, b = ins
-    if a.dtype != "f32" or b.dtype != "f32":
+    if a.dtype not in ("f32", "f16") or b.dtype not in ("f32", "f16"):
         raise OpError(f"needs float (f32) tensors, got {a.dtype} {a.shape} and {b.dtype} {b.shape}")
     if a.ndim < 2 or b.ndim < 2:
         raise OpError(f"operands need rank >= 2, got {a.shape} and {b.shape}")
@@ -37,16 +38,22 @@ def _infer_matmul(ins, attrs):
     return batch + (m, n), "f32"
 
 
+def _product(a: Tensor, b: Tensor, ta: bool, tb: bool) -> Tensor:
+    """The matmul node, its operands read from their f16 copies in a mixed-precision graph."""
+    return make("matmul", (half(a), half(b)), ta=ta, tb=tb)
+
+
 def _g_matmul(t, g):
     from .elementwise import unbroadcast
 
     a, b = t.inputs
+    g = half(g)  # one f16 copy of the cotangent serves both products
     ta, tb = t.attrs["ta"], t.attrs["tb"]
     # C = A B with A = op(a), B = op(b):  dA = g B^T,  dB = A^T g
     if ta:  # a stores A^T, so da = dA^T = B g^T
-        da = make("matmul", (b, g), ta=tb, tb=True)
+        da = _product(b, g, tb, True)
     else:
-        da = make("matmul", (g, b), ta=False, tb=not tb)
+        da = _product(g, b, False, not tb)
     if b.ndim == 2 and a.ndim > 2 and not ta:
         # a shared weight (a Linear layer): fold a's batch dims into K, one matmul
         # instead of a batched product summed over the batch (reshapes are free)
@@ -54,14 +61,12 @@ def _g_matmul(t, g):
 
         a2 = reshape(a, (-1, a.shape[-1]))
         g2 = reshape(g, (-1, g.shape[-1]))
-        db = (
-            make("matmul", (g2, a2), ta=True, tb=False) if tb else make("matmul", (a2, g2), ta=True, tb=False)
-        )
+        db = _product(g2, a2, True, False) if tb else _product(a2, g2, True, False)
         return [unbroadcast(da, a.shape), db]
     if tb:  # b stores B^T, so db = dB^T = g^T A
-        db = make("matmul", (g, a), ta=True, tb=ta)
+        db = _product(g, a, True, ta)
     else:
-        db = make("matmul", (a, g), ta=not ta, tb=False)
+        db = _product(a, g, not ta, False)
     return [unbroadcast(da, a.shape), unbroadcast(db, b.shape)]
 
 
@@ -142,7 +147,7 @@ def matmul(a, b) -> Tensor:
         b = reshape(b, b.shape + (1,))
     if a.shape[-1] != b.shape[-2]:
         raise OpError(f"inner dimensions differ: {a.shape} @ {b.shape}")
-    out = make("matmul", (a, b), ta=False, tb=False)
+    out = _product(a, b, False, False)
     if va or vb:
         shape = out.shape
         if vb:
