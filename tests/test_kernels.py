@@ -14,7 +14,7 @@ from tgweb.backends import native
 from tgweb.backends.reference import Context, evaluate
 from tgweb.codegen.target import Target, classify
 from tgweb.grad import append_grad
-from tgweb.ir import NO_GRAD, REGISTRY, Graph, TraceError, tracing
+from tgweb.ir import NO_GRAD, REGISTRY, Graph, TraceError, make, tracing
 from tgweb.lower import lower
 from tgweb.ops import conv as conv_ops
 from tgweb.ops import nn as nn_ops
@@ -141,8 +141,19 @@ def emb(w, k):
     return nn_ops.embedding(w, k)
 
 
+def _h(x):  # the f16 copy precision="mixed" gives a product's operand
+    return make("to_f16", (x,))
+
+
 # kind -> list of (fn, input specs, options)
 CASES = {
+    # products of f16 copies (backward: of an f16 copy and an f32 cotangent), odd lengths (an
+    # f16 tensor's last word half padding), an epilogue; more in tests/test_mixed_precision.py
+    "to_f16": [
+        (lambda a, b: _h(a) @ _h(b), {"a": f(7, 33), "b": f(33, 5)}, {}),
+        (lambda a, b: _h(a) @ _h(b).T, {"a": f(3, 13, 17), "b": f(9, 17)}, {}),
+        (lambda a, b: tg.relu(_h(a) @ _h(b)) * 0.5, {"a": f(1, 257), "b": f(257, 3)}, {}),
+    ],
     "add": binary(lambda x, y: x + y) + binary(lambda x, y: x + y, dtype="i32"),
     "sub": binary(lambda x, y: x - y),
     "mul": binary(lambda x, y: x * y) + binary(lambda x, y: x * y, dtype="i32"),

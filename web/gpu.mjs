@@ -102,7 +102,7 @@ function watchLoss(device, onLost) {
 }
 
 // the optional features tgweb's kernels may use (a Program lists those it does in meta.features)
-export const OPTIONAL_FEATURES = ["subgroups"];
+export const OPTIONAL_FEATURES = ["subgroups", "shader-f16"];
 
 // a device for `adapter` (or a new one), asking for the limits and features `program` needs
 // (naming the first the adapter lacks), or, for any Program, the adapter's maxima and features

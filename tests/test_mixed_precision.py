@@ -1,0 +1,213 @@
+"""precision="mixed": f16 storage kernels against the reference (which rounds the same
+values to binary16), forward and backward, on lavapipe in both adapter classes; mixed
+training against fp32; dynamic loss scaling; resume; adapters without shader-f16."""
+
+from __future__ import annotations
+
+import array
+import importlib
+
+import numpy as np
+import pytest
+from test_kernels import CASES, f, run_case
+
+import tgweb as tg
+from tgweb import nn
+from tgweb.backends import native
+from tgweb.codegen.target import Target
+from tgweb.ir import Graph, make, tracing
+from tgweb.io import checkpoint
+from tgweb.lower import lower
+
+tg_compile = importlib.import_module("tgweb.compile")  # the module (tg.compile is the function)
+pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
+
+GPU16 = Target("gpu", "test", "the GPU class's kernels with f16, run on lavapipe", features=("shader-f16",))
+
+
+def h(x):
+    return make("to_f16", (x,))
+
+
+# test_kernels' cases of the kind, then products the GPU class tiles (vec4 loads of f16)
+F16_CASES = [(fn, specs) for fn, specs, _ in CASES["to_f16"]] + [
+    (lambda a, b: h(a) @ h(b), {"a": f(300, 70), "b": f(70, 257)}),
+    (lambda a, b: h(a).T @ h(b), {"a": f(260, 36), "b": f(260, 64)}),  # A read transposed
+]
+
+
+# the big products in the GPU class only (lavapipe's time)
+RUNS = [(j, "cpu") for j in range(3)] + [(j, "gpu") for j in range(len(F16_CASES))]
+
+
+@pytest.mark.parametrize("j,cls", RUNS, ids=[f"{j}-{c}" for j, c in RUNS])
+def test_f16_products_match_reference(j, cls):
+    fn, specs = F16_CASES[j]
+    target = GPU16 if cls == "gpu" else None
+    prog = run_case(fn, specs, target=target, rtol=1e-4)
+    assert prog.meta["features"] == ["shader-f16"]
+    f16_kernels = [k for k in prog.kernels if "to_f16" in k.ops]
+    assert f16_kernels and all(k.wgsl.startswith("enable f16;") for k in f16_kernels)
+
+
+def _run(prog, graph, feeds):
+    rt = native.Runtime(prog)
+    try:
+        host = {n: array.array("f", v.ravel().tolist()) for n, v in feeds.items()}
+        got = rt.run(host, {}, [("outputs", n) for n in graph.outputs])
+    finally:
+        rt.close()
+    return {n: np.array(got[("outputs", n)], np.float32) for n in graph.outputs}
+
+
+def test_f16_rounding_is_numpys_bit_for_bit():
+    """Every stored f16 value is NumPy's float16 of the f32 value: ties to even, subnormals,
+    overflow to inf past 65504 (65520 and up), NaN, signed zeros; read back exactly through
+    a product with [[1.0]]."""
+    halves = np.arange(0x10000, dtype=np.uint16).view(np.float16).astype(np.float32)
+    finite = halves[np.isfinite(halves)]
+    nxt = np.nextafter(finite, np.float32(np.inf))
+    ties = (finite[:-1].astype(np.float64) + finite[1:]) / 2  # some are not f32-exact: fine
+    rng = np.random.default_rng(0)
+    rand = rng.integers(0, 2**32, 20001, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    special = np.array(
+        [65504, 65519.99, 65520, 65536, 1e30, np.inf, -np.inf, np.nan, -0.0, 2**-25, 2**-24, 1e-45]
+    )
+    x = np.concatenate([finite, nxt, ties.astype(np.float32), rand, special.astype(np.float32)])
+    x = x[: len(x) // 2 * 2 + 1]  # odd: the last word's upper half is padding
+    g = Graph()
+    with tracing(g):
+        xs, one = g.input("x", (len(x), 1)), g.input("one", (1, 1))
+        g.outputs["y"] = make("matmul", (h(xs), one), ta=False, tb=False)
+    got = _run(lower(g), g, {"x": x, "one": np.ones(1, np.float32)})["y"]
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert np.array_equal(got[ok].view(np.uint32), want[ok].view(np.uint32))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        self.l1 = nn.Linear(5, 33)
+        self.l2 = nn.Linear(33, 3)
+
+    def forward(self, x):
+        return self.l2(tg.gelu(self.l1(x)))
+
+
+def loss_fn(m, x, y):
+    return ((m(x) - y) ** 2).mean()
+
+
+INPUTS = {"x": (17, 5), "y": (17, 3)}
+
+
+def _data(step, big=1.0):
+    rng = np.random.default_rng(step)
+    x = rng.normal(size=(17, 5)).astype(np.float32)
+    return {"x": x * big, "y": np.sin(x[:, :3]).astype(np.float32)}
+
+
+def _trainer(backend, precision, **kw):
+    return tg.compile(MLP(), loss_fn, INPUTS, tg.optim.Adam(1e-2), backend=backend, precision=precision, **kw)
+
+
+def test_mixed_training_follows_fp32_and_the_reference():
+    runs = {}
+    for backend in ("reference", "native"):
+        for precision in ("float32", "mixed"):
+            t = _trainer(backend, precision)
+            runs[backend, precision] = [float(t.step(**_data(s)).loss) for s in range(30)]
+            if precision == "mixed" and backend == "native":
+                assert t.program.meta["precision"] == "mixed"
+                mem = t.program.meta["memory"]
+    ref, gpu = np.array(runs["reference", "mixed"]), np.array(runs["native", "mixed"])
+    np.testing.assert_allclose(gpu, ref, rtol=1e-4)  # the same roundings, f32 sums in other orders
+    fp32 = np.array(runs["native", "float32"])
+    assert fp32[-1] < 0.5 * fp32[0]  # it learns ...
+    np.testing.assert_allclose(gpu, fp32, rtol=0.02)  # ... and mixed follows it closely
+    assert mem["total_bytes"] > 0
+
+
+def _fields(t):
+    return t.params(), t.states(), t.steps
+
+
+def test_overflow_skips_the_step_and_halves_the_scale():
+    """Inputs of a few hundred keep the loss finite, but its gradient times 2^16 passes
+    f16's 65504 in the backward products' f16 copies: the step is skipped, the scale
+    halves, and nothing else changes; a clean step then counts towards growth."""
+    for backend in ("reference", "native"):
+        t = _trainer(backend, "mixed")
+        t.step(**_data(0))
+        params, states, steps = _fields(t)
+        assert float(states["loss_scale"]) == 2.0**16 and float(states["loss_scale_clean_steps"]) == 1
+        r = t.step(**_data(1, big=300.0))
+        assert np.isfinite(r.loss) and not r.ok, backend
+        p2, s2, steps2 = _fields(t)
+        assert steps2 == steps
+        for n in params:
+            assert np.array_equal(np.asarray(p2[n]), np.asarray(params[n])), n
+        for n in states:
+            if n not in tg_compile.SCALE_STATES:
+                assert np.array_equal(np.asarray(s2[n]), np.asarray(states[n])), n
+        assert float(s2["loss_scale"]) == 2.0**15 and float(s2["loss_scale_clean_steps"]) == 0
+        assert t.step(**_data(2)).ok
+        assert float(t.states()["loss_scale"]) == 2.0**15
+        assert float(t.states()["loss_scale_clean_steps"]) == 1
+
+
+def test_the_scale_doubles_after_clean_steps(monkeypatch):
+    monkeypatch.setattr(tg_compile, "SCALE_GROWTH_INTERVAL", 3)
+    t = _trainer("reference", "mixed")
+    scales = []
+    for s in range(7):
+        assert t.step(**_data(s)).ok
+        scales.append(float(t.states()["loss_scale"]))
+    assert scales == [2.0**16] * 2 + [2.0**17] * 3 + [2.0**18] * 2
+
+
+def test_resume_is_exact_with_the_scale():
+    t = _trainer("native", "mixed")
+    t.step(**_data(0))
+    t.step(**_data(1, big=300.0))  # skipped: the scale is now 2^15
+    blob = checkpoint.save(t)
+    tail = [float(t.step(**_data(s)).loss) for s in range(2, 6)]
+    u = _trainer("native", "mixed", seed=5)
+    checkpoint.load(u, blob)
+    assert float(u.states()["loss_scale"]) == 2.0**15
+    assert [float(u.step(**_data(s)).loss) for s in range(2, 6)] == tail
+    for n, v in t.states().items():
+        assert np.array_equal(np.asarray(u.states()[n]), np.asarray(v)), n
+
+
+def test_precision_is_checked():
+    with pytest.raises(ValueError, match="precision must be one of"):
+        _trainer("reference", "half")
+    with pytest.raises(ValueError, match="only available on the reference backend"):
+        _trainer("native", "float64")
+
+
+def test_a_device_without_shader_f16_refuses_mixed(monkeypatch):
+    """A native device really created without shader-f16: compiling for it is refused with
+    an error naming the feature, and so is running a mixed Program made elsewhere."""
+    made_elsewhere = lower(_trainer("reference", "mixed").graph, target=Target(features=("shader-f16",)))
+
+    def new_device():  # the next use opens a new device, asking for native.FEATURES
+        native._DEVICE = native._ADAPTER = None
+        native._PIPELINES.clear()
+
+    new_device()
+    monkeypatch.setattr(native, "FEATURES", {"subgroups": ("subgroups", "subgroup")})
+    try:
+        assert "shader-f16" not in native.device_features()
+        with pytest.raises(tg_compile.PrecisionError, match="'shader-f16'"):
+            _trainer("native", "mixed")
+        with pytest.raises(Exception, match="shader-f16"):
+            native.Runtime(made_elsewhere)
+        _trainer("native", "float32").step(**_data(0))  # fp32 is unaffected
+    finally:
+        monkeypatch.undo()
+        new_device()
+    assert "shader-f16" in native.device_features()
