@@ -15,8 +15,8 @@ import tgweb as tg
 from tgweb import nn
 from tgweb.backends import native
 from tgweb.codegen.target import Target
-from tgweb.ir import Graph, make, tracing
 from tgweb.io import checkpoint
+from tgweb.ir import Graph, make, tracing
 from tgweb.lower import lower
 
 tg_compile = importlib.import_module("tgweb.compile")  # the module (tg.compile is the function)
