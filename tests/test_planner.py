@@ -253,17 +253,17 @@ def test_addition_sample_plans_at_most_12_MB():
     assert len(prog.kernels) <= 235  # 234, and select_scalars (pipelined steps)
 
 
-def _chain(late_reads_exp_input: bool):
-    """exp(a) (or exp(t), t = log(a) computed and last read early) read by the next kernel
-    and again 20 kernels later."""
+def _chain(t_kind: str | None = None):
+    """exp(a) (or exp(t), t = log(a) or a @ a computed and last read early) read by the
+    next kernel and again 20 kernels later."""
     from tgweb.ir import Graph
 
     g = Graph()
     a = g.input("a", (4, 4))
     src = a
     nodes = []
-    if not late_reads_exp_input:
-        src = g.add("log", (a,), {}, (4, 4), "f32", "t")
+    if t_kind is not None:
+        src = g.add(t_kind, (a,) if t_kind == "log" else (a, a), {}, (4, 4), "f32", "t")
         nodes.append(src)
     e = g.add("exp", (src,), {}, (4, 4), "f32", "t")
     early = g.add("matmul", (e, e), {}, (4, 4), "f32", "t")
@@ -289,7 +289,7 @@ def _root(t):
 def test_rematerialize_copies_a_late_read_value():
     from tgweb.passes.remat import rematerialize
 
-    g, nodes, pos, stored, e, late = _chain(True)
+    g, nodes, pos, stored, e, late = _chain()
     ids = iter(range(1000, 2000))
     out = rematerialize(nodes, pos, stored, set(), _root, ids.__next__)
     assert out is not None and len(out) == len(nodes) + 1
@@ -304,7 +304,55 @@ def test_rematerialize_copies_a_late_read_value():
 def test_rematerialize_keeps_values_whose_inputs_are_gone():
     from tgweb.passes.remat import rematerialize
 
-    # exp's input t is stored but read for the last time early: recomputing exp late
-    # would keep t longer than exp itself, so nothing changes
-    g, nodes, pos, stored, e, late = _chain(False)
+    # exp's input t = a @ a is stored but read for the last time early, and a product is
+    # not recomputed: recomputing exp late would keep t longer than exp itself
+    g, nodes, pos, stored, e, late = _chain("matmul")
     assert rematerialize(nodes, pos, stored, set(), _root, iter(range(1000, 2000)).__next__) is None
+
+
+def test_rematerialize_recomputes_through_a_value_freed_early():
+    """exp's input t = log(a) is stored but freed early: the late reader gets copies of
+    both (the attention output's slice and permute are recomputed this way)."""
+    from tgweb.passes.remat import rematerialize
+
+    g, nodes, pos, stored, e, late = _chain("log")
+    out = rematerialize(nodes, pos, stored, set(), _root, iter(range(1000, 2000)).__next__)
+    assert out is not None and out[:-3] == nodes[:-1]  # the early readers keep the originals
+    log_copy, exp_copy, rewired = out[-3:]
+    assert log_copy.kind == "log" and log_copy.inputs[0].kind == "input"
+    assert exp_copy.kind == "exp" and exp_copy.inputs[0] is log_copy
+    assert rewired.id == late.id and _root(rewired.inputs[1]) is exp_copy
+
+
+def test_memory_report_names_the_largest_values_live_at_the_peak():
+    """The peak of live intermediates: the largest live values with the op and the user's
+    line that made each, and the live bytes by op kind (Trainer.memory_text prints it)."""
+    import inspect
+
+    class Wide(nn.Module):
+        def __init__(self):
+            self.a, self.b = nn.Linear(3, 700), nn.Linear(700, 1)
+
+        def forward(self, x):
+            return self.b(tg.tanh(self.a(x)))  # the [50, 700] product and tanh: the peak
+
+    line = inspect.getsourcelines(Wide.forward)[1] + 1
+    tr = tg.compile(
+        Wide(),
+        lambda m, x: tg.mean(m(x) ** 2),
+        {"x": (50, 3)},
+        {"name": "sgd", "lr": 0.1},
+        backend="reference",
+    )
+    rep = tr.memory_report()
+    peak = rep["peak"]
+    fixed = rep["total_bytes"] - rep["bytes_by_kind"]["intermediate"]
+    assert peak["intermediate_bytes"] + fixed == rep["peak_live_bytes"]
+    assert sum(peak["by_kind"].values()) == peak["intermediate_bytes"]
+    top = peak["largest"][0]
+    assert top["bytes"] == 50 * 700 * 4 and "[50, 700]" in top["tensor"]
+    assert top["site"].endswith(f"test_planner.py:{line}")
+    s, e = top["steps"]
+    assert s <= peak["step"] <= e
+    text = tr.memory_text()
+    assert f"peak at step {peak['step']}" in text and top["tensor"] in text

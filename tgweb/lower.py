@@ -379,11 +379,13 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
         ws = {m.id for p in g.parts() for m in p.members if m.id in sched.stored}
         if g.kind == "op" and g.head.id in sched.stored:
             ws.add(g.head.id)
-        steps.append(Step(sorted({vid_of(by_id[i]) for i in sched.reads[k]}), sorted(ws)))
+        kinds = "+".join(_uniq(m.kind for p in g.parts() for m in p.members))
+        steps.append(Step(sorted({vid_of(by_id[i]) for i in sched.reads[k]}), sorted(ws), f"k{k} {kinds}"))
     for leaf, u in ups.copies:
         steps.append(Step([vid_of(u)] if REGISTRY[root(u).kind].role != "const" else [], [leaf.id]))
 
     p = plan(values, steps, max_binding=_most(lim) // 16 * 16)
+    p.report["peak"] = _peak(p.report["peak"], by_id)
     for b in p.buffers:
         b.size = max(16, (b.size + 15) // 16 * 16)  # whole 16-byte units: any buffer binds as vec4s
         _check_size(b.size, lim, f"buffer {b.id} ({b.kind}, {b.label})", "")
@@ -399,6 +401,24 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
 
     arena = next((p.buffer_of[i] for i in grad_ids if i in p.buffer_of), None)
     return Storage(p.buffers, where, p.report, over, arena, p.buffer_of[scalars_id])
+
+
+PEAK_LARGEST = 12  # live intermediates the memory report names at the peak
+
+
+def _peak(peak: dict, by_id: dict[int, Tensor]) -> dict:
+    """The planner's peak with its live values named: the largest with the node that
+    made each (and the user's line), and the live bytes summed by op kind."""
+    by_kind: dict[str, int] = {}
+    for e in peak["live"]:
+        k = by_id[e["value"]].kind
+        by_kind[k] = by_kind.get(k, 0) + e["bytes"]
+    largest = [
+        {**e, "tensor": describe(by_id[e["value"]]), "site": by_id[e["value"]].site}
+        for e in peak["live"][:PEAK_LARGEST]
+    ]
+    rest = {k: v for k, v in peak.items() if k != "live"}
+    return {**rest, "largest": largest, "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))}
 
 
 def _most(lim: dict) -> int:

@@ -56,7 +56,10 @@ words (tgweb.codegen.select). The Trainer counts the same, from the `ok` it read
 back. States start
 at meta["state_init"][name] (0.0 for optimizer moments). meta["memory"] is the
 planner's report: bytes by buffer kind, total_bytes, unpooled_total_bytes (every
-intermediate in its own buffer) and peak_live_bytes.
+intermediate in its own buffer), peak_live_bytes, and "peak": the step where most
+intermediate bytes are live, those bytes, the largest live values (each with its
+tensor, its first and last step and the user's line that made it) and the live
+bytes by op kind; memory_text() prints it.
 
 Kernels as tgweb.lower emits them: every storage binding is a whole buffer
 (offset 0, the buffer's full size), declared `array<u32>` or, for read-only
@@ -168,6 +171,26 @@ def unmet_features(program: "Program", device) -> list[str]:
         for f in program.meta.get("features", [])
         if f not in set(device)
     ]
+
+
+def memory_text(report: dict) -> str:
+    """meta["memory"] for people: the planned bytes by kind, then the peak of live
+    intermediates, by op kind and its largest values with the line that made each."""
+
+    def mb(n: int) -> str:
+        return f"{n / 1e6:,.1f} MB"
+
+    kinds = sorted(report.get("bytes_by_kind", {}).items(), key=lambda kv: -kv[1])
+    lines = [f"planned {mb(report.get('total_bytes', 0))}: " + ", ".join(f"{k} {mb(n)}" for k, n in kinds)]
+    peak = report.get("peak")
+    if peak:
+        live = mb(peak["intermediate_bytes"])
+        lines.append(f"peak at step {peak['step']} ({peak['kernel']}): {live} of intermediates live")
+        lines.append("  by op kind: " + ", ".join(f"{k} {mb(n)}" for k, n in peak["by_kind"].items()))
+        for e in peak["largest"]:
+            s, t = e["steps"]
+            lines.append(f"  {mb(e['bytes']):>10}  {e['tensor']}, steps {s}..{t}, at {e['site'] or '?'}")
+    return "\n".join(lines)
 
 
 class ProgramError(ValueError):

@@ -28,7 +28,7 @@ from .optim.optimizers import Optimizer
 from .optim.schedules import Schedule
 from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
-from .program import Program
+from .program import Program, memory_text
 from .step_data import check_inputs, index_bounds
 
 
@@ -452,6 +452,11 @@ class Trainer:
         """Planned GPU bytes by buffer kind, the total with and without pooling of
         intermediates, and the peak of live bytes (Program.meta["memory"])."""
         return dict(self.program.meta.get("memory", {}))
+
+    def memory_text(self) -> str:
+        """memory_report() for people: bytes by kind, and at the peak of live
+        intermediates the largest ones with the op and the line of yours that made each."""
+        return memory_text(self.memory_report())
 
 
 def _checked_lr(lr: Any, schedule: Schedule, at: int) -> float:

@@ -335,10 +335,14 @@ def _report(order, kind, size, life, buffers, steps, pooled) -> dict:
             continue
         delta[s] += _round(size[r], 4)
         delta[e + 1] -= _round(size[r], 4)
-    peak_live, cur = 0, 0
-    for d in delta:
+    peak_live, cur, at = 0, 0, -1
+    for k, d in enumerate(delta):
         cur += d
-        peak_live = max(peak_live, cur)
+        if cur > peak_live:
+            peak_live, at = cur, k
+    live = sorted(
+        ((_round(size[r], 4), r) for r in pooled if life[r][0] <= at <= life[r][1]), key=lambda x: -x[0]
+    )
     return {
         "bytes_by_kind": by_kind,
         "total_bytes": total,
@@ -348,4 +352,11 @@ def _report(order, kind, size, life, buffers, steps, pooled) -> dict:
         "intermediate_values": len(pooled),
         "intermediate_buffers": sum(1 for b in buffers if b.kind in POOLED),
         "steps": len(steps),
+        # the intermediates live at the step where most of their bytes are, largest first
+        "peak": {
+            "step": at,
+            "kernel": steps[at].label if 0 <= at < len(steps) else "",
+            "intermediate_bytes": peak_live,
+            "live": [{"value": r, "bytes": n, "steps": list(life[r])} for n, r in live],
+        },
     }

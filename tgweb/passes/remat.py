@@ -52,18 +52,22 @@ def rematerialize(
     recomputed: set[int] = set()
     plans: list[tuple[Tensor, list[Tensor]]] = []  # value, its late readers
 
-    def available(x: Tensor, start: int, end: int, budget: list[int]) -> bool:
+    def available(x: Tensor, start: int, end: int, budget: list[int], through: list[int]) -> bool:
         """x can be read or recomputed at every kernel in [start, end] without keeping
-        anything stored longer than it already is."""
+        anything stored longer than it already is. A stored x freed before `end` is
+        recomputed too (its id goes to `through`): the slice of the attention output that
+        only a permute reads early, say."""
         r = root_of(x)
         if _free(r):
             return True
         if r.id in stored and r.id not in recomputed:
-            return pos[r.id] < start and last.get(r.id, -1) >= end
+            if pos[r.id] < start and last.get(r.id, -1) >= end:
+                return True
+            through.append(r.id)
         if r is not x or not clonable(r) or budget[0] == 0:
             return False  # recomputing through a view is not supported
         budget[0] -= 1
-        return all(available(i, start, end, budget) for i in r.inputs)
+        return all(available(i, start, end, budget, through) for i in r.inputs)
 
     for v in nodes:
         if v.id not in readers or v.id in keep or not clonable(v) or prod(v.shape) == 1:
@@ -75,8 +79,9 @@ def rematerialize(
         if gap < MIN_GAP:
             continue
         start, end = ps[i + 1], ps[-1]
-        if all(available(x, start, end, [MAX_OPS]) for x in v.inputs):
-            recomputed.add(v.id)
+        budget, through = [MAX_OPS], []
+        if all(available(x, start, end, budget, through) for x in v.inputs):
+            recomputed.update([v.id, *through])
             plans.append((v, [n for p, n in readers[v.id] if p >= start]))
     if not plans:
         return None
