@@ -286,6 +286,31 @@ def run(models: dict, steps: int, chromium_page, adapter: str) -> tuple[list[str
     return rows, results
 
 
+def attention_peaks(ts=(256, 2048), batch=4, heads=4, head_dim=64) -> dict[int, int]:
+    """Planned bytes of a training step of a one-layer GPT with batch 4, 4 heads of 64
+    at each block length T, planned for the GPU class (lowering only: no GPU)."""
+    from tgweb.codegen.target import Target
+    from tgweb.lower import lower
+
+    out = {}
+    for t in ts:
+        cfg = dataclasses.replace(
+            shakespeare.FULL, layers=1, heads=heads, dim=heads * head_dim, block=t, batch=batch
+        )
+        tr = samples.compile(shakespeare.Sample(cfg), backend="reference", seed=0)
+        out[t] = lower(tr.graph, target=Target("gpu")).meta["memory"]["total_bytes"]
+    return out
+
+
+def print_attention_peaks() -> None:
+    """Issue 30's target: attention memory linear in T (the peak at T = 2048 at most 12x
+    that at T = 256; the T x T weights of every head would make it about 40x)."""
+    p = attention_peaks()
+    (t0, a), (t1, b) = sorted(p.items())
+    print("\nattention memory, 1-layer GPT, B = 4, H = 4, D = 64, planned for the GPU class:")
+    print(f"  T = {t0}: {a / 1e6:,.1f} MB; T = {t1}: {b / 1e6:,.1f} MB; {b / a:.2f}x (target <= 12x)")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
@@ -303,6 +328,7 @@ def main(argv: list[str]) -> int:
             rows, results = run(models, steps, page, str(adapter))
     else:
         rows, results = run(models, steps, None, "not run")
+    print_attention_peaks()
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return 0

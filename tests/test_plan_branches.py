@@ -510,6 +510,18 @@ def test_tensor_over_the_binding_limit_is_named():
     lower(g, limits={"maxStorageBufferBindingSize": 16384, "maxBufferSize": 1 << 20})  # fits exactly
 
 
+def test_tensors_over_the_limit_are_named_largest_first():
+    g = Graph()
+    with tracing(g):
+        a = g.input("a", (40, 64))  # 10 KiB
+        b = g.input("b", (64, 64))  # 16 KiB
+        g.outputs["y"] = ops.sum(a) + ops.sum(b)
+    with pytest.raises(TraceError) as e:
+        lower(g, limits={"maxStorageBufferBindingSize": 8192, "maxBufferSize": 1 << 20})
+    msg = str(e.value)
+    assert msg.index("input 'b'") < msg.index("also input 'a'") and "10240 bytes" in msg
+
+
 def test_param_over_the_buffer_size_limit_is_named():
     g = Graph()
     with tracing(g):

@@ -241,7 +241,9 @@ def test_reference_and_gpu_backends_report_the_same_plan(monkeypatch):
 def test_addition_sample_plans_at_most_12_MB():
     """Issue 7: every buffer of the addition sample's training step (params, grads, Adam
     states, inputs, intermediates) fits in 12 MB; forward values are recomputed or
-    overwritten instead of kept (it was 18.9 MB)."""
+    overwritten instead of kept (it was 18.9 MB). With the fused attention (issue 30) the
+    attention output is kept once, for the attention's backward, and its permuted copy
+    for the output projection's weight gradient is recomputed (12.1 MB were it kept)."""
     from tgweb import samples
     from tgweb.lower import lower
 
@@ -250,7 +252,7 @@ def test_addition_sample_plans_at_most_12_MB():
     prog = lower(tr.graph)
     assert sum(b.size for b in prog.buffers) <= 12_000_000
     assert prog.meta["overwritten_intermediates"] > 0
-    assert len(prog.kernels) <= 235  # 234, and select_scalars (pipelined steps)
+    assert len(prog.kernels) <= 235  # 229, and select_scalars (pipelined steps)
 
 
 def _chain(t_kind: str | None = None):

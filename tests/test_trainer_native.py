@@ -157,3 +157,17 @@ def test_sin_trains_natively_to_success():
             if mse < 1e-3:
                 break
     assert mse is not None and mse < 1e-3, f"mse {mse} after {i + 1} steps"
+
+
+def test_native_device_has_the_adapters_largest_limits():
+    """Issue 30: the device is asked for the adapter's own maxima (a 10M-parameter GPT
+    needs bindings past WebGPU's 128 MiB default), and lower() plans within them."""
+    from tgweb.backends import lowering_for, native
+    from tgweb.program import LIMITS, wgpu_limit_name
+
+    native.device_limits()  # opens the device
+    adapter = native._ADAPTER.limits
+    got = lowering_for("native")["limits"]
+    asked = [k for k in LIMITS if wgpu_limit_name(k) in adapter]
+    assert "maxStorageBufferBindingSize" in asked
+    assert {k: got[k] for k in asked} == {k: adapter[wgpu_limit_name(k)] for k in asked}

@@ -93,12 +93,11 @@ class Attention(nn.Module):
             return ops.permute(ops.reshape(y, (b, t, h, hd)), (0, 2, 1, 3))
 
         q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
-        scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(hd))
-        w = ops.causal_softmax(scores)
-        if capture:
-            ops.capture(capture, w)
-        y = ops.reshape(ops.permute(ops.matmul(w, v), (0, 2, 1, 3)), (b, t, d))
-        return self.o(y)
+        if capture:  # the weights for the page to show; the fused kernel never stores them
+            scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(hd))
+            ops.capture(capture, ops.causal_softmax(ops.stop_gradient(scores)))
+        y = ops.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(ops.reshape(ops.permute(y, (0, 2, 1, 3)), (b, t, d)))
 
 
 class Block(nn.Module):
