@@ -28,10 +28,10 @@ TC = {"f32": "f", "i32": "i", "bool": "I"}
 SEED = 1234567
 
 
-def build(fn, specs, grad=True):
+def build(fn, specs, grad=True, precision="float32"):
     """Trace fn(**inputs); outputs y0.. and, for f32 inputs, their gradients of
     sum(y * cot) with a random cotangent per float output."""
-    g = Graph()
+    g = Graph(precision=precision)
     with tracing(g):
         ins = {n: g.input(n, s[0], s[1]) for n, s in specs.items()}
         out = fn(**ins)
@@ -69,11 +69,23 @@ def data_for(name, shape, dtype, dom, rng):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def run_case(fn, specs, grad=True, doms=None, rtol=2e-4, atol=2e-5, seed=0, limits=None, target=None):
+def run_case(
+    fn,
+    specs,
+    grad=True,
+    doms=None,
+    rtol=2e-4,
+    atol=2e-5,
+    seed=0,
+    limits=None,
+    target=None,
+    precision="float32",
+):
     """specs: name -> (shape, dtype); target: what the kernels are tuned for (default:
-    the CPU class, as on lavapipe). Returns the Program."""
+    the CPU class, as on lavapipe); precision: the graph's ("mixed": tgweb.ops.half's
+    f16 copies, rounded alike by the reference). Returns the Program."""
     doms = doms or {}
-    g = build(fn, specs, grad)
+    g = build(fn, specs, grad, precision)
     prog = lower(g, limits, target=target)
     rng = np.random.default_rng(seed)
     feeds = {}

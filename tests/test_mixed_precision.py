@@ -50,6 +50,33 @@ def test_f16_products_match_reference(j, cls):
     assert f16_kernels and all(k.wgsl.startswith("enable f16;") for k in f16_kernels)
 
 
+def _sdpa(**kw):
+    return lambda q, k, v: tg.scaled_dot_product_attention(q, k, v, **kw)
+
+
+# attention in a mixed graph: q, k, v and dO read from f16 copies, statistics in f32; odd
+# lengths and head dims (an f16 row then starts mid-word), causal with dropout, a float mask
+ATTN_CASES = [
+    (_sdpa(), {"q": f(2, 3, 19, 8), "k": f(2, 3, 23, 8), "v": f(2, 3, 23, 7)}),
+    (_sdpa(is_causal=True, dropout_p=0.2), {"q": f(2, 37, 5), "k": f(2, 37, 5), "v": f(2, 37, 6)}),
+    (
+        lambda q, k, v, m: tg.scaled_dot_product_attention(q, k, v, m),
+        {"q": f(3, 17, 6), "k": f(1, 21, 6), "v": f(3, 21, 5), "m": f(17, 21)},
+    ),
+]
+ATTN_RUNS = [(j, c) for j in range(len(ATTN_CASES)) for c in ("cpu", "gpu")]
+
+
+@pytest.mark.parametrize("j,cls", ATTN_RUNS, ids=[f"{j}-{c}" for j, c in ATTN_RUNS])
+def test_mixed_attention_matches_reference(j, cls):
+    """Forward and both backward kernels against the reference, which rounds the same
+    operands to binary16 (the GPU class stages the f16 rows in workgroup memory)."""
+    fn, specs = ATTN_CASES[j]
+    prog = run_case(fn, specs, target=GPU16 if cls == "gpu" else None, precision="mixed", rtol=1e-4)
+    attn = [k for k in prog.kernels if any(o.startswith("sdpa") for o in k.ops)]
+    assert len(attn) == 3 and all(k.wgsl.startswith("enable f16;") for k in attn)
+
+
 def _run(prog, graph, feeds):
     rt = native.Runtime(prog)
     try:

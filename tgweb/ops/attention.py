@@ -17,6 +17,10 @@ Kinds (attrs {causal, scale, mask: None | "bool" | "add", dropout, stream}; inpu
   ``sdpa`` result and delta = rowsum(dO * O) [L..., Tq, 1] (FlashAttention-2).
 - ``sdpa_grad_kv`` (the same inputs) -> [L..., Tk, D + Dv]: dK then dV per key row.
 
+In a mixed-precision graph (tgweb.ops.half) the kernels read q, k, v and dO from their
+f16 copies (those are what the backward keeps); scores, the running max and sum, the
+log-sum-exp and the accumulators stay f32, and so do the results.
+
 L is the broadcast of the leading dims; gradients are summed down to each operand's
 shape afterwards. Dropout drops p_ij after the softmax with the counter-based stream
 of tgweb.ops.random: p_ij is kept iff uniform(seed, stream, (z * Tq + i) * Tk + j) >=
@@ -49,6 +53,7 @@ from ..codegen.common import strides as row_major
 from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from . import random as rnd
 from .base import as_tensor, broadcast_shapes, op
+from .half import half
 
 MAX_HEAD_DIM = 256
 N_OPERANDS = {"sdpa": 3, "sdpa_grad_q": 6, "sdpa_grad_kv": 6}
@@ -74,7 +79,7 @@ def _lead(q_shape, k_shape, v_shape, mask_shape=None) -> tuple[int, ...]:
 
 def _check_operands(q, k, v, mask) -> tuple[int, ...]:
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if x.dtype != "f32" or x.ndim < 2:
+        if x.dtype not in ("f32", "f16") or x.ndim < 2:
             raise OpError(
                 f"{name} must be float (f32) of shape [..., T, D], got {x.dtype} of shape {x.shape}"
             )
@@ -523,7 +528,8 @@ def _g_sdpa(t: Tensor, g: Tensor):
     d, dv = q.shape[-1], v.shape[-1]
     do = _output_grad(t, g)
     delta = rsum(do * narrow(t, -1, 0, dv), -1, keepdims=True)
-    ins = (q, k, v, t, do, delta) + tuple(t.inputs[3:])
+    # mixed precision: the kernels read dO from its f16 copy, as they read q, k and v
+    ins = (q, k, v, t, half(do), delta) + tuple(t.inputs[3:])
     dq = make("sdpa_grad_q", ins, **t.attrs)
     dkv = make("sdpa_grad_kv", ins, **t.attrs)
     grads = [dq, narrow(dkv, -1, 0, d), narrow(dkv, -1, d, dv)]
@@ -587,7 +593,9 @@ def scaled_dot_product_attention(
     flows to attn_mask."""
     from .shape import narrow, reshape
 
-    q, k, v = as_tensor(q), as_tensor(k), as_tensor(v)
+    # mixed precision: the operands are read from their f16 copies (what the backward keeps);
+    # the softmax statistics and the accumulation stay f32
+    q, k, v = (half(as_tensor(x)) for x in (q, k, v))
     mask = None if attn_mask is None else as_tensor(attn_mask)
     _check_args(mask, dropout_p, is_causal, scale)
     if mask is not None and mask.ndim < 2:
