@@ -126,7 +126,8 @@ def _program_stats(trainer):
     p = trainer.program
     keys = {("".join(b.access[0] for b in k.bindings), k.wgsl) for k in p.kernels}
     return {"dispatches_per_step": len(p.kernels), "unique_pipelines": len(keys),
-            "program_bytes": sum(b.size for b in p.buffers), "memory": dict(p.meta.get("memory", {}))}
+            "program_bytes": sum(b.size for b in p.buffers), "memory": dict(p.meta.get("memory", {})),
+            "precision": p.meta.get("precision", "float32")}
 
 def bench_first(model, batches, backend=None):
     trainer, compile_s = _compile(model, backend)
@@ -687,6 +688,16 @@ def _adapter_name(info) -> str:
     return "adapter unknown"
 
 
+# the matrix-product path each precision runs (no subgroup-matrix kernel exists yet)
+MATMUL_PATH = {"float32": "f32 matmul", "mixed": "f16-storage matmul, f32 accumulation"}
+
+
+def _what_ran(col) -> str:
+    """A column's precision and matrix-product path, from its Program's stats."""
+    prec = _get(col, "precision")
+    return f"{prec}, {MATMUL_PATH.get(prec, '?')}" if prec else "precision unknown"
+
+
 def write_report(results: dict, cmd: str) -> str:
     L = []
     env = results["env"]
@@ -702,9 +713,10 @@ def write_report(results: dict, cmd: str) -> str:
         tb, nat = R.get("tgweb"), R.get("native")
         L.append(f"\n## {model}\n")
         L.append(
-            f"| | tgweb (Chromium, {_adapter_name(_get(tb, 'info') and tb['info'].get('adapter'))}) "
+            f"| | tgweb (Chromium, {_adapter_name(_get(tb, 'info') and tb['info'].get('adapter'))}; "
+            f"{_what_ran(tb)}) "
             "| tgweb shim only (gpu.mjs, no Python) "
-            f"| tgweb native (wgpu-py, {_adapter_name(_get(nat, 'adapter'))}) | "
+            f"| tgweb native (wgpu-py, {_adapter_name(_get(nat, 'adapter'))}; {_what_ran(nat)}) | "
             + " | ".join(PEER_NAMES[p] for p in results["peers"])
             + " |"
         )
