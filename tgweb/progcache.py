@@ -96,7 +96,8 @@ def current_store() -> Any:
         return _store
     from . import web
 
-    return BrowserStore(web.hooks().programCache) if web.in_browser() else None
+    js = web.hooks().programCache if web.in_browser() else None
+    return None if js is None else BrowserStore(js)
 
 
 @contextlib.contextmanager
@@ -106,6 +107,7 @@ def keyed(source: str, label: str = ""):
     if not isinstance(source, str):
         raise TypeError(f"keyed: source must be the code's text (a str), got {type(source).__name__}")
     token = _scope.set({"source": source, "label": label, "calls": 0})
+    last.clear()
     try:
         yield
     finally:

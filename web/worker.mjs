@@ -22,6 +22,7 @@
 // Runs are executed one after another, in the order received.
 
 import * as gpu from "./gpu.mjs";
+import { openProgramCache } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -183,7 +184,8 @@ async function setupPython(files) {
 async function init(options) {
   const s = performance.now();
   if (options.interruptBuffer) interrupt = new Int32Array(options.interruptBuffer);
-  // the GPU and Python come up concurrently
+  // the GPU, Python and the Program cache come up concurrently
+  const cache = openProgramCache().catch(() => null); // none: compiles are not cached
   const [, manifest] = await Promise.all([setupGpu(options), setupPython(options.files)]);
   let s2 = performance.now();
   hooks = {
@@ -196,6 +198,7 @@ async function init(options) {
     device,
     adapterInfo: gpu.adapterInfo(adapter),
     nextDevice: () => deviceReady || Promise.resolve(device),
+    programCache: await cache, // tgweb.progcache's store (progcache.mjs)
   };
   pyodide.registerJsModule("tgweb_js", hooks);
   // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide
