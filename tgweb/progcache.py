@@ -97,7 +97,7 @@ def current_store() -> Any:
     from . import web
 
     js = web.hooks().programCache if web.in_browser() else None
-    return None if js is None else BrowserStore(js)
+    return BrowserStore(js) if hasattr(js, "get") else None  # none (or jsnull): not cached
 
 
 @contextlib.contextmanager
@@ -270,7 +270,7 @@ class BrowserStore:
         from pyodide.ffi import run_sync
 
         got = run_sync(self.js.get(key))
-        return None if got is None else str(got)
+        return got if isinstance(got, str) else None  # JS null arrives as jsnull
 
     def put(self, key: str, text: str, info: dict) -> None:
         from pyodide.ffi import to_js
