@@ -4,7 +4,8 @@
 A hit trains with exactly the losses of a compile; a source edit, a change of tgweb's
 files and another adapter class each miss; a corrupt and a truncated entry are
 discarded and compiled again; the trainer page lists the entries, starts a sample from
-one after a reload, and clears them.
+one after a reload (and Python from the memory snapshot after importing tgweb), and
+clears them; a damaged snapshot is refused and Python boots afresh.
 """
 
 from __future__ import annotations
@@ -128,15 +129,15 @@ def test_corrupt_and_truncated_entries_are_rebuilt(page):
 
 
 def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url):
-    page = open_app(browser, site_url, "sin")
+    page = open_app(browser, site_url, "sin")  # a new browser context: nothing stored yet
     try:
-        page.evaluate("async () => { await window.app.programs.clear(); }")
         open_sample(page, "sin")
         train_app(page, 5)
         assert page.evaluate("window.app.state.sin.info.cache") == "miss"
         page.wait_for_function("document.querySelectorAll('#program-list li').length > 0", timeout=20000)
-        page.reload()
-        page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+        assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
         open_sample(page, "sin")
         train_app(page, 5)
         assert page.evaluate("window.app.state.sin.info.cache") == "hit"
@@ -147,5 +148,39 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         page.click("#programs-clear")
         page.wait_for_function("document.querySelectorAll('#program-list li').length === 0", timeout=10000)
         assert page.evaluate("(async () => (await window.app.programs.cache.list()).length)()") == 0
+        assert page.evaluate("(async () => (await window.app.programs.cache.snapshots()).length)()") == 0
+        # a damaged snapshot is refused (its checksum), and Python boots afresh
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "made"
+        assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
+        page.evaluate(_DAMAGE_SNAPSHOT)
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "made"
+        open_sample(page, "sin")
+        train_app(page, 3)
     finally:
         page.close()
+
+
+# the worker keeps its snapshot in the background: wait until it is there
+_SNAPSHOT_KEPT = """async () => {
+    for (let i = 0; i < 400; i++) {
+        if ((await window.app.programs.cache.snapshots()).length) return true;
+        await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+}"""
+_DAMAGE_SNAPSHOT = """async () => {
+    const db = window.app.programs.cache.db;
+    const rec = await new Promise((res) => { db.transaction(["snapshots"]).objectStore("snapshots").getAll()
+        .onsuccess = (ev) => res(ev.target.result[0]); });
+    new Uint8Array(rec.bytes.buffer || rec.bytes)[1000] ^= 1;
+    await new Promise((res) => { const tx = db.transaction(["snapshots"], "readwrite");
+        tx.objectStore("snapshots").put(rec); tx.oncomplete = res; });
+}"""
+
+
+def _reload(page):
+    page.reload()
+    page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+    assert page.evaluate("window.app.startError || null") is None
