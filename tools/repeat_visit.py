@@ -38,7 +38,12 @@ def visit(ctx, url: str, sample: str) -> dict:
         ms = page.evaluate("performance.now()")
         info = page.evaluate(f"window.app.state[{json.dumps(sample)}].info")
         t = page.evaluate("window.app.tg.info.timings")
-        return {"first_step_s": ms / 1000, "compile_s": info["compile_s"], "cache": info.get("cache"), "timings": t}
+        return {
+            "first_step_s": ms / 1000,
+            "compile_s": info["compile_s"],
+            "cache": info.get("cache"),
+            "timings": t,
+        }
     finally:
         page.close()
 
