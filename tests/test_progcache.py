@@ -27,6 +27,8 @@ def _run(source, backend="native", steps=3):
         tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend=backend)
     outcome = progcache.last.get("outcome")
     try:
+        if backend == "native":  # an inference program attached to a cached trainer
+            tr.attach(sin.forward, inputs=sin.EVAL_INPUTS).run(**sin.grid())
         return outcome, [tr.step(**sin.batch(i)).loss for i in range(steps)]
     finally:
         tr.close()

@@ -48,8 +48,8 @@ class Leaf:
 
 class Skeleton:
     """What a Trainer reads of its graph, without the graph: the inputs, params, states,
-    scalars, outputs and captures by name (as Leaf), whether it updates, and the inputs'
-    index bounds (tgweb.step_data.index_bounds)."""
+    scalars, outputs and captures by name (as Leaf), whether it updates, its precision,
+    and the inputs' index bounds (tgweb.step_data.index_bounds)."""
 
     def __init__(self, d: dict) -> None:
         def leaves(kind):
@@ -58,6 +58,7 @@ class Skeleton:
         self.inputs, self.params, self.states = leaves("inputs"), leaves("params"), leaves("states")
         self.scalars, self.outputs, self.captures = leaves("scalars"), leaves("outputs"), leaves("captures")
         self.updates = dict.fromkeys(d["updates"])
+        self.precision = d["precision"]  # what attached inference programs are traced at
         self.bounds = {n: (b, where, frozenset(allowed)) for n, b, where, allowed in d["bounds"]}
 
     @staticmethod
@@ -76,6 +77,7 @@ class Skeleton:
                 for k in ("inputs", "params", "states", "scalars", "outputs", "captures")
             },
             "updates": list(graph.updates),
+            "precision": graph.precision,
             "bounds": [[n, b, where, sorted(allowed)] for n, (b, where, allowed) in bounds.items()],
         }
 
