@@ -32,7 +32,7 @@ import importlib
 import sys
 from typing import Any, Callable
 
-from . import ops
+from . import ops, progcache
 from .backends import lowering_for
 from .grad import append_grad
 from .ir import PRECISIONS, REGISTRY, Graph, Tensor, root, tracing, user_site
@@ -42,6 +42,7 @@ from .optim import clip as _clip
 from .optim.optimizers import Optimizer, ParamInfo
 from .optim.optimizers import from_spec as _optimizer_from_spec
 from .pipeline import declare_scalars
+from .step_data import index_bounds
 from .trace import scalar_loss, trace
 from .trainer import Trainer
 
@@ -77,6 +78,7 @@ def compile(
     normalize_grads: Any = None,
     precision: str = "float32",
     recover_every: int | None = None,
+    cache_key: str | None = None,
 ) -> "Trainer":
     """Trace loss_fn(model, **inputs), append gradients and the optimizer update, and
     return a Trainer.
@@ -96,6 +98,10 @@ def compile(
       when the GPU device is lost, step() continues on a new device from that copy
       (at most that many steps lost) and says so in its result. None: a lost device
       raises backends.base.DeviceLost.
+    cache_key: the code that builds this trainer (its source text, say): the compiled
+      Program is cached under it (tgweb.progcache; None: the key of progcache.keyed()
+      around this call, if any), and a later compile of the same code, tgweb and adapter
+      class skips tracing and lowering.
     """
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be a tgweb.nn.Module, got {type(model).__name__}")
@@ -130,9 +136,20 @@ def compile(
     device = lowering_for(backend)
     if precision == "mixed" and device is not None:
         _check_f16(device["target"], backend)
-    graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
-    program = None if device is None else lower(graph, name="step", **device)
-    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm)
+    options = {"optimizer": opt, "inputs": inputs, "loss_fn": loss_fn, "clip": clip_grad_norm}
+    options.update(normalize=normalize_grads, backend=backend, precision=precision)
+    cache = progcache.Lookup.start(cache_key, device, model, options)
+    found = cache.load(device["target"]) if cache is not None else None
+    if found is not None:
+        graph, program = found
+        bounds = graph.bounds
+    else:
+        graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
+        program = None if device is None else lower(graph, name="step", **device)
+        bounds = index_bounds(graph)
+        if cache is not None:
+            cache.save(graph, bounds, program)
+    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds)
     trainer.recover_every = recover_every
     trainer._keep_host_copy()
     return trainer

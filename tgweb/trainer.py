@@ -100,6 +100,7 @@ class Trainer:
         seed: int,
         precision: str,
         clip_grad_norm: float | None,
+        bounds: dict | None = None,
     ) -> None:
         self.model, self.graph, self.optimizer = model, graph, optimizer
         self.backend, self.seed, self.precision = backend, seed, precision
@@ -116,7 +117,7 @@ class Trainer:
         self._origin = 0  # applied-step count at which the schedule started
         self._applied = 0  # applied steps
         self._calls = 0  # step() calls, applied or not (drives the seed scalar)
-        self._bounds = index_bounds(graph)
+        self._bounds = index_bounds(graph) if bounds is None else bounds
         self._program = program  # None on the reference backend
         self._engine = make_engine(graph, program, backend, precision)
         self._attached: list = []  # inference programs: close() frees them too

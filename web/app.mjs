@@ -7,6 +7,8 @@ import { drawLossChart, fmt } from "./page/charts.mjs";
 import { SAMPLES } from "./page/gallery.mjs";
 import { lineBoxes, renderGutter as drawGutter } from "./page/gutter.mjs";
 import { SavedRuns, autosaveSeconds } from "./page/saved.mjs";
+import { ProgramsPanel } from "./page/programs.mjs";
+import { openProgramCache } from "./progcache.mjs";
 import { renderFigures as renderViewFigures, renderParts } from "./page/view.mjs";
 import { CorruptRun, openStore } from "./store.mjs";
 
@@ -23,6 +25,7 @@ let busy = false;     // a non-training call (compile, reset, save, load) is in 
 let escPressed = false;
 let store = null;     // store.mjs: kept sources and saved runs (null: the browser gives none)
 let saved = null;     // the saved runs' panel (page/saved.mjs)
+let programs = null;  // the compiled programs' panel (page/programs.mjs)
 const AUTOSAVE_S = autosaveSeconds();
 const app = { state, ready: false, errors: [], saves: [], runs: [] };
 window.app = app;
@@ -308,8 +311,10 @@ async function ensureCompiled(s) {
   s.compiled = s.source;
   s.losses = [];
   s.rate = null;
+  const cached = s.info.cache === "hit" ? ", from the compiled programs" : "";
   log(`${s.title}: compiled in ${s.info.compile_s.toFixed(2)} s (${s.info.kernels ?? "?"} kernels, ` +
-    `${s.info.params} parameters)`);
+    `${s.info.params} parameters${cached})`);
+  if (programs) programs.refresh().catch(() => {});
   return true;
 }
 
@@ -509,6 +514,13 @@ async function openStorage() {
     titles: Object.fromEntries(SAMPLES.map((x) => [x.name, x.title])) });
   store.persist().then((granted) => { app.persisted = granted; saved.refresh().catch(() => {}); });
   await saved.refresh();
+  try {
+    programs = new ProgramsPanel(await openProgramCache(), { log, titles: saved.opts.titles });
+    app.programs = programs;
+    programs.refresh().catch(() => {});
+  } catch (e) {
+    log(`compiled programs are not kept (${e.message})`, "err");
+  }
 }
 
 async function boot() {

@@ -24,6 +24,7 @@ import { noWebGPU } from "./gpu.mjs";
 import { openStore } from "./store.mjs";
 
 export { CorruptRun, openStore } from "./store.mjs";
+export { openProgramCache } from "./progcache.mjs"; // the compiled Programs: list(), remove(key), clear()
 
 const DEFAULT_TIMEOUT_MS = 180000;
 

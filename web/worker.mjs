@@ -22,6 +22,7 @@
 // Runs are executed one after another, in the order received.
 
 import * as gpu from "./gpu.mjs";
+import { bootPython, openProgramCache, snapshotKey } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -159,32 +160,30 @@ async function filesPyodide(files) {
   return (opts) => self.loadPyodide({ ...opts, createPyodideModule: self._createPyodideModule });
 }
 
-async function setupPython(files) {
+async function setupPython(files, cache) {
   if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
   let s = performance.now();
   const manifest = await (await fetch(new URL("manifest.json", base))).json();
   const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
-  pyodide = await loadPyodide({ indexURL: new URL("pyodide/", base).href });
+  const wheel = fetch(new URL(manifest.wheel, base)).then((r) => r.arrayBuffer());
+  // restored from the memory snapshot after importing tgweb, when a visit left one
+  const boot = await bootPython(loadPyodide, { indexURL: new URL("pyodide/", base).href, wheel,
+    cache: await cache, key: await snapshotKey(manifest) });
+  pyodide = boot.pyodide;
+  timings.snapshot = boot.snapshot;
   pyodide.setStdout({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stdout", text } }) });
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
-  mark("pyodide", s);
-  s = performance.now();
-  await pyodide.loadPackage(["packaging", "micropip"], { messageCallback: () => {} });
-  mark("micropip", s);
-  s = performance.now();
-  const micropip = pyodide.pyimport("micropip");
-  await micropip.install.callKwargs(new URL(manifest.wheel, base).href, { deps: false });
-  micropip.destroy();
-  mark("tgweb_wheel", s);
+  mark("pyodide", s); // booted or restored, with the tgweb wheel installed and imported
   return manifest;
 }
 
 async function init(options) {
   const s = performance.now();
   if (options.interruptBuffer) interrupt = new Int32Array(options.interruptBuffer);
-  // the GPU and Python come up concurrently
-  const [, manifest] = await Promise.all([setupGpu(options), setupPython(options.files)]);
+  // the GPU, Python and the Program cache come up concurrently
+  const cache = openProgramCache().catch(() => null); // none: compiles are not cached
+  const [, manifest] = await Promise.all([setupGpu(options), setupPython(options.files, cache)]);
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
@@ -196,6 +195,7 @@ async function init(options) {
     device,
     adapterInfo: gpu.adapterInfo(adapter),
     nextDevice: () => deviceReady || Promise.resolve(device),
+    programCache: await cache, // tgweb.progcache's store (progcache.mjs)
   };
   pyodide.registerJsModule("tgweb_js", hooks);
   // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide

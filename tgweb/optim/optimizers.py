@@ -72,6 +72,7 @@ def _lr(lr: Any) -> Schedule:
 class Optimizer(Spec):
     name = "abstract"
     _spec_key = "name"
+    cacheable = True  # build() keeps no host state: a cached Program can stand for it (progcache)
 
     def __init__(self, lr) -> None:
         self.lr = _lr(lr)

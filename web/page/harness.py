@@ -10,7 +10,7 @@ import array
 import base64
 import time
 
-from tgweb import web
+from tgweb import progcache, web
 from tgweb.io import checkpoint, safetensors
 
 _spaces = {}
@@ -40,7 +40,7 @@ def page_info(name):
     prog = tr.program
     return {"params": _count(t.shape for t in tr.graph.params.values()), "steps": tr.steps,
             "calls": tr.calls, "backend": tr.backend, "kernels": len(prog.kernels) if prog is not None else None,
-            "compile_s": ns.get("__compile_s__")}
+            "compile_s": ns.get("__compile_s__"), "cache": ns.get("__cache__")}
 
 
 def page_exec(name, source, filename):
@@ -48,13 +48,15 @@ def page_exec(name, source, filename):
     _spaces.pop(name, None)
     ns = {"__name__": "__main__", "__file__": filename}
     t0 = time.perf_counter()
-    exec(compile(source, filename, "exec"), ns)
+    with progcache.keyed(source, label=name):  # a repeat visit reuses the compiled Programs
+        exec(compile(source, filename, "exec"), ns)
     compile_s = time.perf_counter() - t0
     if not hasattr(ns.get("trainer"), "step"):
         raise NameError(f"{filename} must define `trainer` (what tg.compile returns)")
     if not callable(ns.get("train")):
         raise NameError(f"{filename} must define train(steps), the loop Start calls")
     ns["__compile_s__"] = compile_s
+    ns["__cache__"] = progcache.last.get("outcome") if progcache.last.get("label") == name else None
     _spaces[name] = ns
     _show(ns)
     return page_info(name)

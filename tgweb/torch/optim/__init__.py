@@ -55,6 +55,7 @@ class _GroupLR(_s.Schedule):
 class Optimizer(_CoreOptimizer):
     core = _CoreOptimizer
     shared = ()  # settings every group must share (they feed host scalars)
+    cacheable = False  # build() records the groups it was built with (tgweb.progcache)
 
     def __init__(self, params, **defaults) -> None:
         params = list(params)

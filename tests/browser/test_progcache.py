@@ -1,0 +1,186 @@
+"""Repeat visits (issue 28): tg.compile's Programs cached in the page's IndexedDB
+(tgweb/progcache.py, web/progcache.mjs), in real Chromium + Pyodide on SwiftShader.
+
+A hit trains with exactly the losses of a compile; a source edit, a change of tgweb's
+files and another adapter class each miss; a corrupt and a truncated entry are
+discarded and compiled again; the trainer page lists the entries, starts a sample from
+one after a reload (and Python from the memory snapshot after importing tgweb), and
+clears them; a damaged snapshot is refused and Python boots afresh.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import open_app, open_sample, py, train_app
+
+SETUP = """
+import tgweb as tg
+from tgweb import progcache
+from tgweb.backends import browser as _browser
+from tgweb.samples import sin
+
+def cached_run(source, steps=4):
+    with progcache.keyed(source, "test"):
+        tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, seed=0)
+    out = dict(progcache.last)
+    out["losses"] = [tr.step(**sin.batch(i)).loss for i in range(steps)]
+    tr.close()
+    return out
+"""
+SOURCE = "# a sin trainer\n"
+
+# the worker's puts go on in the background: wait until the entry is there
+_WAIT_FOR = """async (key) => {
+    const cache = await tgweb.openProgramCache();
+    for (let i = 0; i < 200; i++) {
+        if ((await cache.list()).some((e) => e.key === key)) return true;
+        await new Promise((r) => setTimeout(r, 25));
+    }
+    return false;
+}"""
+
+
+def _run(page, source=SOURCE):
+    got = py(page, f"cached_run({source!r})")
+    if got["outcome"] != "hit":
+        assert page.evaluate(_WAIT_FOR, got["key"]), "the compiled Program was not stored"
+    return got
+
+
+def _edit_entry(page, key, how):
+    """Rewrite the stored entry's text in IndexedDB: how = "flip" one body character, "cut"
+    it in half, or keep its "head" (30 characters: not even the checksum line whole)."""
+    page.evaluate(
+        """async ([key, how]) => {
+        const db = await new Promise((res, rej) => { const r = indexedDB.open("tgweb-programs", 1);
+            r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
+        const rec = await new Promise((res) => { db.transaction(["programs"]).objectStore("programs").get(key)
+            .onsuccess = (ev) => res(ev.target.result); });
+        const t = rec.text, i = t.length - 200;
+        rec.text = how === "cut" ? t.slice(0, t.length >> 1) : how === "head" ? t.slice(0, 30)
+            : t.slice(0, i) + (t[i] === "1" ? "2" : "1") + t.slice(i + 1);
+        await new Promise((res) => { const tx = db.transaction(["programs"], "readwrite");
+            tx.objectStore("programs").put(rec); tx.oncomplete = res; });
+        db.close();
+    }""",
+        [key, how],
+    )
+
+
+def test_hit_trains_exactly_as_a_compile_and_stale_keys_miss(page):
+    py(page, SETUP)
+    page.evaluate("async () => (await tgweb.openProgramCache()).clear()")
+    first = _run(page)
+    assert first["outcome"] == "miss"
+    hit = _run(page)
+    assert hit["outcome"] == "hit" and hit["key"] == first["key"]
+    assert hit["losses"] == first["losses"]  # bit-identical training
+    # an edit of the source misses
+    edited = _run(page, SOURCE + "# edited\n")
+    assert edited["outcome"] == "miss" and edited["key"] != first["key"]
+    # a change of tgweb's own files misses (this worker's copy of the package, put back after)
+    changed = py(
+        page,
+        """
+import pathlib
+_f = pathlib.Path(tg.__file__).parent / "ops" / "base.py"
+_old = _f.read_text()
+_f.write_text(_old + "\\n# changed\\n")
+progcache.build_id.cache_clear()
+try:
+    _got = cached_run(%r)
+finally:
+    _f.write_text(_old)
+    progcache.build_id.cache_clear()
+_got
+"""
+        % SOURCE,
+    )
+    assert changed["outcome"] == "miss" and changed["key"] not in (first["key"], edited["key"])
+    # another adapter class (the GPU class's kernels run on SwiftShader too) misses
+    other = py(
+        page,
+        f"""
+from tgweb.codegen.target import Target
+_real = _browser.device_target
+_browser.device_target = lambda: Target("gpu", features=_real().features)
+try:
+    _got = cached_run({SOURCE!r})
+finally:
+    _browser.device_target = _real
+_got
+""",
+    )
+    assert other["outcome"] == "miss" and other["key"] != first["key"]
+    assert _run(page)["outcome"] == "hit"  # the first entry is still there, and still good
+
+
+def test_corrupt_and_truncated_entries_are_rebuilt(page):
+    py(page, SETUP)
+    first = _run(page, SOURCE + "# corrupt\n")
+    cases = (("flip", "checksum mismatch"), ("cut", "checksum mismatch"), ("head", "not a cache entry"))
+    for how, why in cases:
+        _edit_entry(page, first["key"], how)
+        got = _run(page, SOURCE + "# corrupt\n")
+        assert got["outcome"].startswith("corrupt") and why in got["outcome"], got["outcome"]
+        assert got["losses"] == first["losses"]  # compiled again, not run from the damage
+        assert _run(page, SOURCE + "# corrupt\n")["outcome"] == "hit"  # and stored again
+
+
+def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url):
+    page = open_app(browser, site_url, "sin")  # a new browser context: nothing stored yet
+    try:
+        open_sample(page, "sin")
+        train_app(page, 5)
+        assert page.evaluate("window.app.state.sin.info.cache") == "miss"
+        page.wait_for_function("document.querySelectorAll('#program-list li').length > 0", timeout=20000)
+        assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        open_sample(page, "sin")
+        train_app(page, 5)
+        assert page.evaluate("window.app.state.sin.info.cache") == "hit"
+        assert "from the compiled programs" in page.text_content("#log")
+        entries = page.evaluate("window.app.programs.refresh()")
+        assert [e["label"] for e in entries] == ["sin"], json.dumps(entries)
+        page.click("#programs summary")
+        page.click("#programs-clear")
+        page.wait_for_function("document.querySelectorAll('#program-list li').length === 0", timeout=10000)
+        assert page.evaluate("(async () => (await window.app.programs.cache.list()).length)()") == 0
+        assert page.evaluate("(async () => (await window.app.programs.cache.snapshots()).length)()") == 0
+        # a damaged snapshot is refused (its checksum), and Python boots afresh
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "made"
+        assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
+        page.evaluate(_DAMAGE_SNAPSHOT)
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "made"
+        open_sample(page, "sin")
+        train_app(page, 3)
+    finally:
+        page.close()
+
+
+# the worker keeps its snapshot in the background: wait until it is there
+_SNAPSHOT_KEPT = """async () => {
+    for (let i = 0; i < 400; i++) {
+        if ((await window.app.programs.cache.snapshots()).length) return true;
+        await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+}"""
+_DAMAGE_SNAPSHOT = """async () => {
+    const db = window.app.programs.cache.db;
+    const rec = await new Promise((res) => { db.transaction(["snapshots"]).objectStore("snapshots").getAll()
+        .onsuccess = (ev) => res(ev.target.result[0]); });
+    new Uint8Array(rec.bytes.buffer || rec.bytes)[1000] ^= 1;
+    await new Promise((res) => { const tx = db.transaction(["snapshots"], "readwrite");
+        tx.objectStore("snapshots").put(rec); tx.oncomplete = res; });
+}"""
+
+
+def _reload(page):
+    page.reload()
+    page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+    assert page.evaluate("window.app.startError || null") is None

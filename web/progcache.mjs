@@ -1,0 +1,155 @@
+// progcache.mjs: the compiled Programs a page keeps (tgweb/progcache.py), in IndexedDB
+// (database "tgweb-programs", one record per key), so that a repeat visit skips tracing
+// and lowering. The worker reads and writes them for Python; a page lists and clears them:
+//
+//   const cache = await openProgramCache();  // or tg.programs (tgweb.mjs)
+//   await cache.list();     // [{key, label, size, time, kernels}], newest first
+//   await cache.remove(key);
+//   await cache.clear();
+//
+// An entry's text carries its own checksum, which Python checks before it uses one: a
+// damaged or truncated entry is removed and compiled again, never run.
+//
+// It also keeps one Pyodide memory snapshot (bootPython): the interpreter's memory after
+// importing tgweb, keyed by the hashes of Pyodide's files and of the tgweb wheel, with its
+// SHA-256; a repeat visit restores it instead of booting Python and importing tgweb.
+
+const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
+// what the snapshot holds imported (the worker imports the rest of what it needs later)
+const PRELOAD = "import tgweb, tgweb.web, tgweb.progcache, tgweb.backends.browser";
+
+const done = (req) => new Promise((resolve, reject) => {
+  req.onsuccess = () => resolve(req.result);
+  req.onerror = () => reject(req.error);
+});
+
+/** Open (or create) the cache; rejects where the browser has no IndexedDB for this page. */
+export async function openProgramCache() {
+  if (typeof indexedDB === "undefined") throw new Error("this browser gives the page no IndexedDB");
+  const req = indexedDB.open(NAME, 1);
+  req.onupgradeneeded = () => {
+    for (const s of [STORE, SNAPSHOTS]) if (!req.result.objectStoreNames.contains(s)) req.result.createObjectStore(s, { keyPath: "key" });
+  };
+  return new ProgramCache(await done(req));
+}
+
+class ProgramCache {
+  constructor(db) {
+    this.db = db;
+    this.writes = Promise.resolve(); // puts run in the background; list() waits for them
+  }
+
+  _req(mode, fn, store = STORE) {
+    const tx = this.db.transaction([store], mode);
+    return done(fn(tx.objectStore(store)));
+  }
+
+  /** The entry's text, or null. */
+  async get(key) {
+    const rec = await this._req("readonly", (s) => s.get(key));
+    return rec ? rec.text : null;
+  }
+
+  /** Keep text under key; info: {label, kernels}. */
+  put(key, text, info = {}) {
+    const rec = { ...info, key, text, size: text.length, time: Date.now() };
+    this.writes = this.writes.then(() => this._req("readwrite", (s) => s.put(rec))).catch(() => {});
+    return this.writes;
+  }
+
+  async list() {
+    await this.writes;
+    const all = [];
+    await new Promise((resolve, reject) => {
+      const req = this.db.transaction([STORE]).objectStore(STORE).openCursor();
+      req.onerror = () => reject(req.error);
+      req.onsuccess = () => {
+        const c = req.result;
+        if (!c) return resolve();
+        const { text, ...meta } = c.value; // the list leaves the texts where they are
+        all.push(meta);
+        c.continue();
+      };
+    });
+    return all.sort((a, b) => b.time - a.time);
+  }
+
+  async remove(key) {
+    await this.writes;
+    await this._req("readwrite", (s) => s.delete(key));
+  }
+
+  /** Clear the Programs and the snapshot. */
+  async clear() {
+    await this.writes;
+    await this._req("readwrite", (s) => s.clear());
+    await this._req("readwrite", (s) => s.clear(), SNAPSHOTS);
+  }
+
+  /** The snapshot kept under key, checked against its SHA-256 (a damaged one is deleted): bytes or null. */
+  async snapshot(key) {
+    const rec = await this._req("readonly", (s) => s.get(key), SNAPSHOTS);
+    if (!rec) return null;
+    if ((await sha256(rec.bytes)) === rec.sha256) return new Uint8Array(rec.bytes);
+    await this.removeSnapshot(key);
+    return null;
+  }
+
+  /** Keep bytes as the one snapshot (under key; others go). */
+  async putSnapshot(key, bytes) {
+    const rec = { key, bytes, sha256: await sha256(bytes), size: bytes.byteLength, time: Date.now() };
+    await this._req("readwrite", (s) => { s.clear(); return s.put(rec); }, SNAPSHOTS);
+  }
+
+  removeSnapshot(key) {
+    return this._req("readwrite", (s) => s.delete(key), SNAPSHOTS);
+  }
+
+  /** [{key, size, time}] of the snapshot kept (none or one). */
+  async snapshots() {
+    const all = await this._req("readonly", (s) => s.getAll(), SNAPSHOTS);
+    return all.map(({ key, size, time }) => ({ key, size, time }));
+  }
+}
+
+async function sha256(bytes) {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The snapshot's key: the SHA-256s of the files its memory came from (manifest.json). */
+export async function snapshotKey(manifest) {
+  const f = manifest.files || {};
+  const names = ["pyodide/pyodide.asm.wasm", "pyodide/pyodide.asm.mjs", "pyodide/python_stdlib.zip", manifest.wheel];
+  const parts = names.map((n) => `${n}=${f[n] && f[n].sha256}`);
+  return sha256(new TextEncoder().encode(["tgweb-snapshot 1", manifest.pyodide, ...parts].join("\n")));
+}
+
+function unpackWheel(py, wheel) {
+  py.unpackArchive(wheel, "wheel", { extractDir: py.runPython("import sysconfig; sysconfig.get_paths()['purelib']") });
+}
+
+/** Pyodide with the tgweb wheel installed: restored from the cache's snapshot when it has a
+ *  good one, else booted (and a snapshot taken after importing tgweb, kept in the
+ *  background). The wheel's files are unpacked either way (a snapshot holds memory, not
+ *  files). Resolves to {pyodide, snapshot: "restored" | "made" | "off" | "refused: why"}. */
+export async function bootPython(loadPyodide, { indexURL, wheel, cache, key }) {
+  let refused = null;
+  const stored = cache && key ? await cache.snapshot(key).catch(() => null) : null;
+  if (stored) {
+    try {
+      const pyodide = await loadPyodide({ indexURL, _loadSnapshot: stored });
+      unpackWheel(pyodide, await wheel);
+      return { pyodide, snapshot: "restored" };
+    } catch (e) { // another Pyodide build's, or not a snapshot: boot afresh
+      refused = `refused: ${e.message}`;
+      await cache.removeSnapshot(key).catch(() => {});
+    }
+  }
+  const pyodide = await loadPyodide({ indexURL, _makeSnapshot: !!(cache && key) });
+  unpackWheel(pyodide, await wheel);
+  pyodide.runPython(PRELOAD);
+  if (!(cache && key)) return { pyodide, snapshot: "off" };
+  cache.putSnapshot(key, pyodide.makeMemorySnapshot()).catch(() => {}); // storage full: next time
+  return { pyodide, snapshot: refused || "made" };
+}
