@@ -40,7 +40,7 @@ class Stopped(Exception):
 
 @functools.cache
 def hooks():
-    """The worker's JS hooks (emit, stopRequested, gpu, device, adapterInfo), or None
+    """The worker's JS hooks (emit, stopRequested, gpu, device, adapterInfo, bulk), or None
     outside it; looked up once (a failed import searches the whole path again)."""
     try:
         import tgweb_js  # registered by web/worker.mjs before any tgweb code runs

@@ -21,6 +21,7 @@
 //                                           tgweb.web.emit_bytes, data.bytes is a Uint8Array
 // Runs are executed one after another, in the order received.
 
+import * as bulk from "./bulk.mjs";
 import * as gpu from "./gpu.mjs";
 import { bootPython, openProgramCache, snapshotKey } from "./progcache.mjs";
 
@@ -196,6 +197,7 @@ async function init(options) {
     adapterInfo: gpu.adapterInfo(adapter),
     nextDevice: () => deviceReady || Promise.resolve(device),
     programCache: await cache, // tgweb.progcache's store (progcache.mjs)
+    bulk, // parameter-sized work Python would do value by value: initial values, finite checks
   };
   pyodide.registerJsModule("tgweb_js", hooks);
   // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide

@@ -3,10 +3,11 @@ returns the values as a flat array('f'); `kind` tells the optimizer whether the
 parameter is a gain or offset (zeros/ones: no weight decay by default).
 
 The random ones draw from a `random.Random` exactly as a loop of `rng.random()` or
-`rng.gauss()` calls would, value for value and leaving `rng` in the same state; where
-NumPy is importable they draw in bulk from the same Mersenne Twister words (NumPy's
-legacy generator, handed the rng's state), so set-up does not cost a Python loop per
-element. Without NumPy (the browser) they are that loop.
+`rng.gauss()` calls would, value for value and leaving `rng` in the same state. They
+draw in bulk from the same Mersenne Twister words, handed the rng's state, so set-up
+does not cost a Python loop per element: with NumPy's legacy generator where NumPy is
+importable, with web/bulk.mjs in the browser worker (Pyodide has no NumPy there). Only
+elsewhere (CPython without NumPy) are they that loop.
 """
 
 from __future__ import annotations
@@ -26,55 +27,41 @@ def fans(shape: tuple[int, ...]) -> tuple[int, int]:
     return shape[1] * rf, shape[0] * rf
 
 
-# ---------------------------------------------------------------- drawing, in bulk where NumPy is
+# ---------------------------------------------------------------- drawing, in bulk
 
 TWOPI = 2.0 * math.pi  # as random.gauss has it
 # A value of gauss within this relative distance of an f32 rounding boundary is
-# recomputed with `math`, since NumPy's sin/cos/log may differ from libm's in the last
-# bit; the margin is far above any libm's error and far below f32's spacing (2**-24).
+# recomputed with `math`, since NumPy's and JavaScript's sin/cos/log may differ from libm's
+# in the last bit; the margin is far above any libm's error and far below f32's spacing (2**-24).
 _MARGIN = 2.0**-36
 _CHUNK = 1 << 16  # random()s per block of the bulk normal: its temporaries stay in cache
-_BULK_MIN = 256  # below this many values the loop is faster than handing NumPy the state
+_BULK_MIN = 256  # below this many values the loop is faster than handing over the state
 
 
 def draw_uniform(rng: random.Random, n: int, low: float, high: float) -> array.array:
     """n values low + (high - low) * rng.random(), as f32."""
     w = high - low
-    np = _bulk(rng, "random", n)
-    if np is None:
+    bulk = _bulk(rng, "random", n)
+    if bulk is None:
         u = rng.random
         return array.array("f", [low + w * u() for _ in range(n)])
-    return array.array("f", (low + w * _randoms(np, rng, n)).astype(np.float32).tobytes())
+    return bulk.uniform(rng, n, low, w)
 
 
 def draw_normal(rng: random.Random, n: int, mean: float, std: float) -> array.array:
     """n values rng.gauss(mean, std), as f32."""
-    np = _bulk(rng, "gauss", n)
-    if np is None:
+    bulk = _bulk(rng, "gauss", n)
+    if bulk is None:
         g = rng.gauss
         return array.array("f", [g(mean, std) for _ in range(n)])
     # gauss makes values in pairs from two random()s and keeps the second for the next
     # call: a pending one comes first, an odd last one is a pair made by gauss itself
     head = [rng.gauss(mean, std)] if n and rng.getstate()[2] is not None else []
-    u = _randoms(np, rng, (n - len(head)) // 2 * 2)
-    out = np.empty(len(u), np.float32)
-    for i in range(0, len(u), _CHUNK):
-        out[i : i + _CHUNK] = _normals(np, u[i : i + _CHUNK], mean, std)
+    out, fix = bulk.normal(rng, (n - len(head)) // 2 * 2, mean, std)
+    for i, u1, u2 in fix:
+        out[i] = mean + _gauss_z(u1, u2, i & 1) * std
     tail = [rng.gauss(mean, std)] if (n - len(head)) % 2 else []
-    return array.array("f", head) + array.array("f", out.tobytes()) + array.array("f", tail)
-
-
-def _normals(np, u, mean: float, std: float):
-    """The f32 values gauss(mean, std) makes from the random()s u, a pair from each two."""
-    x2pi, g2rad = u[0::2] * TWOPI, np.sqrt(-2.0 * np.log(1.0 - u[1::2]))
-    z = np.empty(len(u))
-    z[0::2], z[1::2] = np.cos(x2pi) * g2rad, np.sin(x2pi) * g2rad
-    t = z * std
-    out = (mean + t).astype(np.float32)
-    lo, hi = (mean + t * (1 - _MARGIN)).astype(np.float32), (mean + t * (1 + _MARGIN)).astype(np.float32)
-    for i in np.flatnonzero(lo != hi).tolist():
-        out[i] = mean + _gauss_z(float(u[i & ~1]), float(u[i | 1]), i & 1) * std
-    return out
+    return array.array("f", head) + out + array.array("f", tail)
 
 
 def _gauss_z(u1: float, u2: float, second: int) -> float:
@@ -84,29 +71,93 @@ def _gauss_z(u1: float, u2: float, second: int) -> float:
 
 
 def _bulk(rng, method: str, n: int):
-    """NumPy, where it is importable, n is large enough, and rng's `random` and `method` are
-    random.Random's own (not SystemRandom's, nor a subclass's): else None, and the caller loops."""
-    from ..arrays import _numpy
-
-    np = _numpy() if n >= _BULK_MIN else None
-    if np is None or not isinstance(rng, random.Random):
+    """The bulk drawer (NumPy where it is importable, else the browser worker's JavaScript)
+    where n is large enough and rng's `random` and `method` are random.Random's own (not
+    SystemRandom's, nor a subclass's): else None, and the caller loops."""
+    if n < _BULK_MIN or not isinstance(rng, random.Random):
         return None
     cls = type(rng)
-    own = cls.random is random.Random.random and getattr(cls, method) is getattr(random.Random, method)
-    return np if own else None
+    if cls.random is not random.Random.random or getattr(cls, method) is not getattr(random.Random, method):
+        return None
+    from ..arrays import _numpy
+
+    np = _numpy()
+    if np is not None:
+        return _NumpyDraw(np)
+    from .. import web
+
+    js = getattr(web.hooks(), "bulk", None)
+    return _JsDraw(js) if js is not None else None
 
 
-def _randoms(np, rng: random.Random, n: int):
-    """n values of rng.random() as float64, rng left as after n calls. CPython's random()
-    is (a * 2**26 + b) / 2**53 of two MT19937 words (a = w1 >> 5, b = w2 >> 6), and so is
-    NumPy's legacy random_sample: handed rng's words, it continues the same stream."""
-    version, words, pending = rng.getstate()
-    rs = np.random.RandomState(0)
-    rs.set_state(("MT19937", np.array(words[:-1], np.uint32), words[-1]))
-    u = rs.random_sample(n)
-    _, key, pos = rs.get_state()[:3]
-    rng.setstate((version, (*key.tolist(), pos), pending))
-    return u
+class _NumpyDraw:
+    """Draws with NumPy's legacy generator, handed the rng's Mersenne Twister state."""
+
+    def __init__(self, np) -> None:
+        self.np = np
+
+    def uniform(self, rng, n: int, low: float, w: float) -> array.array:
+        return array.array("f", (low + w * self.randoms(rng, n)).astype(self.np.float32).tobytes())
+
+    def normal(self, rng, n: int, mean: float, std: float):
+        """n (even) f32 values of gauss, and (index, u1, u2) of those to compute again."""
+        np, u = self.np, self.randoms(rng, n)
+        out, fix = np.empty(n, np.float32), []
+        for i in range(0, n, _CHUNK):
+            out[i : i + _CHUNK], near = _normals(np, u[i : i + _CHUNK], mean, std)
+            fix += [(i + k, float(u[i + (k & ~1)]), float(u[i + (k | 1)])) for k in near]
+        return array.array("f", out.tobytes()), fix
+
+    def randoms(self, rng: random.Random, n: int):
+        """n values of rng.random() as float64, rng left as after n calls. CPython's random()
+        is (a * 2**26 + b) / 2**53 of two MT19937 words (a = w1 >> 5, b = w2 >> 6), and so is
+        NumPy's legacy random_sample: handed rng's words, it continues the same stream."""
+        np = self.np
+        version, words, pending = rng.getstate()
+        rs = np.random.RandomState(0)
+        rs.set_state(("MT19937", np.array(words[:-1], np.uint32), words[-1]))
+        u = rs.random_sample(n)
+        _, key, pos = rs.get_state()[:3]
+        rng.setstate((version, (*key.tolist(), pos), pending))
+        return u
+
+
+def _normals(np, u, mean: float, std: float):
+    """The f32 values gauss(mean, std) makes from the random()s u, a pair from each two,
+    and the indices of those within _MARGIN of an f32 rounding boundary."""
+    x2pi, g2rad = u[0::2] * TWOPI, np.sqrt(-2.0 * np.log(1.0 - u[1::2]))
+    z = np.empty(len(u))
+    z[0::2], z[1::2] = np.cos(x2pi) * g2rad, np.sin(x2pi) * g2rad
+    t = z * std
+    lo, hi = (mean + t * (1 - _MARGIN)).astype(np.float32), (mean + t * (1 + _MARGIN)).astype(np.float32)
+    return (mean + t).astype(np.float32), np.flatnonzero(lo != hi).tolist()
+
+
+class _JsDraw:
+    """Draws with web/bulk.mjs in the browser worker, handed the rng's Mersenne Twister
+    state: one call and one copy of the values each way, whatever n is."""
+
+    def __init__(self, js) -> None:
+        self.js = js
+
+    def uniform(self, rng, n: int, low: float, w: float) -> array.array:
+        return self._call(rng, "uniform", n, low, w)[0]
+
+    def normal(self, rng, n: int, mean: float, std: float):
+        out, r = self._call(rng, "normal", n, mean, std, _MARGIN)
+        f = array.array("d", r.fix.to_bytes())
+        return out, [(int(f[k]), f[k + 1], f[k + 2]) for k in range(0, len(f), 3)]
+
+    def _call(self, rng, name: str, n: int, *args):
+        from pyodide.ffi import to_js
+
+        version, words, pending = rng.getstate()
+        key = to_js(memoryview(array.array("I", words[:-1])))
+        r = getattr(self.js, name)(key, words[-1], n, *args)
+        out = array.array("f", [0.0]) * n
+        r.values.assign_to(out)
+        rng.setstate((version, (*array.array("I", key.to_bytes()), r.pos), pending))
+        return out, r
 
 
 class Init:
