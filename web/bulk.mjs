@@ -9,34 +9,39 @@ const N = 624; // MT19937's state: 624 words and a position in them
 const M = 397;
 const TWOPI = 2 * Math.PI; // random.py's TWOPI, the same double
 
-/** The words after the N in `mt` (a Uint32Array, changed in place) are used up. */
-function refill(mt) {
-  for (let k = 0; k < N; k++) {
-    const y = (mt[k] & 0x80000000) | (mt[(k + 1) % N] & 0x7fffffff);
-    mt[k] = mt[(k + M) % N] ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
-  }
-}
-
 /**
- * random() of a generator whose state is `key` (624 words, changed in place as the
- * stream moves on) at position `pos`: (a * 2**26 + b) / 2**53 of two tempered words
- * (a = w1 >> 5, b = w2 >> 6), as CPython's random_random. `stream.pos` is the position after.
+ * CPython's random.Random stream from its state: `key` (624 words, moved on in place) at
+ * position `pos`. random() is (a * 2**26 + b) / 2**53 of two tempered words (a = w1 >> 5,
+ * b = w2 >> 6), as CPython's random_random computes it.
  */
-function stream(key, pos) {
-  const s = { pos };
-  const word = () => {
-    if (s.pos >= N) {
-      refill(key);
-      s.pos = 0;
+class Twister {
+  constructor(key, pos) {
+    this.mt = key;
+    this.pos = pos;
+  }
+
+  refill() {
+    const mt = this.mt;
+    for (let k = 0; k < N; k++) {
+      const y = (mt[k] & 0x80000000) | (mt[k + 1 < N ? k + 1 : 0] & 0x7fffffff);
+      mt[k] = mt[k + M < N ? k + M : k + M - N] ^ (y >>> 1) ^ (y & 1 ? 0x9908b0df : 0);
     }
-    let y = key[s.pos++];
+    this.pos = 0;
+  }
+
+  word() {
+    if (this.pos >= N) this.refill();
+    let y = this.mt[this.pos++];
     y ^= y >>> 11;
     y ^= (y << 7) & 0x9d2c5680;
     y ^= (y << 15) & 0xefc60000;
     return (y ^ (y >>> 18)) >>> 0;
-  };
-  s.random = () => ((word() >>> 5) * 67108864 + (word() >>> 6)) / 9007199254740992;
-  return s;
+  }
+
+  random() {
+    const a = this.word() >>> 5;
+    return (a * 67108864 + (this.word() >>> 6)) / 9007199254740992;
+  }
 }
 
 function checkKey(key, pos) {
@@ -50,7 +55,7 @@ function checkKey(key, pos) {
  */
 export function uniform(key, pos, n, low, w) {
   checkKey(key, pos);
-  const s = stream(key, pos);
+  const s = new Twister(key, pos);
   const values = new Float32Array(n);
   for (let i = 0; i < n; i++) values[i] = low + w * s.random();
   return { values, pos: s.pos };
@@ -66,7 +71,7 @@ export function uniform(key, pos, n, low, w) {
 export function normal(key, pos, n, mean, std, margin) {
   checkKey(key, pos);
   if (n % 2) throw new RangeError(`normal: draws pairs, got an odd count ${n}`);
-  const s = stream(key, pos);
+  const s = new Twister(key, pos);
   const values = new Float32Array(n);
   const fix = [];
   const lo = 1 - margin, hi = 1 + margin;
