@@ -71,10 +71,15 @@ DRAWS = textwrap.dedent("""
 """)
 
 
-def _cpython(fn: str):
+def _same_as_cpython(page, fn: str) -> None:
+    """DRAWS's fn() gives the same in the worker as in this CPython process."""
     scope: dict = {}
     exec(DRAWS, scope)
-    return scope[fn]()
+    want = scope[fn]()
+    got = py(page, DRAWS + f"\n{fn}()")
+    assert sorted(got) == sorted(want)
+    differ = [k for k in want if got[k] != want[k]]
+    assert not differ, f"the browser's initial values or generator state differ for {differ}"
 
 
 def test_the_browser_draws_in_bulk_with_javascript(page):
@@ -88,20 +93,12 @@ def test_the_browser_draws_in_bulk_with_javascript(page):
 def test_every_init_kind_as_in_cpython(page):
     """Values, the generator's state after, and its next draws, for every init and
     torch.nn.init kind, on odd shapes, with and without a gauss value pending."""
-    want = _cpython("draws")
-    got = py(page, DRAWS + "\ndraws()")
-    assert sorted(got) == sorted(want)
-    differ = [k for k in want if got[k] != want[k]]
-    assert not differ, f"the browser's initial values or generator state differ for {differ}"
+    _same_as_cpython(page, "draws")
 
 
 def test_every_sample_parameter_as_in_cpython(page):
     """All of every sample's initial values (shakespeare's 10,745,088 among them)."""
-    want = _cpython("samples")
-    got = py(page, DRAWS + "\nsamples()")
-    assert sorted(got) == sorted(want)
-    differ = [k for k in want if got[k] != want[k]]
-    assert not differ, f"the browser's initial values differ for {differ}"
+    _same_as_cpython(page, "samples")
 
 
 def test_first_nonfinite_in_the_browser(page):
