@@ -151,5 +151,10 @@ export async function bootPython(loadPyodide, { indexURL, wheel, cache, key }) {
   pyodide.runPython(PRELOAD);
   if (!(cache && key)) return { pyodide, snapshot: "off" };
   cache.putSnapshot(key, pyodide.makeMemorySnapshot()).catch(() => {}); // storage full: next time
+  // While a snapshot can still be made, Python's `js` is Pyodide's path-recording proxy of
+  // the globals, on which accessors such as js.self or js.location throw "Illegal
+  // invocation". The snapshot is taken: from here on `js` is the globals themselves.
+  pyodide.registerJsModule("js", globalThis);
+  pyodide.runPython("import sys; sys.modules.pop('js', None)");
   return { pyodide, snapshot: refused || "made" };
 }

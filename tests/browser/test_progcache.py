@@ -184,3 +184,14 @@ def _reload(page):
     page.reload()
     page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
     assert page.evaluate("window.app.startError || null") is None
+
+
+def test_js_is_the_globals_on_the_visit_that_makes_the_snapshot(page):
+    """While Pyodide can still make a snapshot, its `js` module records paths through a
+    proxy on which accessors (self, location, navigator) throw "Illegal invocation"; once
+    the worker has taken the snapshot, user code gets the globals themselves."""
+    assert page.evaluate("window.tg.info.timings.snapshot") == "made"
+    got = py(
+        page, "import js\n[js.self.location.protocol, js.navigator.gpu is not None, js.self == js.globalThis]"
+    )
+    assert got == ["http:", True, True]
