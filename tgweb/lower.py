@@ -508,19 +508,35 @@ def fit_memory(
     freed first, until the buffers hold at most `budget` bytes; TraceError when nothing
     left at the peak can be recomputed. Values are the same bit for bit: a copy runs the
     same kernel on the same stored operands. The report says what was recomputed."""
+    fixed = sum(b.size for b in store.buffers if b.kind != "intermediate")
+    if budget < fixed:
+        raise TraceError(
+            f"max_memory = {budget} bytes is less than the {fixed} bytes of parameters, gradients, "
+            "optimizer state, inputs and outputs alone, which recomputation cannot free; raise "
+            "max_memory, or make the model smaller"
+        )
     f = _fusing(graph)
-    before, chosen = _allocated(store), []
-    while _allocated(store) > budget:
+    before, chosen, skip = _allocated(store), [], set()
+    for _ in range(FIT_ROUNDS):
+        if _allocated(store) <= budget:
+            break
         at = store.report["peak"]["step"]
         need = _allocated(store) - budget
-        got = fit(sched.nodes, sched.pos_of, sched.stored, f.keep, root, ids.new, at, store.live, need)
+        got = fit(sched.nodes, sched.pos_of, sched.stored, f.keep | skip, root, ids.new, at, store.live, need)
         if got is None:
             _over_budget(store, budget, chosen)
         nodes, picked = got
+        s2 = _fused(nodes, f, lim["maxStorageBuffersPerShaderStage"])
+        u2 = place_updates(graph, s2)
+        st2 = assign_buffers(graph, s2, u2, lim, scalars_id)
+        if _allocated(st2) >= _allocated(store):  # fusion put the copies back where they were
+            skip |= {v.id for v, _, _ in picked}
+            continue
+        sched, ups, store = s2, u2, st2
         chosen += picked
-        sched = _fused(nodes, f, lim["maxStorageBuffersPerShaderStage"])
-        ups = place_updates(graph, sched)
-        store = assign_buffers(graph, sched, ups, lim, scalars_id)
+    else:
+        if _allocated(store) > budget:
+            _over_budget(store, budget, chosen)
     store.report["budget"] = {
         "max_memory": budget,
         "unbudgeted_bytes": before,
@@ -528,6 +544,9 @@ def fit_memory(
         "recomputed": [_recomputed(v, n, c) for v, n, c in chosen],
     }
     return sched, ups, store
+
+
+FIT_ROUNDS = 16  # plans fit_memory makes at most (each plans the whole step again)
 
 
 def _allocated(store: Storage) -> int:
