@@ -265,7 +265,8 @@ def _chain(t_kind: str | None = None):
     src = a
     nodes = []
     if t_kind is not None:
-        src = g.add(t_kind, (a,) if t_kind == "log" else (a, a), {}, (4, 4), "f32", "t")
+        attrs = {"ta": False, "tb": False} if t_kind == "matmul" else {}
+        src = g.add(t_kind, (a,) if t_kind == "log" else (a, a), attrs, (4, 4), "f32", "t")
         nodes.append(src)
     e = g.add("exp", (src,), {}, (4, 4), "f32", "t")
     early = g.add("matmul", (e, e), {}, (4, 4), "f32", "t")
@@ -324,6 +325,24 @@ def test_rematerialize_recomputes_through_a_value_freed_early():
     assert log_copy.kind == "log" and log_copy.inputs[0].kind == "input"
     assert exp_copy.kind == "exp" and exp_copy.inputs[0] is log_copy
     assert rewired.id == late.id and _root(rewired.inputs[1]) is exp_copy
+
+
+def test_fit_recomputes_a_product_live_at_the_peak():
+    """Under a memory budget products are recomputed too: exp(t), t = a @ a freed early,
+    is live across kernel 10; its late reader gets copies of the product and of exp."""
+    from tgweb.passes.remat import fit
+
+    g, nodes, pos, stored, e, late = _chain("matmul")
+    ids = iter(range(1000, 2000)).__next__
+    out, chosen = fit(nodes, pos, stored, set(), _root, ids, 10, {e.id: 64}, 64)
+    assert out[:-3] == nodes[:-1]  # the early readers keep the originals
+    t_copy, exp_copy, rewired = out[-3:]
+    assert t_copy.kind == "matmul" and exp_copy.inputs[0] is t_copy
+    assert rewired.id == late.id and _root(rewired.inputs[1]) is exp_copy
+    assert chosen == [(e, 64, 2 * 4 * 4 * 4 + 16)]  # freed at the peak, the copies' arithmetic
+    # not when kept (an output), nor when the peak kernel itself reads it
+    assert fit(nodes, pos, stored, {e.id}, _root, ids, 10, {e.id: 64}, 64) is None
+    assert fit(nodes, pos, stored, set(), _root, ids, pos[late.id], {e.id: 64}, 64) is None
 
 
 def test_memory_report_names_the_largest_values_live_at_the_peak():

@@ -79,6 +79,7 @@ def compile(
     precision: str = "float32",
     recover_every: int | None = None,
     cache_key: str | None = None,
+    max_memory: int | float | None = None,
 ) -> "Trainer":
     """Trace loss_fn(model, **inputs), append gradients and the optimizer update, and
     return a Trainer.
@@ -102,6 +103,11 @@ def compile(
       Program is cached under it (tgweb.progcache; None: the key of progcache.keyed()
       around this call, if any), and a later compile of the same code, tgweb and adapter
       class skips tracing and lowering.
+    max_memory: the most bytes the step's GPU buffers may hold together. A plan over it
+      recomputes values in the backward pass instead of keeping them from the forward
+      (matmul products included; the cheapest arithmetic per byte freed first; the same
+      values bit for bit), and compile raises TraceError, saying what it tried, when
+      that is not enough. Trainer.memory_text() lists what was recomputed. None: no bound.
     """
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be a tgweb.nn.Module, got {type(model).__name__}")
@@ -133,11 +139,16 @@ def compile(
         isinstance(recover_every, bool) or not isinstance(recover_every, int) or recover_every < 1
     ):
         raise ValueError(f"recover_every must be an int >= 1 or None, got {recover_every!r}")
+    if max_memory is not None and (
+        isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not 0 < max_memory < 2**63
+    ):
+        raise ValueError(f"max_memory must be a number of bytes > 0 or None, got {max_memory!r}")
     device = lowering_for(backend)
     if precision == "mixed" and device is not None:
         _check_f16(device["target"], backend)
+    budget = None if max_memory is None else int(max_memory)
     options = {"optimizer": opt, "inputs": inputs, "loss_fn": loss_fn, "clip": clip_grad_norm}
-    options.update(normalize=normalize_grads, backend=backend, precision=precision)
+    options.update(normalize=normalize_grads, backend=backend, precision=precision, max_memory=budget)
     cache = progcache.Lookup.start(cache_key, device, model, options)
     found = cache.load(device["target"]) if cache is not None else None
     if found is not None:
@@ -145,7 +156,9 @@ def compile(
         bounds = graph.bounds
     else:
         graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
-        program = None if device is None else lower(graph, name="step", **device)
+        # the reference backend runs the graph; it plans now only to hold a budget to account
+        plans = device is not None or budget is not None
+        program = lower(graph, name="step", max_memory=budget, **(device or {})) if plans else None
         bounds = index_bounds(graph)
         if cache is not None:
             cache.save(graph, bounds, program)

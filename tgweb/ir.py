@@ -135,6 +135,9 @@ class OpDef:
       None: tg.to_torch refuses graphs holding the kind.
     recompute: a kernel kind whose copy (one stored row read again) costs less than
       keeping its output stored until a late reader (tgweb.passes.remat).
+    flops(node) -> int: kernel kinds only: the arithmetic of computing node once; a
+      kind that has it may be recomputed in the backward pass when the plan is over a
+      memory budget (tgweb.passes.remat.fit). None: never recomputed for memory.
     perm(node) -> axes: an index kind whose output is its first input with its axes in
       this order, which a strided kind reads or writes through strides instead
       (tgweb.passes.views). None: no such view.
@@ -154,6 +157,7 @@ class OpDef:
     torch: Callable[..., Any] | None = None
     recompute: bool = False
     perm: Callable[..., Any] | None = None
+    flops: Callable[..., int] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -189,6 +193,7 @@ def register(
     torch=None,
     recompute: bool = False,
     perm=None,
+    flops=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
@@ -198,10 +203,12 @@ def register(
         raise RuntimeError(
             f"op kind {kind!r}: only kernel kinds are marked recompute (fused ones always are)"
         )
+    if flops is not None and role != "kernel":
+        raise RuntimeError(f"op kind {kind!r}: only kernel kinds declare flops (fused ones cost their size)")
     if perm is not None and role != "index":
         raise RuntimeError(f"op kind {kind!r}: a perm view must be an index kind, not {role!r}")
     parts = (infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds, torch, recompute, perm)
-    d = OpDef(kind, family, *parts)
+    d = OpDef(kind, family, *parts, flops)
     REGISTRY[kind] = d
     return d
 

@@ -23,7 +23,7 @@ from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
 from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
-from .passes.remat import rematerialize
+from .passes.remat import fit, rematerialize
 from .passes.views import fold_views
 from .pipeline import APPLIED_READ, scalar_words
 from .program import Kernel, Program, Scalar, Slot, limits_of, wgsl_features
@@ -40,9 +40,16 @@ class IdSource:
         return self._next - 1
 
 
-def lower(graph: Graph, limits=None, name: str = "step", target: Target | None = None) -> Program:
+def lower(
+    graph: Graph,
+    limits=None,
+    name: str = "step",
+    target: Target | None = None,
+    max_memory: int | None = None,
+) -> Program:
     """Compile a graph (with its outputs, captures and updates) to a Program, its
-    kernels tuned for target (tgweb.codegen.target; default: the CPU class)."""
+    kernels tuned for target (tgweb.codegen.target; default: the CPU class).
+    max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound."""
     lim = limits_of(limits)
     target = target or Target()
     ids = IdSource(graph)
@@ -51,6 +58,8 @@ def lower(graph: Graph, limits=None, name: str = "step", target: Target | None =
     sched = schedule(graph, nodes, lim["maxStorageBuffersPerShaderStage"], ids)
     ups = place_updates(graph, sched)
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
+    if max_memory is not None:
+        sched, ups, store = fit_memory(graph, sched, ups, store, lim, scalars_id, ids, max_memory)
     kernels = select_kernels(graph, store) + emit(sched, ups, store, target)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
@@ -117,19 +126,32 @@ class KernelOrder(NamedTuple):
     roots: set[int]  # ids that must be stored (outputs, captures, updates)
 
 
-def schedule(graph: Graph, nodes: list[Tensor], max_bind: int, ids: IdSource) -> KernelOrder:
-    """Fuse the nodes into kernels; then values read again much later (forward values
-    the backward pass needs) that are cheap to recompute from what stays stored anyway
-    are recomputed there instead of kept, and the nodes are fused again."""
+class _Fusing(NamedTuple):
+    """What fusion and rematerialization need to know of the graph."""
+
+    roots: set[int]  # ids that must be stored (outputs, captures, updates)
+    late: set[int]  # the updates' ids
+    hint: dict[int, int]  # update id -> id of the leaf it overwrites
+    keep: set[int]  # ids rematerialization leaves stored: roots and gradients
+
+
+def _fusing(graph: Graph) -> _Fusing:
     roots = {root(t).id for t in _roots(graph)}
     leaf_ids = {n: t.id for d in (graph.params, graph.states) for n, t in d.items()}
     hint = {root(u).id: leaf_ids[n] for n, u in graph.updates.items() if n in leaf_ids}
     late = {root(u).id for u in graph.updates.values()}
-    sched = _fused(nodes, roots, max_bind, late, hint)
-    keep = roots | {root(t).id for t in graph.grads.values()}
-    again = rematerialize(nodes, sched.pos_of, sched.stored, keep, root, ids.new)
+    return _Fusing(roots, late, hint, roots | {root(t).id for t in graph.grads.values()})
+
+
+def schedule(graph: Graph, nodes: list[Tensor], max_bind: int, ids: IdSource) -> KernelOrder:
+    """Fuse the nodes into kernels; then values read again much later (forward values
+    the backward pass needs) that are cheap to recompute from what stays stored anyway
+    are recomputed there instead of kept, and the nodes are fused again."""
+    f = _fusing(graph)
+    sched = _fused(nodes, f, max_bind)
+    again = rematerialize(nodes, sched.pos_of, sched.stored, f.keep, root, ids.new)
     if again is not None:
-        sched = _fused(again, roots, max_bind, late, hint)
+        sched = _fused(again, f, max_bind)
     return sched
 
 
@@ -167,10 +189,11 @@ def _inlined(nodes: list[Tensor], roots: set[int], consumers) -> set[int]:
     return out
 
 
-def _fused(nodes, roots, max_bind, late, hint) -> KernelOrder:
+def _fused(nodes: list[Tensor], f: _Fusing, max_bind: int) -> KernelOrder:
     consumers = _consumers(nodes)
+    roots = f.roots
     inlined = _inlined(nodes, roots, consumers)
-    groups = fuse(nodes, consumers, roots, root, max_bind, inlined=inlined, late=late, inplace=hint)
+    groups = fuse(nodes, consumers, roots, root, max_bind, inlined=inlined, late=f.late, inplace=f.hint)
     reads = [_kernel_reads(g, inlined) for g in groups]
     pos_of = {m.id: k for k, g in enumerate(groups) for p in g.parts() for m in p.members}
     stored: set[int] = set()
@@ -323,6 +346,7 @@ class Storage:
     overwrites: dict[int, int]
     grad_arena: int | None
     scalars_buffer: int
+    live: dict[int, int]  # id -> bytes of each intermediate live at the peak
 
 
 def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, scalars_id: int) -> Storage:
@@ -385,7 +409,9 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
         steps.append(Step([vid_of(u)] if REGISTRY[root(u).kind].role != "const" else [], [leaf.id]))
 
     p = plan(values, steps, max_binding=_most(lim) // 16 * 16)
-    p.report["peak"] = _peak(p.report["peak"], by_id)
+    member = _live_at_peak(p.report["peak"], over, sched.pos_of)
+    live = {member[e["value"]]: e["bytes"] for e in p.report["peak"]["live"]}
+    p.report["peak"] = _peak(p.report["peak"], by_id, member)
     for b in p.buffers:
         b.size = max(16, (b.size + 15) // 16 * 16)  # whole 16-byte units: any buffer binds as vec4s
         _check_size(b.size, lim, f"buffer {b.id} ({b.kind}, {b.label})", "")
@@ -400,22 +426,36 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
         return p.buffer_of[r.id], p.offset_of[r.id] // 4
 
     arena = next((p.buffer_of[i] for i in grad_ids if i in p.buffer_of), None)
-    return Storage(p.buffers, where, p.report, over, arena, p.buffer_of[scalars_id])
+    return Storage(p.buffers, where, p.report, over, arena, p.buffer_of[scalars_id], live)
+
+
+def _live_at_peak(peak: dict, over: dict[int, int], pos: dict[int, int]) -> dict[int, int]:
+    """The planner names values written over one another by the first of them: its id
+    -> the id of the one live at the peak."""
+    written_over = {x: m for m, x in over.items()}
+    out = {}
+    for e in peak["live"]:
+        v = e["value"]
+        while v in written_over and pos.get(written_over[v], peak["step"] + 1) <= peak["step"]:
+            v = written_over[v]
+        out[e["value"]] = v
+    return out
 
 
 PEAK_LARGEST = 12  # live intermediates the memory report names at the peak
 
 
-def _peak(peak: dict, by_id: dict[int, Tensor]) -> dict:
-    """The planner's peak with its live values named: the largest with the node that
-    made each (and the user's line), and the live bytes summed by op kind."""
+def _peak(peak: dict, by_id: dict[int, Tensor], member: dict[int, int]) -> dict:
+    """The planner's peak with its live values named (member: _live_at_peak): the largest
+    with the node that made each (and the user's line), and the live bytes by op kind."""
     by_kind: dict[str, int] = {}
     for e in peak["live"]:
-        k = by_id[e["value"]].kind
+        k = by_id[member[e["value"]]].kind
         by_kind[k] = by_kind.get(k, 0) + e["bytes"]
     largest = [
-        {**e, "tensor": describe(by_id[e["value"]]), "site": by_id[e["value"]].site}
+        {**e, "value": member[e["value"]], "tensor": describe(t), "site": t.site}
         for e in peak["live"][:PEAK_LARGEST]
+        for t in [by_id[member[e["value"]]]]
     ]
     rest = {k: v for k, v in peak.items() if k != "live"}
     return {**rest, "largest": largest, "by_kind": dict(sorted(by_kind.items(), key=lambda kv: -kv[1]))}
@@ -448,6 +488,94 @@ def _check_size(nbytes: int, lim: dict, what: str, site: str) -> None:
                 "make it smaller (batch, width) or use a device with larger limits",
                 site,
             )
+
+
+# ---------------------------------------------------------------- a memory budget
+
+
+def fit_memory(
+    graph: Graph,
+    sched: KernelOrder,
+    ups: Updates,
+    store: Storage,
+    lim: dict,
+    scalars_id: int,
+    ids: IdSource,
+    budget: int,
+) -> tuple[KernelOrder, Updates, Storage]:
+    """The schedule, updates and storage again with values live at the plan's peak
+    recomputed after it (products too: tgweb.passes.remat.fit), the cheapest per byte
+    freed first, until the buffers hold at most `budget` bytes; TraceError when nothing
+    left at the peak can be recomputed. Values are the same bit for bit: a copy runs the
+    same kernel on the same stored operands. The report says what was recomputed."""
+    fixed = sum(b.size for b in store.buffers if b.kind != "intermediate")
+    if budget < fixed:
+        raise TraceError(
+            f"max_memory = {budget} bytes is less than the {fixed} bytes of parameters, gradients, "
+            "optimizer state, inputs and outputs alone, which recomputation cannot free; raise "
+            "max_memory, or make the model smaller"
+        )
+    f = _fusing(graph)
+    before, chosen, skip = _allocated(store), [], set()
+    for _ in range(FIT_ROUNDS):
+        if _allocated(store) <= budget:
+            break
+        at = store.report["peak"]["step"]
+        need = _allocated(store) - budget
+        got = fit(sched.nodes, sched.pos_of, sched.stored, f.keep | skip, root, ids.new, at, store.live, need)
+        if got is None:
+            _over_budget(store, budget, chosen)
+        nodes, picked = got
+        s2 = _fused(nodes, f, lim["maxStorageBuffersPerShaderStage"])
+        u2 = place_updates(graph, s2)
+        st2 = assign_buffers(graph, s2, u2, lim, scalars_id)
+        if _allocated(st2) >= _allocated(store):  # fusion put the copies back where they were
+            skip |= {v.id for v, _, _ in picked}
+            continue
+        sched, ups, store = s2, u2, st2
+        chosen += picked
+    else:
+        if _allocated(store) > budget:
+            _over_budget(store, budget, chosen)
+    store.report["budget"] = {
+        "max_memory": budget,
+        "unbudgeted_bytes": before,
+        "recomputed_flops": sum(c for _, _, c in chosen),
+        "recomputed": [_recomputed(v, n, c) for v, n, c in chosen],
+    }
+    return sched, ups, store
+
+
+FIT_ROUNDS = 16  # plans fit_memory makes at most (each plans the whole step again)
+
+
+def _allocated(store: Storage) -> int:
+    return sum(b.size for b in store.buffers)
+
+
+def _recomputed(v: Tensor, freed: int, flops: int) -> dict:
+    return {"tensor": describe(v), "bytes": freed, "flops": flops, "site": v.site}
+
+
+def _over_budget(store: Storage, budget: int, chosen: list) -> None:
+    """The plan over budget with nothing left to recompute at its peak: what was tried,
+    and the largest values live there."""
+    peak = store.report["peak"]
+    tried = (
+        f"after recomputing {len(chosen)} values in the backward pass "
+        f"({sum(n for _, n, _ in chosen)} bytes freed at the peaks, "
+        f"{sum(c for _, _, c in chosen) / 1e9:.1f} GFLOP more a step)"
+        if chosen
+        else "and nothing could be recomputed"
+    )
+    largest = "; ".join(f"{e['tensor']}: {e['bytes']} bytes" for e in peak["largest"][:3])
+    raise TraceError(
+        f"the plan needs {_allocated(store)} bytes, over max_memory = {budget} bytes, {tried}; "
+        f"at its peak ({peak['kernel']}) nothing live can be recomputed from values kept "
+        f"anyway; the largest live there: {largest}; raise max_memory, or make the model "
+        "smaller (batch, block, width)",
+        peak["largest"][0]["site"] if peak["largest"] else "",
+    )
 
 
 # ---------------------------------------------------------------- kernels
@@ -537,4 +665,13 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
     return prog
 
 
-__all__ = ["lower", "computed_nodes", "schedule", "place_updates", "assign_buffers", "emit", "pack"]
+__all__ = [
+    "lower",
+    "computed_nodes",
+    "schedule",
+    "place_updates",
+    "assign_buffers",
+    "fit_memory",
+    "emit",
+    "pack",
+]

@@ -182,6 +182,19 @@ def memory_text(report: dict) -> str:
 
     kinds = sorted(report.get("bytes_by_kind", {}).items(), key=lambda kv: -kv[1])
     lines = [f"planned {mb(report.get('total_bytes', 0))}: " + ", ".join(f"{k} {mb(n)}" for k, n in kinds)]
+    budget = report.get("budget")
+    if budget:
+        done = budget["recomputed"]
+        lines.append(
+            f"max_memory {mb(budget['max_memory'])} ({mb(budget['unbudgeted_bytes'])} without): "
+            f"{len(done)} values recomputed in the backward pass, "
+            f"{budget['recomputed_flops'] / 1e9:,.1f} GFLOP more a step"
+        )
+        for e in done:
+            lines.append(
+                f"  recomputed {e['tensor']}: {mb(e['bytes'])} freed at the peak, "
+                f"{e['flops'] / 1e9:,.2f} GFLOP, at {e['site'] or '?'}"
+            )
     peak = report.get("peak")
     if peak:
         live = mb(peak["intermediate_bytes"])

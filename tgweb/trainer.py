@@ -118,7 +118,7 @@ class Trainer:
         self._applied = 0  # applied steps
         self._calls = 0  # step() calls, applied or not (drives the seed scalar)
         self._bounds = index_bounds(graph) if bounds is None else bounds
-        self._program = program  # None on the reference backend
+        self._program = program  # None on the reference backend, unless planned under max_memory
         self._engine = make_engine(graph, program, backend, precision)
         self._attached: list = []  # inference programs: close() frees them too
         self.recover_every: int | None = None  # see compile()

@@ -30,12 +30,12 @@ def lowering_for(backend: str) -> dict | None:
 def make_engine(graph: Graph, program: Program | None, backend: str, precision: str, share=None):
     """The engine of one graph on one backend: a GPU backend runs `program` (the graph
     lowered with lowering_for(backend)); the reference backend runs the graph (and lowers
-    it only when asked for its plan). share: another engine whose parameters this one
-    uses (an inference program attached to a trainer)."""
+    it only when asked for its plan, or reports `program` when given). share: another
+    engine whose parameters this one uses (an inference program attached to a trainer)."""
     if backend == "reference":
         from .reference import Engine  # NumPy: imported only when asked for
 
-        return Engine(graph, precision, "step" if graph.updates else "forward", share)
+        return Engine(graph, precision, "step" if graph.updates else "forward", share, program)
     return RuntimeEngine(program, backend, share)
 
 

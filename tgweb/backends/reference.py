@@ -87,11 +87,11 @@ def _needed(graph: Graph, outputs: list[Tensor]) -> set[int]:
 class Engine:
     """Params and states as NumPy arrays on the host; each run evaluates the graph and
     writes graph.updates back. Its Program (planned as on the GPU backends, for the
-    memory report) is lowered the first time it is asked for."""
+    memory report) is lowered the first time it is asked for, unless it is given."""
 
-    def __init__(self, graph: Graph, precision: str, name: str, share=None) -> None:
+    def __init__(self, graph: Graph, precision: str, name: str, share=None, program=None) -> None:
         self.np, self.graph, self.name = np, graph, name
-        self._program = None
+        self._program = program
         self.ctx = Context(precision)
         self.f = self.ctx.f
         self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}

@@ -8,7 +8,7 @@ pass reads transposed operands through strides instead of copying them.
 from __future__ import annotations
 
 from ..codegen.matmul import emit_matmul, operand_layout
-from ..ir import OpError, Tensor, make, register, replace
+from ..ir import OpError, Tensor, make, prod, register, replace
 from .base import as_tensor, broadcast_shapes, op
 from .half import half
 
@@ -112,6 +112,13 @@ def _split_k(m: Tensor, target, new_id):
     return [parts, replace(m, kind="sum", inputs=(parts,), attrs={"axes": (0,), "keepdims": False})]
 
 
+def _flops_matmul(m: Tensor) -> int:
+    """A multiply and an add per output element and step of k."""
+    a = m.inputs[0]
+    k = operand_layout(a, m.attrs.get("views", {}).get(0), m.attrs["ta"])[3]
+    return 2 * prod(m.shape) * k
+
+
 def _torch_matmul(tc, a, n):
     x, y = a
     return tc.torch.matmul(x.mT if n.attrs["ta"] else x, y.mT if n.attrs["tb"] else y)
@@ -129,6 +136,7 @@ register(
     grad=_g_matmul,
     ref=_ref_matmul,
     torch=_torch_matmul,
+    flops=_flops_matmul,
 )
 
 

@@ -18,6 +18,7 @@ from ..ir import REGISTRY, Tensor, prod, replace
 
 MIN_GAP = 8  # kernels between an early and a late reader before recomputing pays
 MAX_OPS = 4  # operations one recomputation may copy
+FIT_OPS = 8  # operations one recomputation may copy to fit a memory budget
 
 
 def clonable(t: Tensor) -> bool:
@@ -32,6 +33,67 @@ def _free(t: Tensor) -> bool:
     return REGISTRY[t.kind].role in ("leaf", "const")
 
 
+def _cost(t: Tensor) -> int:
+    """The arithmetic of computing t once: its kind's flops, else one operation per element."""
+    f = REGISTRY[t.kind].flops
+    return f(t) if f is not None else prod(t.shape)
+
+
+def _costly(t: Tensor) -> bool:
+    """Clonable, or a kernel kind recomputed only to fit a memory budget (a matmul)."""
+    return clonable(t) or REGISTRY[t.kind].flops is not None
+
+
+class _Readers:
+    """The stored values' readers in the schedule, and how a value is recomputed for its
+    late readers. pos: node id -> position of its kernel; stored: ids of values written
+    to memory; root_of(t): t with aliases resolved."""
+
+    def __init__(self, nodes: list[Tensor], pos: dict[int, int], stored: set[int], root_of) -> None:
+        self.pos, self.stored, self.root_of = pos, stored, root_of
+        self.of: dict[int, list[tuple[int, Tensor]]] = {}  # stored value -> [(position, reader)]
+        for n in nodes:
+            for x in n.inputs:
+                r = root_of(x)
+                if r.id in stored and n.id in pos and pos[n.id] != pos[r.id]:
+                    self.of.setdefault(r.id, []).append((pos[n.id], n))
+        self.last = {v: max(p for p, _ in rs) for v, rs in self.of.items()}
+        self.recomputed: set[int] = set()  # values the copies planned so far recompute
+
+    def positions(self, v: Tensor) -> list[int]:
+        """Where v is written and read: the kernel that computes v counts as its first
+        reader, so when every other reader is late the copies serve them all and v is
+        no longer stored at all."""
+        return sorted({self.pos[v.id]} | {p for p, _ in self.of[v.id]})
+
+    def late(self, v: Tensor, start: int) -> list[Tensor]:
+        return [n for p, n in self.of[v.id] if p >= start]
+
+    def chain(self, v: Tensor, start: int, end: int, ops: int, can) -> list[Tensor] | None:
+        """The nodes copied to recompute v at every kernel in [start, end] (v first),
+        copying at most `ops` nodes that `can` accepts (a node reached twice counts
+        twice) and keeping nothing stored longer than it already is; None if that is
+        not possible. A stored value freed before
+        `end` is recomputed too: the slice of the attention output that only a permute
+        reads early, say."""
+        out: list[Tensor] = []
+
+        def available(x: Tensor) -> bool:
+            r = self.root_of(x)
+            if _free(r):
+                return True
+            if r.id in self.stored and r.id not in self.recomputed:
+                if self.pos[r.id] < start and self.last.get(r.id, -1) >= end:
+                    return True
+            if r is not x or not can(r) or len(out) == ops:
+                return False  # recomputing through a view is not supported
+            out.append(r)
+            return all(available(i) for i in r.inputs)
+
+        out.append(v)
+        return out if all(available(x) for x in v.inputs) else None
+
+
 def rematerialize(
     nodes: list[Tensor], pos: dict[int, int], stored: set[int], keep: set[int], root_of, new_id
 ) -> list[Tensor] | None:
@@ -41,52 +103,60 @@ def rematerialize(
     values written to memory; keep: ids that must stay stored as they are (outputs,
     captures, updates, gradients); root_of(t): t with aliases resolved; new_id(): a
     fresh tensor id."""
-    # readers of each stored value in other kernels: (position, node)
-    readers: dict[int, list[tuple[int, Tensor]]] = {}
-    for n in nodes:
-        for x in n.inputs:
-            r = root_of(x)
-            if r.id in stored and n.id in pos and pos[n.id] != pos[r.id]:
-                readers.setdefault(r.id, []).append((pos[n.id], n))
-    last = {v: max(p for p, _ in rs) for v, rs in readers.items()}
-    recomputed: set[int] = set()
+    rd = _Readers(nodes, pos, stored, root_of)
     plans: list[tuple[Tensor, list[Tensor]]] = []  # value, its late readers
-
-    def available(x: Tensor, start: int, end: int, budget: list[int], through: list[int]) -> bool:
-        """x can be read or recomputed at every kernel in [start, end] without keeping
-        anything stored longer than it already is. A stored x freed before `end` is
-        recomputed too (its id goes to `through`): the slice of the attention output that
-        only a permute reads early, say."""
-        r = root_of(x)
-        if _free(r):
-            return True
-        if r.id in stored and r.id not in recomputed:
-            if pos[r.id] < start and last.get(r.id, -1) >= end:
-                return True
-            through.append(r.id)
-        if r is not x or not clonable(r) or budget[0] == 0:
-            return False  # recomputing through a view is not supported
-        budget[0] -= 1
-        return all(available(i, start, end, budget, through) for i in r.inputs)
-
     for v in nodes:
-        if v.id not in readers or v.id in keep or not clonable(v) or prod(v.shape) == 1:
+        if v.id not in rd.of or v.id in keep or not clonable(v) or prod(v.shape) == 1:
             continue
-        # the kernel that computes v counts as its first reader: when every other reader
-        # is late, the copies serve them all and v is no longer stored at all
-        ps = sorted({pos[v.id]} | {p for p, _ in readers[v.id]})
+        ps = rd.positions(v)
         gap, i = max((b - a, i) for i, (a, b) in enumerate(zip(ps, ps[1:])))
         if gap < MIN_GAP:
             continue
-        start, end = ps[i + 1], ps[-1]
-        budget, through = [MAX_OPS], []
-        if all(available(x, start, end, budget, through) for x in v.inputs):
-            recomputed.update([v.id, *through])
-            plans.append((v, [n for p, n in readers[v.id] if p >= start]))
+        copied = rd.chain(v, ps[i + 1], ps[-1], MAX_OPS + 1, clonable)
+        if copied is not None:
+            rd.recomputed.update(c.id for c in copied)
+            plans.append((v, rd.late(v, ps[i + 1])))
     if not plans:
         return None
+    return _rewire(nodes, plans, stored, rd.recomputed, root_of, new_id)
 
-    return _rewire(nodes, plans, stored, recomputed, root_of, new_id)
+
+def fit(nodes, pos, stored, keep, root_of, new_id, peak: int, live: dict[int, int], need: int):
+    """For a plan over its memory budget: nodes with values live across the kernel at
+    position `peak` recomputed (products too) for their readers after it instead of kept,
+    the cheapest recomputation per byte freed there first, until `need` bytes are freed
+    or nothing else can be. live: id -> bytes of each stored value live at the peak;
+    the other arguments as rematerialize() takes them. Returns (nodes, [(value, bytes
+    freed, flops a step)]), or None when nothing live there can be recomputed."""
+    rd = _Readers(nodes, pos, stored, root_of)
+
+    def attempt(v: Tensor):
+        """(start of v's late readers, the nodes copied) or None."""
+        ps = rd.positions(v)
+        start = next((p for p in ps if p > peak), None)
+        if start is None or peak in ps or v.id in rd.recomputed:
+            return None
+        copied = rd.chain(v, start, ps[-1], FIT_OPS, _costly)
+        return None if copied is None else (start, list({c.id: c for c in copied}.values()))
+
+    ranked = []
+    for v in nodes:
+        if v.id in live and v.id not in keep and v.id in rd.of and _costly(v) and (a := attempt(v)):
+            ranked.append((sum(map(_cost, a[1])) / sum(live.get(c.id, 0) for c in a[1]), pos[v.id], v))
+    plans, chosen, freed = [], [], 0
+    for _, _, v in sorted(ranked, key=lambda r: r[:2]):
+        a = attempt(v) if freed < need else None  # again: earlier choices change what is stored
+        if a is None:
+            continue
+        start, copied = a
+        gain = sum(live.get(c.id, 0) for c in copied if c.id not in rd.recomputed)
+        rd.recomputed.update(c.id for c in copied)
+        plans.append((v, rd.late(v, start)))
+        chosen.append((v, gain, sum(map(_cost, copied))))
+        freed += gain
+    if not plans:
+        return None
+    return _rewire(nodes, plans, stored, rd.recomputed, root_of, new_id), chosen
 
 
 def _rewire(nodes, plans, stored, recomputed, root_of, new_id) -> list[Tensor]:
@@ -122,4 +192,23 @@ def _rewire(nodes, plans, stored, recomputed, root_of, new_id) -> list[Tensor]:
     for n in nodes:
         out.extend(before.get(n.id, []))
         out.append(current[n.id])
+    return _relinked(out)
+
+
+def _relinked(nodes: list[Tensor]) -> list[Tensor]:
+    """nodes with every input (and view) naming the current version of the node it
+    reads, so that a later pass over them sees the rewired inputs of its inputs."""
+    cur: dict[int, Tensor] = {}
+
+    def fix(x: Tensor) -> Tensor:
+        if x.id not in cur and REGISTRY[x.kind].role == "view":
+            ins = tuple(fix(i) for i in x.inputs)
+            cur[x.id] = x if all(a is b for a, b in zip(ins, x.inputs)) else replace(x, inputs=ins)
+        return cur.get(x.id, x)
+
+    out = []
+    for n in nodes:
+        ins = tuple(fix(i) for i in n.inputs)
+        cur[n.id] = n if all(a is b for a, b in zip(ins, n.inputs)) else replace(n, inputs=ins)
+        out.append(cur[n.id])
     return out

@@ -24,6 +24,8 @@ tests, the CLI and the benchmarks treat them alike:
 - ``OPTIMIZER``: optimizer settings as plain data (the trainer builds the objects);
   a sample written as PyTorch code (torchgpt) has ``configure_optimizers(model)``
   instead, which returns its tgweb.torch.optim optimizer.
+- ``MAX_MEMORY`` (optional, default None): the bytes a training step's buffers may
+  hold, tg.compile's ``max_memory``.
 - ``STEPS`` and ``SUCCESS``: the step budget and the success criterion: a metric
   name, "within_steps" and a bound, "below" or "at_least" a number, or
   "below_baseline" (a function of the module, e.g. names.bigram_loss) less
@@ -63,4 +65,5 @@ def compile(sample, **options):
     # a sample written as PyTorch code builds its optimizer from the model's parameters
     make = getattr(mod, "configure_optimizers", None)
     optimizer = make(model) if make is not None else mod.OPTIMIZER
+    options.setdefault("max_memory", getattr(mod, "MAX_MEMORY", None))
     return tg_compile(model, mod.loss_fn, inputs=mod.INPUTS, optimizer=optimizer, **options)

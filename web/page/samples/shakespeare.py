@@ -11,7 +11,7 @@ from tgweb.samples import shakespeare
 
 sample = shakespeare.sized("full")
 trainer = tg.compile(sample.Model(), sample.loss_fn, inputs=sample.INPUTS,
-                     optimizer=sample.OPTIMIZER, seed=0)
+                     optimizer=sample.OPTIMIZER, seed=0, max_memory=sample.MAX_MEMORY)
 evaluate = trainer.attach(sample.forward, inputs=sample.EVAL_INPUTS)
 sampler = trainer.attach(sample.sample_probs, inputs=sample.SAMPLE_INPUTS)
 LENGTH = 240  # characters drawn per show()
