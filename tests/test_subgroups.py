@@ -130,7 +130,7 @@ def test_native_device_offers_subgroups_where_lavapipe_has_them():
     native._device()
     if "subgroup" not in native._ADAPTER.features and "subgroups" not in native._ADAPTER.features:
         pytest.skip("this adapter has no subgroups")
-    assert native.device_features() == {"subgroups"}  # the layout probe passed
+    assert "subgroups" in native.device_features()  # the layout probe passed
     t = native.device_target()
     assert t.has("subgroups") and t.subgroup_sizes[0] >= 4
 
