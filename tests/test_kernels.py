@@ -4,6 +4,7 @@ compared with the reference backend; fusion, matmul paths, big dispatches, limit
 from __future__ import annotations
 
 import array
+import dataclasses
 
 import numpy as np
 import pytest
@@ -856,6 +857,37 @@ def test_identical_kernels_share_pipelines():
     # (less the step's own select_scalars kernel, one of a kind)
     assert prog.kernels[0].name == "k_select_scalars"
     assert prog.pipelines() - 1 <= (len(prog.kernels) - 1) // 2, (prog.pipelines(), len(prog.kernels))
+
+
+def test_random_streams_share_pipelines():
+    """Two dropouts differ only in their stream's key, which their kernels read from
+    their uniform: one pipeline, and each its own numbers (checked against the reference)."""
+    prog = run_case(
+        lambda x, y: (rnd.dropout(x, 0.3).sum(axis=1), rnd.dropout(y, 0.3).sum(axis=1)),
+        {"x": f(7, 33), "y": f(7, 33)},
+        grad=False,
+    )
+    assert len(prog.kernels) == 2 and prog.pipelines() == 1
+    assert prog.kernels[0].offsets != prog.kernels[1].offsets
+
+
+def test_deeper_gpt_adds_no_pipelines():
+    """A GPT's layers (attention and residual dropout included) lower to the same WGSL
+    texts whatever its depth, for both adapter classes; only the global norm's kernels,
+    a reduction over every gradient, change with the number of parameters."""
+    from tgweb.samples import shakespeare
+
+    def texts(layers, target):
+        c = dataclasses.replace(shakespeare.SMALL, layers=layers, dropout=0.2, batch=2, block=8)
+        s = shakespeare.Sample(c)
+        tr = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER, backend="reference")
+        return {k.wgsl: k.ops for k in lower(tr.graph, target=target).kernels}
+
+    for target in (Target(), Target("gpu")):
+        two, three = texts(2, target), texts(3, target)
+        new = [three[t] for t in three if t not in two]
+        assert new and all(ops in (["sumsq_blocks"], ["global_sumsq"]) for ops in new), new
+        assert len(three) == len(two)
 
 
 def test_updates_written_in_place():

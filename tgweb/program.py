@@ -67,7 +67,8 @@ operands loaded as vectors, `array<vec4<u32>>`; values are bitcast in the shader
 Where a tensor lives in its buffer is not in the text: a kernel with `offsets`
 declares `@binding(len(bindings)) var<uniform> tg_off: array<vec4<u32>, n>`
 (n = ceil(len(offsets) / 4)), which the backend fills with the offsets (zero
-padded to 16 bytes), so the kernels of a model's repeated layers share pipelines.
+padded to 16 bytes); a random op's stream key is one of those words too, so the
+kernels of a model's repeated layers share pipelines.
 Buffer sizes are multiples of 16. A workgroup has at most 256 invocations and
 16 KiB of workgroup memory; dispatch dimensions stay <= 65,535 (large index
 spaces use x and y). The same WGSL text always comes with

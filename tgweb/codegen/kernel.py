@@ -68,8 +68,8 @@ class KernelCtx:
         self.site = ""
         self._n = 0
         self.vec4: set[int] = set()  # buffers bound as array<vec4<u32>> (read-only here)
-        self.offsets: list[int] = []  # element offsets the kernel reads from its uniform
-        self._oidx: dict[tuple[int, int], int] = {}
+        self.offsets: list[int] = []  # u32 words the kernel reads from its uniform
+        self._oidx: dict[tuple, int] = {}
         self.inlined = set(inlined)
         self.prologue, self.epilogue = prologue, epilogue
         self.target = target or Target()  # what the kernel is tuned for
@@ -91,10 +91,19 @@ class KernelCtx:
         """The expression of an element offset: read from the kernel's uniform, so that
         kernels differing only in where their tensors live (one per layer) share a
         pipeline."""
-        if (buf, off) not in self._oidx:
-            self._oidx[(buf, off)] = len(self.offsets)
-            self.offsets.append(off)
-        i = self._oidx[(buf, off)]
+        return self._uniform_word((buf, off), off)
+
+    def word(self, value: int) -> str:
+        """The expression of a u32 constant that differs between otherwise identical
+        kernels (a random op's stream key, one per layer): read from the kernel's uniform
+        too, so that those kernels share a pipeline."""
+        return self._uniform_word(("word", value), value)
+
+    def _uniform_word(self, key: tuple, value: int) -> str:
+        if key not in self._oidx:
+            self._oidx[key] = len(self.offsets)
+            self.offsets.append(value)
+        i = self._oidx[key]
         return f"tg_off[{i // 4}].{'xyzw'[i % 4]}"
 
     def addr(self, node, idx: str, write: bool = False) -> str:

@@ -144,10 +144,12 @@ _UNIFORM = """fn tg_uniform(k: u32, c: u32) -> f32 {
 
 def key_wgsl(kc, seed: str, stream: int) -> str:
     """The WGSL expression of key(seed, stream) for a seed value (an i32 expression);
-    tg_uniform(key, counter) is then uniform(seed, stream, counter)."""
+    tg_uniform(key, counter) is then uniform(seed, stream, counter). The stream's
+    constant is a word of the kernel's uniform, not a literal: the dropouts of a model's
+    repeated layers then have one WGSL text."""
     kc.helper("tg_hash", _HASH)
     kc.helper("tg_uniform", _UNIFORM)
-    return f"tg_hash(bitcast<u32>({seed}) ^ {stream_hash(stream)}u)"
+    return f"tg_hash(bitcast<u32>({seed}) ^ {kc.word(stream_hash(stream))})"
 
 
 def _key_wgsl(g, m) -> str:
