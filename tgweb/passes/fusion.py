@@ -69,6 +69,7 @@ class _Ctx:
         self.inlined = set(inlined or ())
         self.rank = {n.id: k for k, n in enumerate(nodes)}  # topological position
         self.group_of: dict[int, Group] = {}
+        self.dag = _Dag()
 
     def ext_of(self, n, inside) -> set:
         """Stored tensors n reads from outside `inside` (all scalars share one buffer: -1)."""
@@ -127,6 +128,7 @@ def _group(nodes, cx: _Ctx) -> list[Group]:
                 else Group("op", n, ext=cx.ext_of(n, set()))
             )
             groups.append(g)
+            cx.dag.add(g, _consumer_groups(n, cx))
         g.members.insert(0, n)
         cx.group_of[n.id] = g
     for n in nodes:
@@ -134,31 +136,37 @@ def _group(nodes, cx: _Ctx) -> list[Group]:
             g = Group("ew", n, [n])
             groups.append(g)
             cx.group_of[n.id] = g
+            cx.dag.add(g, [])  # kernels write constants as literals: nothing reads it
     return groups
+
+
+def _consumer_groups(n, cx: _Ctx) -> list[Group]:
+    """The groups of n's consumers so far, each once."""
+    out = []
+    for c, _ in cx.consumers.get(n.id, []):
+        g = cx.group_of.get(c.id)
+        if g is not None and g not in out:
+            out.append(g)
+    return out
 
 
 def _join(n, cx: _Ctx) -> Group | None:
     """The consumers' group n can join (updating its external reads), or None."""
     cons = cx.consumers.get(n.id, [])
-    cand = []
-    for c, _ in cons:
-        g = cx.group_of.get(c.id)
-        if g is not None and g not in cand:
-            cand.append(g)
+    cand = _consumer_groups(n, cx)
     for g in cand:
         if g.kind != "ew" or g.shape != n.shape:
             continue
         if not all(d and same_index(c.kind) for c, d in cons if cx.group_of.get(c.id) is g):
             continue
         others = [h for h in cand if h is not g]
-        if others and _depends(g, others, cx):
-            continue  # g would wait for a kernel that waits for g
         ids = {m.id for m in g.members} | {n.id}
         new_ext = (g.ext - {n.id}) | cx.ext_of(n, ids)
         st = {m.id for m in g.members if m.id in cx.roots}
         if n.id in cx.roots or others:
             st.add(n.id)
-        if cx.fits(new_ext, st):
+        # the other consumers then read g: refused when g waits for one of them
+        if cx.fits(new_ext, st) and cx.dag.link(g, others):
             g.ext = new_ext
             return g
     return None
@@ -278,27 +286,87 @@ def _order(groups, late: set, cx: _Ctx) -> list[Group]:
     return order
 
 
-def _depends(g: Group, others: list, cx: _Ctx, budget: int = 4000) -> bool:
-    """Whether group g reads (transitively) anything computed by a group in others."""
-    targets = {id(h) for h in others}
-    seen = {id(g)}
-    stack = [g]
-    while stack:
-        h = stack.pop()
-        for p in h.parts():
-            for m in p.members:
-                for x in m.inputs:
-                    budget -= 1
-                    if budget < 0:
-                        return True  # too far to tell: assume the worst
-                    q = cx.group_of.get(cx.root_of(x).id)
-                    if q is None or id(q) in seen:
+class _Dag:
+    """The groups' dependency graph (an edge g -> h: h reads what g computes) and a
+    topological order of it (pos), kept through every join and merge, so that a cycle
+    check searches only the groups placed between the two ends: Pearce and Kelly's
+    dynamic topological order. (The node order is no such order: a group's members are
+    not contiguous in it.)"""
+
+    def __init__(self) -> None:
+        self.pos: dict[Group, int] = {}
+        self.succ: dict[Group, set] = {}
+        self.pred: dict[Group, set] = {}
+        self._first = 0
+
+    def add(self, g: Group, readers) -> None:
+        """A new group, placed before every other (groups are made consumers first)."""
+        self._first -= 1
+        self.pos[g], self.succ[g], self.pred[g] = self._first, set(), set()
+        for h in readers:
+            self._edge(g, h)
+
+    def link(self, g: Group, readers: list) -> bool:
+        """Edges from g to each of readers; none when one would close a cycle."""
+        new = [h for h in readers if h is not g and h not in self.succ[g]]
+        for k, h in enumerate(new):
+            if self.pos[h] < self.pos[g] and not self._reorder(h, g, direct_ok=False):
+                for x in new[:k]:  # the order stays valid without them
+                    self.succ[g].discard(x)
+                    self.pred[x].discard(g)
+                return False
+            self._edge(g, h)
+        return True
+
+    def merge(self, keep: Group, gone: Group) -> bool:
+        """Contracts gone into keep; refused (False, nothing changed) when a path between
+        them through a third group would become a cycle."""
+        lo, hi = sorted((keep, gone), key=self.pos.__getitem__)
+        if not self._reorder(lo, hi, direct_ok=True):
+            return False
+        self.pos[keep] = self.pos[hi]  # hi now sits right before lo: either place is valid
+        del self.pos[gone]
+        for p in self.pred.pop(gone):
+            self.succ[p].discard(gone)
+            if p is not keep:
+                self._edge(p, keep)
+        for q in self.succ.pop(gone):
+            self.pred[q].discard(gone)
+            if q is not keep:
+                self._edge(keep, q)
+        return True
+
+    def _edge(self, g: Group, h: Group) -> None:
+        self.succ[g].add(h)
+        self.pred[h].add(g)
+
+    def _reorder(self, lo: Group, hi: Group, direct_ok: bool) -> bool:
+        """Places hi before lo (pos[lo] < pos[hi]): the groups between them that reach hi
+        move before those lo reaches, each set in its own order. False, with nothing
+        moved, when lo reaches hi (not counting a direct edge, where direct_ok)."""
+        top, bottom = self.pos[hi], self.pos[lo]
+        ahead, stack = {lo}, [lo]
+        while stack:
+            v = stack.pop()
+            for x in self.succ[v]:
+                if x is hi:
+                    if direct_ok and v is lo:
                         continue
-                    if id(q) in targets:
-                        return True
-                    seen.add(id(q))
-                    stack.append(q)
-    return False
+                    return False
+                if x not in ahead and self.pos[x] < top:
+                    ahead.add(x)
+                    stack.append(x)
+        behind, stack = {hi}, [hi]
+        while stack:
+            for x in self.pred[stack.pop()]:
+                if x not in behind and x is not lo and self.pos[x] > bottom:
+                    behind.add(x)
+                    stack.append(x)
+        at = self.pos.__getitem__
+        moved = sorted(behind, key=at) + sorted(ahead, key=at)
+        for x, p in zip(moved, sorted(map(at, moved))):
+            self.pos[x] = p
+        return True
 
 
 def _readers(g: Group, cx: _Ctx) -> list:
@@ -382,11 +450,9 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
     }
     if not cx.fits(ext, st):
         return None
-    for x, y in ((a, b), (b, a)):
-        mids = [h for h in _readers(x, cx) if h is not y]
-        if mids and _depends(y, mids, cx):
-            return None
     keep, gone = (b, a) if rank[b.head.id] > rank[a.head.id] else (a, b)
+    if not cx.dag.merge(keep, gone):  # a third kernel sits between them
+        return None
     keep.members = members
     keep.ext = ext
     for m in gone.members:
