@@ -84,7 +84,7 @@ def _targets(backend: str) -> list[tuple[object, str, str]]:
     if backend == "native":
         from tgweb.backends import native
 
-        got.append((native, "pipeline_for", "pipelines"))
+        got.append((native, "create_pipelines", "pipelines"))
     return got
 
 

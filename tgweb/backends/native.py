@@ -3,17 +3,19 @@ Mesa's lavapipe on a CPU).
 
 One device per process, asked for the adapter's own limits and for the optional
 features kernels may use (subgroups, once a probe kernel shows the layout
-codegen/reduce.py relies on). Pipelines are cached
-per device by WGSL text. A run writes inputs and scalars, records every kernel
-into one compute pass of one command encoder, copies the requested slots into a
-staging buffer in the same encoder, submits once and maps once.
+codegen/reduce.py relies on). Pipelines are cached per device by WGSL text, and a
+Program's new ones are created on threads. A run writes inputs and scalars, records
+every kernel into one compute pass of one command encoder, copies the requested slots
+into a staging buffer in the same encoder, submits once and maps once.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..arrays import TYPECODE
@@ -280,6 +282,20 @@ def pipeline_for(kernel):
     return pipe, bgl
 
 
+def create_pipelines(kernels) -> None:
+    """The pipelines of kernels not cached yet, one per distinct WGSL text, created on
+    threads: wgpu-native compiles a shader with Python's lock released, so the driver
+    compiles several at once. A failing kernel raises as pipeline_for would, the first in
+    the kernels' order."""
+    todo = list({k.wgsl: k for k in kernels if k.wgsl not in _PIPELINES}.values())
+    if len(todo) < 2:
+        return
+    _device()  # opened once, before the threads
+    with ThreadPoolExecutor(min(len(todo), os.cpu_count() or 1)) as pool:
+        for _ in pool.map(pipeline_for, todo):
+            pass
+
+
 class Runtime(base.Runtime):
     """One Program instantiated on the wgpu-py device."""
 
@@ -331,6 +347,7 @@ class Runtime(base.Runtime):
         self._scalar_words = ScalarWords(program.scalars)
         self.pipes = []
         self.groups = []
+        create_pipelines(program.kernels)
         for k, (o, size) in zip(program.kernels, layout.uniform):
             pipe, bgl = pipeline_for(k)
             entries = [
