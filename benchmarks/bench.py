@@ -32,6 +32,10 @@ Figures (per model and framework):
                 replayed by gpu.mjs on the page, since its worker is not instrumented)
   pipelines     compute pipelines created (unique for tgweb: one per WGSL text)
   peak GPU      high-water mark of live GPUBuffer bytes (createBuffer - destroy)
+  compile per pass  natively, tg.compile split into trace, autodiff, optimizer, each
+                lowering stage, initial values, upload and pipelines, for sin, addition,
+                shakespeare and its GPT at 1, 2, 6 and 12 layers (tools/compile_phases.py,
+                in a process of its own; --quick: sin, addition, 1 and 2 layers)
 
 This is not a test: it prints figures and never fails on a time. Ratios are
 "peer / tgweb" from the same run (> 1: tgweb is faster).
@@ -577,6 +581,59 @@ def run_native(model, cfg) -> dict:
         return {"fw": "tgweb", "where": "native", "error": _short(e)}
 
 
+def _compile_phases_module():
+    spec = importlib.util.spec_from_file_location("compile_phases", ROOT / "tools" / "compile_phases.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_compile_phases(quick: bool) -> dict:
+    """tools/compile_phases.py's per-pass table, natively, in a process of its own (as
+    run_native, for the same reason)."""
+    names = ["sin", "addition", "gpt 1L", "gpt 2L"] if quick else list(_compile_phases_module().MODELS)
+    try:
+        p = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "compile_phases.py"),
+                "--json",
+                "--models",
+                ",".join(names),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            cwd=ROOT,
+            env=_child_env(),
+        )
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("PHASES ")]
+        if not lines:
+            tail = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+            raise RuntimeError(f"compile_phases.py printed no result: {tail}")
+        return json.loads(lines[-1][len("PHASES ") :])
+    except Exception as e:
+        return {"error": _short(e)}
+
+
+def compile_phases_report(phases: dict) -> list[str]:
+    """The per-pass section of the report (and of the console output)."""
+    L = ["\n## Compile time per pass (tgweb native)\n"]
+    if "error" in phases:
+        return L + [f"ERROR {phases['error']}"]
+    cols = phases["cols"]
+    L.append(
+        "`tg.compile` natively (wgpu-py), seconds, one compile each with an empty pipeline "
+        "cache; `gpt NL`: shakespeare's GPT at full width with N layers. First device "
+        f"creation of the process: {phases['first_device_s']:.2f} s.\n"
+    )
+    L += ["```", _compile_phases_module().table(cols), "```"]
+    if "gpt 6L" in cols and "gpt 12L" in cols:
+        ratio = cols["gpt 12L"]["total"] / cols["gpt 6L"]["total"]
+        L.append(f"\ngpt 12L / gpt 6L: {ratio:.2f}x (target <= 1.5x)")
+    return L
+
+
 def _child_env() -> dict:
     """This process's environment, with the checkout first on the import path (tgweb
     need not be installed: on the H200 it is not)."""
@@ -840,6 +897,8 @@ def write_report(results: dict, cmd: str) -> str:
                 f"| {model}: faster than {PEER_NAMES[p]} (loss read every step) | "
                 f"{_fmt_ms(ours)} vs {_fmt_ms(theirs)} ms | {met} |"
             )
+    if "compile_phases" in results:
+        L += compile_phases_report(results["compile_phases"])
     # per-kernel breakdown
     for model in results["models"]:
         rep = _get(results["models"][model].get("tgweb"), "replica")
@@ -1043,6 +1102,10 @@ def main(argv: list[str]) -> int:
                 R["native"] = run_native(model, cfg)
                 add_clocks(R["native"], clocks)
                 _say(model, "native", R["native"])
+        if not a.no_native:
+            print("[compile per pass] tgweb native ...", flush=True)
+            results["compile_phases"] = run_compile_phases(a.quick)
+            print("\n".join(compile_phases_report(results["compile_phases"])), flush=True)
         report = write_report(results, cmd)
         try:
             draw_chart(browser, results, out / "bench.png")

@@ -2,6 +2,7 @@
 the shakespeare GPT at 1, 2, 6 and 12 layers, on the native backend (wgpu-py) unless told.
 
     .venv/bin/python tools/compile_phases.py [--backend native|reference] [--repeat N]
+        [--models sin,addition,...] [--json]
 
 Prints a table, one column per model, in seconds (each the minimum over N compiles):
 trace, autodiff, optimizer (the rest of the training graph: clipping, the update),
@@ -10,6 +11,8 @@ the rest of lower: validation), the initial values (drawn on the host), their up
 pipeline creation (the native backend's cache emptied before each compile, as on a first
 start) and the rest of the engine's set-up (buffers, bind groups). The first device
 creation of the process is timed once, apart. The reference backend does not lower.
+Under the table: each model's distinct WGSL texts (the pipelines a first start creates).
+--json prints one line "PHASES <json>" instead (what `build.py bench` reads).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib
+import json
 import sys
 import time
 from collections import defaultdict
@@ -98,9 +102,12 @@ def phases(sample, backend: str) -> dict[str, float]:
         trainer = tg_compile.compile(
             sample.Model(), sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER, backend=backend
         )
+    program = getattr(trainer, "program", None)
+    texts = len({k.wgsl for k in program.kernels}) if program is not None else 0
     trainer.close()
     t = clock.t
     row = {k: t[k] for k in ("trace", "autodiff", *STAGES, "upload", "pipelines", "total")}
+    row["texts"] = texts
     row["optimizer"] = t["graph"] - t["trace"] - t["autodiff"]
     row["lower (rest)"] = t["lower"] - sum(t[s] for s in STAGES)
     row["initial values"] = t["reset"] - t["upload"]
@@ -109,40 +116,60 @@ def phases(sample, backend: str) -> dict[str, float]:
     return row
 
 
-def models() -> dict[str, object]:
+MODELS = ("sin", "addition", "shakespeare", "gpt 1L", "gpt 2L", "gpt 6L", "gpt 12L")
+
+
+def model(name: str):
+    """A sample's module, or the shakespeare GPT at full width with the layers named."""
     from tgweb import samples
     from tgweb.samples import shakespeare
 
-    got = {n: samples.get(n) for n in ("sin", "addition", "shakespeare")}
-    for layers in (1, 2, 6, 12):
-        got[f"gpt {layers}L"] = shakespeare.Sample(dataclasses.replace(shakespeare.FULL, layers=layers))
-    return got
+    if name.startswith("gpt "):
+        layers = int(name[4:].rstrip("L"))
+        return shakespeare.Sample(dataclasses.replace(shakespeare.FULL, layers=layers))
+    return samples.get(name)
 
 
 def table(cols: dict[str, dict[str, float]]) -> str:
     lines = [f"{'seconds':16s}" + "".join(f"{c:>12s}" for c in cols)]
     for r in ROWS:
         lines.append(f"{r:16s}" + "".join(f"{cols[c][r]:12.3f}" for c in cols))
+    lines.append(f"{'WGSL texts':16s}" + "".join(f"{cols[c].get('texts', 0):12d}" for c in cols))
     return "\n".join(lines)
+
+
+def measure(names, backend: str = "native", repeat: int = 1) -> dict:
+    """{"first_device_s": the process's first device creation (native), "cols": model ->
+    row (each time the minimum over `repeat` compiles)}."""
+    out: dict = {"first_device_s": None, "cols": {}}
+    if backend == "native":
+        from tgweb.backends import native
+
+        t0 = time.perf_counter()
+        native.device_limits()
+        out["first_device_s"] = time.perf_counter() - t0
+    for name in names:
+        sample = model(name)
+        runs = [phases(sample, backend) for _ in range(repeat)]
+        out["cols"][name] = {r: min(run[r] for run in runs) for r in (*ROWS, "texts")}
+        print(f"{name}: {out['cols'][name]['total']:.2f} s", file=sys.stderr)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="native", choices=("native", "reference"))
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
+    ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    if a.backend == "native":
-        from tgweb.backends import native
-
-        t0 = time.perf_counter()
-        native.device_limits()
-        print(f"first device creation: {time.perf_counter() - t0:.2f} s (once per process)")
-    cols = {}
-    for name, sample in models().items():
-        runs = [phases(sample, a.backend) for _ in range(a.repeat)]
-        cols[name] = {r: min(run[r] for run in runs) for r in ROWS}
-        print(f"{name}: {cols[name]['total']:.2f} s", file=sys.stderr)
-    print(table(cols))
+    got = measure(a.models.split(","), a.backend, a.repeat)
+    if a.json:
+        print("PHASES " + json.dumps(got))
+        return
+    if got["first_device_s"] is not None:
+        print(f"first device creation: {got['first_device_s']:.2f} s (once per process)")
+    print(table(got["cols"]))
 
 
 if __name__ == "__main__":
