@@ -2,16 +2,21 @@
 
 Elementwise kinds and index ops (shape moves, gathers) of one shape fuse into a
 group evaluated at one flat index; a member whose every consumer reads it at the
-same index inside the group is never stored. Nodes are visited consumers first,
-so a producer joins its consumers' group only when all of them are in that one
-group: every other member is then later in topological order than the producer,
-and no cycle can form. A group's position is its head (its last node).
+same index inside the group is never stored. Nodes are visited consumers first: a
+producer joins a consumers' group whose members all read it at the same index, and
+consumers in other groups read it from memory, unless that would close a cycle
+between kernels. A group's position is its head (its last node).
 
 Then a reduction absorbs a group that only feeds it (a prologue, computed while
 loading), and a group that is the only consumer of a reduction's or an epilogue
 host's result and has its size runs inside that kernel (an epilogue: mean's
 scaling, a matmul's bias and activation). Constants are never grouped: every kernel
 writes them as literals. Roles come from the op registry (tgweb.ir.OpDef.role).
+
+Whether a join or a merge would make two kernels wait for each other is answered by a
+topological order of the groups that every join and merge keeps valid (_Dag), so each
+check searches only the groups placed between the two: linear in depth for a model of
+repeated layers.
 """
 
 from __future__ import annotations
