@@ -551,19 +551,7 @@ def run_native(model, cfg) -> dict:
     """tgweb natively (wgpu-py), in a process of its own: a wgpu device left alive in this
     process slowed the next Chromium runs' steps on the H200 (addition 4.7 against 2.3 ms)."""
     try:
-        p = subprocess.run(
-            [sys.executable, str(Path(__file__)), "--native-run", model, json.dumps(cfg)],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            cwd=ROOT,
-            env=_child_env(),
-        )
-        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-        if not lines:
-            tail = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
-            raise RuntimeError(f"the native run printed no result: {tail}")
-        out = json.loads(lines[-1][len("RESULT ") :])
+        out = _child_json([str(Path(__file__)), "--native-run", model, json.dumps(cfg)], "RESULT")
         if "error" in out:
             return out
         cold = subprocess.run(
@@ -592,28 +580,24 @@ def run_compile_phases(quick: bool) -> dict:
     """tools/compile_phases.py's per-pass table, natively, in a process of its own (as
     run_native, for the same reason)."""
     names = ["sin", "addition", "gpt 1L", "gpt 2L"] if quick else list(_compile_phases_module().MODELS)
+    script = str(ROOT / "tools" / "compile_phases.py")
     try:
-        p = subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "tools" / "compile_phases.py"),
-                "--json",
-                "--models",
-                ",".join(names),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            cwd=ROOT,
-            env=_child_env(),
-        )
-        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("PHASES ")]
-        if not lines:
-            tail = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
-            raise RuntimeError(f"compile_phases.py printed no result: {tail}")
-        return json.loads(lines[-1][len("PHASES ") :])
+        return _child_json([script, "--json", "--models", ",".join(names)], "PHASES")
     except Exception as e:
         return {"error": _short(e)}
+
+
+def _child_json(args: list[str], tag: str) -> dict:
+    """Runs a Python script in a process of its own; the JSON of its last stdout line
+    starting with `tag`."""
+    p = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=1200, cwd=ROOT, env=_child_env()
+    )
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith(tag + " ")]
+    if not lines:
+        tail = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+        raise RuntimeError(f"{Path(args[0]).name} printed no {tag} line: {tail}")
+    return json.loads(lines[-1][len(tag) + 1 :])
 
 
 def compile_phases_report(phases: dict) -> list[str]:
