@@ -286,14 +286,20 @@ def create_pipelines(kernels) -> None:
     """The pipelines of kernels not cached yet, one per distinct WGSL text, created on
     threads: wgpu-native compiles a shader with Python's lock released, so the driver
     compiles several at once. A failing kernel raises as pipeline_for would, the first in
-    the kernels' order."""
+    the kernels' order, and leaves none of these pipelines cached."""
     todo = list({k.wgsl: k for k in kernels if k.wgsl not in _PIPELINES}.values())
     if len(todo) < 2:
         return
     _device()  # opened once, before the threads
-    with ThreadPoolExecutor(min(len(todo), os.cpu_count() or 1)) as pool:
-        for _ in pool.map(pipeline_for, todo):
-            pass
+    try:
+        with ThreadPoolExecutor(min(len(todo), os.cpu_count() or 1)) as pool:
+            for _ in pool.map(pipeline_for, todo):
+                pass
+    except Exception:
+        for k in todo:
+            if k.wgsl not in _PIPELINE_USERS:
+                _PIPELINES.pop(k.wgsl, None)
+        raise
 
 
 class Runtime(base.Runtime):
