@@ -221,11 +221,7 @@ def test_a_device_without_shader_f16_refuses_mixed(monkeypatch):
     an error naming the feature, and so is running a mixed Program made elsewhere."""
     made_elsewhere = lower(_trainer("reference", "mixed").graph, target=Target(features=("shader-f16",)))
 
-    def new_device():  # the next use opens a new device, asking for native.FEATURES
-        native._DEVICE = native._ADAPTER = None
-        native._PIPELINES.clear()
-
-    new_device()
+    native.forget_device()  # the next use opens a new device, asking for native.FEATURES
     monkeypatch.setattr(native, "FEATURES", {"subgroups": ("subgroups", "subgroup")})
     try:
         assert "shader-f16" not in native.device_features()
@@ -236,7 +232,7 @@ def test_a_device_without_shader_f16_refuses_mixed(monkeypatch):
         _trainer("native", "float32").step(**_data(0))  # fp32 is unaffected
     finally:
         monkeypatch.undo()
-        new_device()
+        native.forget_device()
     assert "shader-f16" in native.device_features()
 
 

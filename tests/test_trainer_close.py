@@ -9,6 +9,7 @@ import gc
 import pytest
 
 from tgweb import samples
+from tgweb.backends import native
 from tgweb.samples import sin
 
 pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
@@ -74,3 +75,18 @@ def test_an_inference_program_closes_on_its_own_and_the_trainer_runs_on():
             free.run(x=[[0.5]] * 3)
         fixed.close()  # twice is harmless
         assert trainer.step(**sin.batch(1)).ok
+
+
+def test_a_runtime_of_a_forgotten_device_frees_nothing_of_the_new_one():
+    """After the device is replaced (as on a loss), closing a Runtime of the old device
+    leaves the new device's pipelines to the Runtimes that use them, and closing those
+    frees them."""
+    old = compile_sin()
+    native.forget_device()
+    new = compile_sin()
+    texts = {k.wgsl for k in new.program.kernels}
+    old.close()
+    assert texts <= set(native._PIPELINES)
+    assert new.step(**sin.batch(0)).ok
+    new.close()
+    assert not texts & set(native._PIPELINES)

@@ -29,6 +29,7 @@ _ADAPTER: Any = None
 _ERROR: str | None = None
 _PIPELINES: dict[str, Any] = {}  # WGSL text -> (pipeline, bind group layout)
 _PIPELINE_USERS: dict[str, int] = {}  # WGSL text -> open Runtimes using it; closing the last frees it
+_GENERATION = 0  # counts the devices opened: a Runtime claims pipelines of its own device only
 _FEATURES: set[str] = set()  # WebGPU names of the optional features the device offers tgweb
 # this wgpu-native's WGSL front end (Naga) takes the subgroup builtins but not the standard
 # `enable subgroups;` directive, which Tint requires: that directive is dropped before compiling
@@ -43,16 +44,24 @@ class NativeError(RuntimeError):
 def _lost_guard():
     """A call on a lost device raises base.DeviceLost, and the next Runtime gets a new
     device (wgpu-py reports the loss as a validation error naming it)."""
-    global _DEVICE, _ADAPTER
     try:
         yield
     except Exception as e:
         if "device is lost" not in str(e).lower():
             raise
-        _DEVICE = _ADAPTER = None
-        _PIPELINES.clear()
+        forget_device()
         why = str(e).strip().splitlines()[-1].strip()
         raise base.DeviceLost(f"the GPU device was lost ({why})") from None
+
+
+def forget_device() -> None:
+    """The next use opens a new device; the pipelines of this one are forgotten, and so are
+    its Runtimes' claims on them (closing one of those later frees nothing of the new)."""
+    global _DEVICE, _ADAPTER, _GENERATION
+    _DEVICE = _ADAPTER = None
+    _PIPELINES.clear()
+    _PIPELINE_USERS.clear()
+    _GENERATION += 1
 
 
 class KernelCompileError(RuntimeError):
@@ -385,6 +394,7 @@ class Runtime(base.Runtime):
             for k, pipe, group in zip(program.kernels, self.pipes, self.groups)
         ]
         self._wgsl = {k.wgsl for k in program.kernels}
+        self._generation = _GENERATION
         for w in self._wgsl:
             _PIPELINE_USERS[w] = _PIPELINE_USERS.get(w, 0) + 1
         self._staging = None
@@ -509,7 +519,7 @@ class Runtime(base.Runtime):
             except Exception:  # pragma: no cover
                 pass
         self._owned, self.buffers, self.pipes, self.groups, self._steps = [], [], [], [], []
-        for w in getattr(self, "_wgsl", ()):
+        for w in getattr(self, "_wgsl", ()) if getattr(self, "_generation", None) == _GENERATION else ():
             _PIPELINE_USERS[w] -= 1
             if not _PIPELINE_USERS[w]:  # no open Runtime runs it: let the pipeline go
                 del _PIPELINE_USERS[w]
