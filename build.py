@@ -202,6 +202,11 @@ def _pyodide_wheel(name: str) -> Path:
     return hits[0]
 
 
+# the samples' data files that the site ships beside its wheel, fetched when a sample first
+# reads them (tgweb.web.fetch_data): no first step of another sample waits for them
+LAZY_DATA = ["tinyshakespeare.txt"]
+
+
 def _tgweb_wheel(out: Path) -> Path:
     """The tgweb wheel, built from a private copy of the sources: setuptools builds through
     <source>/build/lib, and two builds sharing the checkout's build/ (setup writing web/disk/
@@ -216,7 +221,9 @@ def _tgweb_wheel(out: Path) -> Path:
         src = Path(tmp)
         for name in ("pyproject.toml", "README.md"):
             shutil.copy2(ROOT / name, src / name)
-        shutil.copytree(ROOT / "tgweb", src / "tgweb", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / "tgweb", src / "tgweb", ignore=shutil.ignore_patterns("__pycache__", *LAZY_DATA)
+        )
         run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, src])
     (whl,) = out.glob("tgweb-*.whl")
     with zipfile.ZipFile(whl) as z:
@@ -288,6 +295,9 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
     (tmp / "pyodide" / "pyodide-lock.json").write_text(json.dumps(lock, indent=1))
 
     tgweb_whl = _tgweb_wheel(tmp / "wheels")
+    (tmp / "data").mkdir()
+    for name in LAZY_DATA:
+        shutil.copy2(ROOT / "tgweb" / "samples" / "data" / name, tmp / "data" / name)
     pyodide_pkg = json.loads((pyodide_dir / "package.json").read_text())
     files = {}
     for f in sorted(tmp.rglob("*")):

@@ -63,6 +63,20 @@ def in_browser() -> bool:
     return hooks() is not None
 
 
+def fetch_data(name: str) -> bytes:
+    """The site's data file data/NAME (a sample's text), fetched by the worker; the running
+    source waits for it."""
+    h = hooks()
+    if h is None:
+        raise FileNotFoundError(f"data/{name}: only the tgweb worker fetches data files from its site")
+    from pyodide.ffi import JsException, run_sync
+
+    try:
+        return run_sync(h.fetchData(name)).to_bytes()
+    except JsException as e:
+        raise FileNotFoundError(f"data/{name}: the page could not fetch it from its site ({e})") from None
+
+
 def set_handler(fn: Callable[[str, Any], None] | None) -> None:
     """Outside the browser: fn(event, data) receives every emitted event (None: drop them)."""
     global _handler

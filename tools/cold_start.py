@@ -1,16 +1,26 @@
-"""Cold start of the trainer page, page load to "Ready" (Pyodide, tgweb and the GPU device
-up), four ways: the served site (cross-origin isolated), web/index.html from disk,
-dist/tgweb.html from disk and dist/tgweb.html from a plain static server (no special
-headers). Each load is in a fresh browser context (empty cache).
+"""Cold start of the served trainer page, phase by phase: page load -> Ready (the worker's
+start-up: Pyodide's wasm, its boot, the tgweb wheel and import, the GPU device) -> a
+sample's first training step done (its model, trace, autodiff, optimizer, lowering, the
+initial values, pipeline creation, the first step read back). Each load is in a fresh
+browser context (empty cache): a first visit.
 
-    python3 build.py standalone && .venv/bin/python tools/cold_start.py [RUNS]
+    python3 build.py bundle && .venv/bin/python tools/cold_start.py [--runs N]
+        [--samples sin,addition,shakespeare] [--site DIR --site DIR2 ...]
 
-Prints, per way, the median and every run in seconds (the page's own
-tg.info.timings.page_load_to_ready).
+Prints one table per sample: each phase's median in ms over the runs. With several --site
+(bundled sites, e.g. a copy of site/ from before a change), the runs alternate between them
+(the machine is shared and noisy) and each site gets its column. `shakespeare` is the
+sample's small size (`sized("small")`); SwiftShader needs minutes for the full one.
+
+    .venv/bin/python tools/cold_start.py --ways [RUNS]
+
+Page load -> Ready four ways: the served site, web/index.html from disk, dist/tgweb.html
+from disk and over plain http (`python3 build.py standalone` first).
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import http.server
 import importlib.util
@@ -21,6 +31,71 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = "window.app && (window.app.ready || window.app.startError)"
+
+# run in the page once it is Ready: tools/compile_phases.py's clock around tg.compile, then
+# the first step; times in ms, and the page's clock (since navigation) when the step is done
+FIRST_STEP_PY = r"""
+import importlib, time, types
+from tgweb import samples
+from tgweb.samples import shakespeare
+
+_cp = types.ModuleType("compile_phases")
+_cp.__file__ = "/tools/compile_phases.py"
+exec(compile(PHASES_SOURCE, "compile_phases.py", "exec"), _cp.__dict__)
+
+
+def _first_step(name):
+    sample = shakespeare.sized("small") if name == "shakespeare" else samples.get(name)
+    tgc = importlib.import_module("tgweb.compile")
+    clock = _cp.Clock()
+    t0 = time.perf_counter()
+    model = sample.Model()  # shakespeare: reads the text (its vocabulary)
+    t1 = time.perf_counter()
+    with clock.wrapped(_cp._targets("browser")):
+        trainer = tgc.compile(model, sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER)
+    t2 = time.perf_counter()
+    batch = sample.batch(0)
+    t3 = time.perf_counter()
+    loss = float(trainer.step(**batch).loss)
+    t4 = time.perf_counter()
+    c = clock.t
+    rt = trainer._engine.rt._rt
+    pipelines = float(getattr(rt, "pipelinesMs", float("nan")))
+    ms = {
+        "model (and its data)": t1 - t0,
+        "trace": c["trace"],
+        "autodiff": c["autodiff"],
+        "optimizer": c["graph"] - c["trace"] - c["autodiff"],
+        "lowering (WGSL: emit)": c["lower"],
+        "initial values": c["reset"] - c["upload"],
+        "upload": c["upload"],
+        "engine": c["engine"],
+        "first batch": t3 - t2,
+        "first step": t4 - t3,
+        "compile total": t2 - t1,
+    }
+    out = {k: 1000 * v for k, v in ms.items()}
+    out["of which emit"] = 1000 * c["emit"]
+    out["of engine: pipelines"] = pipelines
+    out["loss"] = loss
+    return out
+
+
+_first_step(SAMPLE)
+"""
+
+# the worker's phases (tg.info.timings), in the order of the table
+READY_ROWS = {
+    "since_page_load.start_call": "page: start() called",
+    "since_page_load.worker_started": "worker script running",
+    "wasm": "wasm fetch + compile",
+    "pyodide": "Pyodide boot (all)",
+    "micropip": "micropip + packaging",
+    "tgweb_wheel": "tgweb wheel fetch + install",
+    "import_tgweb": "import tgweb",
+    "gpu": "GPU adapter + device",
+    "page_load_to_ready": "page load -> Ready",
+}
 
 
 def _build():
@@ -40,7 +115,80 @@ def _serve(server) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}/"
 
 
-def main(runs: int) -> None:
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        elif isinstance(v, (int, float)):
+            out[prefix + k] = v
+    return out
+
+
+def one_load(browser, url: str, sample: str) -> dict[str, float]:
+    """One first visit of the page at url, then sample's first step: {row: ms}."""
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(url)
+        page.wait_for_function(READY, timeout=180000)
+        err = page.evaluate("window.app.startError || null")
+        if err:
+            sys.exit(f"{url}: the page did not start: {err}")
+        ready = _flat(page.evaluate("window.app.tg.info.timings"))
+        got = {READY_ROWS[k]: v for k, v in ready.items() if k in READY_ROWS}
+        src = (ROOT / "tools" / "compile_phases.py").read_text()
+        step = page.evaluate(
+            """async ([src, phases, sample]) => {
+                const r = await window.app.tg.run(src, {globals: {PHASES_SOURCE: phases, SAMPLE: sample}});
+                return {...r, done: performance.now()};
+            }""",
+            [FIRST_STEP_PY, src, sample],
+        )
+        got.update({k: v for k, v in step.items() if k not in ("done", "loss")})
+        got["page load -> first step done"] = step["done"]
+        return got
+    finally:
+        ctx.close()
+
+
+def phases(sites: list[Path], samples: list[str], runs: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    build = _build()
+    urls = {str(s): _serve(build.make_server(s, 0)) for s in sites}
+    got = {(smp, s): [] for smp in samples for s in urls}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=build.CHROMIUM_ARGS)
+        for _ in range(runs):
+            for smp in samples:
+                for s, url in urls.items():  # alternately: the machine's load drifts
+                    got[smp, s].append(one_load(browser, url, smp))
+                    print(
+                        f"{smp} {s}: {got[smp, s][-1]['page load -> first step done']:.0f} ms",
+                        file=sys.stderr,
+                    )
+        browser.close()
+    for smp in samples:
+        print(f"\n{smp} (median of {runs} first visits, ms)")
+        print(table({s: got[smp, s] for s in urls}))
+
+
+def table(cols: dict[str, list[dict[str, float]]]) -> str:
+    rows = list(dict.fromkeys(k for runs in cols.values() for run in runs for k in run))
+    width = max(len(r) for r in rows) + 2
+    lines = [" " * width + "".join(f"{Path(c).name:>14s}" for c in cols)]
+    for r in rows:
+        cells = []
+        for runs in cols.values():
+            vals = [v for run in runs if isinstance(v := run.get(r), (int, float)) and v == v]
+            cells.append(f"{statistics.median(vals):14.0f}" if vals else f"{'-':>14s}")
+        lines.append(f"{r:{width}s}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def ways(runs: int) -> None:
+    """Page load -> Ready of the page served, from disk and as the single file."""
     from playwright.sync_api import sync_playwright
 
     build = _build()
@@ -51,17 +199,17 @@ def main(runs: int) -> None:
         sys.exit("dist/tgweb.html is missing: run `python3 build.py standalone` first")
     handler = functools.partial(_Plain, directory=str(build.DIST))
     plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    ways = {
+    urls = {
         "served site (build.py serve)": _serve(build.make_server(build.SITE, 0)),
         "web/index.html from disk": (ROOT / "web" / "index.html").as_uri(),
         "dist/tgweb.html from disk": single.as_uri(),
         "dist/tgweb.html over plain http": _serve(plain) + single.name,
     }
-    got: dict[str, list[float]] = {k: [] for k in ways}
+    got: dict[str, list[float]] = {k: [] for k in urls}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=build.CHROMIUM_ARGS)
         for _ in range(runs):
-            for way, url in ways.items():
+            for way, url in urls.items():
                 ctx = browser.new_context()
                 page = ctx.new_page()
                 page.goto(url)
@@ -77,5 +225,19 @@ def main(runs: int) -> None:
         print(f"{way:34s} median {statistics.median(times):5.1f} s   runs {each}")
 
 
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--samples", default="sin,addition,shakespeare")
+    ap.add_argument("--site", action="append", type=Path, help="a bundled site (default: site/)")
+    ap.add_argument("--ways", type=int, metavar="RUNS", help="page load -> Ready, four ways")
+    a = ap.parse_args()
+    if a.ways:
+        ways(a.ways)
+        return
+    sites = a.site or [_build().SITE]
+    phases([s.resolve() for s in sites], a.samples.split(","), a.runs)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main()

@@ -527,8 +527,14 @@ async function boot() {
   setupEditor();
   const want = location.hash.slice(1);
   if (state[want]) current = want;
+  // the worker boots (Pyodide, the GPU device) while the page opens its store and draws
+  const starting = start({ on: {
+    log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : ""),
+    startup: (p) => setStatus(`Starting: ${p.text}…`),
+  } });
+  const harnessText = fetchText("page/harness.py");
+  for (const p of [starting, harnessText]) p.catch(() => {}); // awaited below
   await openStorage();
-  const harness = await fetchText("page/harness.py");
   loadSource(state[current]).catch(() => {});
   renderAll();
   $("start").addEventListener("click", () => trainSample(current));
@@ -547,10 +553,8 @@ async function boot() {
   new ResizeObserver(() => { drawLossChart($("chart"), state[current].losses); renderView(); }).observe($("chart"));
   new ResizeObserver(renderGutter).observe($("source"));  // a new width wraps the lines anew
   try {
-    tg = await start({
-      on: { log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : "") },
-      autosave: store ? { store, details: saveDetails } : null,
-    });
+    tg = await starting;
+    if (store) await tg.keepRuns({ store, details: saveDetails });
   } catch (e) {
     setStatus(e.message, "error");
     app.startError = e.message;
@@ -567,7 +571,7 @@ async function boot() {
     log(e.message, "err");
     renderControls();
   });
-  await tg.run(harness, { filename: "harness.py" });
+  await tg.run(await harnessText, { filename: "harness.py" });
   const a = tg.info.adapter || {};
   const adapter = [a.description, a.vendor, a.architecture, a.device].filter(Boolean).join(" · ") || "WebGPU";
   $("fig-adapter").textContent = adapter;

@@ -150,10 +150,15 @@ async function createPipeline(device, kernels, layout) {
   const more = kernels.length > 1 ? ` (and ${kernels.length - 1} more kernel(s) with the same WGSL)` : "";
   const text = `kernel ${k.name}${more}, ops [${ops.join(", ")}]` + (k.site ? `, at ${k.site}` : "");
   const extra = { kernel: k.name, ops, site: k.site || "" };
+  // every pipeline is asked for before any answer is awaited (the driver compiles them in
+  // parallel), and the error scope is popped at once: scopes nest across awaits
   device.pushErrorScope("validation");
   const module = device.createShaderModule({ code: wgsl, label: k.name });
-  const info = module.getCompilationInfo ? await module.getCompilationInfo() : { messages: [] };
-  const moduleError = await device.popErrorScope();
+  const scope = device.popErrorScope();
+  const pipeline = device.createComputePipelineAsync({ label: k.name, layout, compute: { module, entryPoint: "main" } });
+  pipeline.catch(() => {}); // a module error below says more
+  const [info, moduleError] = await Promise.all([
+    module.getCompilationInfo ? module.getCompilationInfo() : { messages: [] }, scope]);
   const messages = info.messages.filter((m) => m.type === "error").map((m) => (m.lineNum > 0
     ? `  line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${(wgsl.split("\n")[m.lineNum - 1] || "").trim()}`
     : `  error: ${m.message}`));
@@ -162,7 +167,7 @@ async function createPipeline(device, kernels, layout) {
       (messages.length ? messages.join("\n") : `  ${moduleError.message}`), { ...extra, compiler: messages });
   }
   try {
-    return await device.createComputePipelineAsync({ label: k.name, layout, compute: { module, entryPoint: "main" } });
+    return await pipeline;
   } catch (e) {
     throw new ProgramError(`WebGPU pipeline creation failed in ${text}\n  ${e.message}`, extra);
   }
@@ -207,6 +212,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     const groups = new Map();
     for (const k of program.kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
     const layouts = new Map(), pipelines = new Map();
+    const t1 = performance.now();
     await Promise.all([...groups].map(async ([key, ks]) => {
       const entries = ks[0].bindings.map((b, i) => ({ binding: i, visibility: GPUShaderStage.COMPUTE,
         buffer: { type: b.access === "read" ? "read-only-storage" : "storage" } }));
@@ -217,6 +223,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
       const layout = device.createPipelineLayout({ bindGroupLayouts: [layouts.get(key)] });
       pipelines.set(key, await createPipeline(device, ks, layout));
     }));
+    const pipelinesMs = performance.now() - t1;
     device.pushErrorScope("validation");
     const steps = program.kernels.map((k, i) => {
       const entries = k.bindings.map((b, j) => ({ binding: j, resource: { buffer: buffers[b.buffer] } }));
@@ -227,7 +234,9 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     });
     const bindError = await device.popErrorScope();
     if (bindError) throw new ProgramError(`creating bind groups failed: ${bindError.message}`);
-    return new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
+    const rt = new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
+    rt.pipelinesMs = pipelinesMs;
+    return rt;
   } catch (e) {
     owned.forEach((b) => b.destroy()); // a failed instance leaves nothing allocated
     throw e;

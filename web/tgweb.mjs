@@ -67,14 +67,20 @@ export async function start(options = {}) {
   tg.files = files || null;
   for (const [event, fn] of Object.entries(options.on || {})) tg.on(event, fn);
   try {
-    if (options.autosave) await tg._keepRuns(options.autosave === true ? {} : options.autosave);
-    tg.info = await tg._start(options, options.timeout || DEFAULT_TIMEOUT_MS);
+    // the worker starts at once; the store opens meanwhile
+    const keeping = options.autosave ? tg.keepRuns(options.autosave === true ? {} : options.autosave) : null;
+    [tg.info] = await Promise.all([tg._start(options, options.timeout || DEFAULT_TIMEOUT_MS), keeping]);
   } catch (e) {
     tg.close();
     throw e;
   }
-  tg.info.timings.start_to_ready = Math.round(performance.now() - t0);
-  tg.info.timings.page_load_to_ready = Math.round(performance.now()); // since navigation start
+  const t = tg.info.timings;
+  t.start_to_ready = Math.round(performance.now() - t0);
+  t.page_load_to_ready = Math.round(performance.now()); // since navigation start
+  // when each came, on the page's clock (the worker's marks are epoch ms)
+  const since = (epoch) => Math.round(epoch - performance.timeOrigin);
+  t.since_page_load = { start_call: Math.round(t0), worker_started: since(t.worker_started_at),
+    ready: since(t.ready_at) };
   return tg;
 }
 
@@ -141,7 +147,9 @@ class Tgweb {
     });
   }
 
-  async _keepRuns({ store, details }) {
+  /** What the autosave option does, for a page that opens its store while tgweb starts:
+   *  keep the runs Python's tgweb.web.autosave() sends in store (default: openStore()). */
+  async keepRuns({ store, details } = {}) {
     this.store = store || (await openStore());
     this.on("autosave", async (a) => {
       const { bytes, name, ...info } = a;

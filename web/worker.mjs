@@ -18,7 +18,8 @@
 //                                           id null: fatal (startup failed, device lost)
 //     {type: "event", event, data}          from Python (tgweb.web.emit/progress/metric/log)
 //                                           and print() output as "log" events; from
-//                                           tgweb.web.emit_bytes, data.bytes is a Uint8Array
+//                                           tgweb.web.emit_bytes, data.bytes is a Uint8Array;
+//                                           while starting, "startup" events ({text}: the phase)
 // Runs are executed one after another, in the order received.
 
 import * as bulk from "./bulk.mjs";
@@ -40,9 +41,15 @@ let ready = null;
 let fatal = null;
 let hooks = null; // what Python sees as the module tgweb_js
 let deviceReady = null; // after a loss: the promise of the replacement device
+let dataBase = null; // where the samples' data files are (tgweb.web.fetch_data)
 
 function mark(name, since) {
   timings[name] = Math.round(performance.now() - since);
+}
+
+// the page's progress line while starting
+function startup(text) {
+  post({ type: "event", event: "startup", data: { text } });
 }
 
 function serializeError(e, filename) {
@@ -164,12 +171,18 @@ async function filesPyodide(files) {
 async function setupPython(files, cache) {
   if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
-  let s = performance.now();
-  const manifest = await (await fetch(new URL("manifest.json", base))).json();
+  dataBase = new URL("data/", base);
+  const s = performance.now();
+  // the manifest, Pyodide's module and then the tgweb wheel load while Pyodide boots
+  const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
+  const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
+  wheelReady.catch(() => {}); // reported where it is awaited
   const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
-  const wheel = fetch(new URL(manifest.wheel, base)).then((r) => r.arrayBuffer());
+  timeWasm(s);
+  startup("loading Python (Pyodide)");
+  const manifest = await manifestReady;
   // restored from the memory snapshot after importing tgweb, when a visit left one
-  const boot = await bootPython(loadPyodide, { indexURL: new URL("pyodide/", base).href, wheel,
+  const boot = await bootPython(loadPyodide, { indexURL: new URL("pyodide/", base).href, wheel: wheelReady,
     cache: await cache, key: await snapshotKey(manifest) });
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
@@ -179,12 +192,41 @@ async function setupPython(files, cache) {
   return manifest;
 }
 
+async function fetchBytes(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url.pathname.split("/").pop()}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+// how long Pyodide's wasm takes to arrive and compile (loadPyodide streams it in)
+function timeWasm(since) {
+  const streaming = WebAssembly.instantiateStreaming;
+  WebAssembly.instantiateStreaming = async (...args) => {
+    try {
+      return await streaming.apply(WebAssembly, args);
+    } finally {
+      WebAssembly.instantiateStreaming = streaming;
+      mark("wasm", since);
+    }
+  };
+}
+
+function startPython(files) {
+  const cache = openProgramCache().catch(() => null); // none: compiles are not cached
+  return { cache, python: setupPython(files, cache) };
+}
+
+// Served (a module worker), Python needs nothing from the init message: it starts loading
+// at once, while the page is still loading its own modules
+const early = typeof import.meta.url === "string" ? startPython(null) : null;
+if (early) early.python.catch(() => {}); // reported by init
+
 async function init(options) {
   const s = performance.now();
   if (options.interruptBuffer) interrupt = new Int32Array(options.interruptBuffer);
   // the GPU, Python and the Program cache come up concurrently
-  const cache = openProgramCache().catch(() => null); // none: compiles are not cached
-  const [, manifest] = await Promise.all([setupGpu(options), setupPython(options.files, cache)]);
+  const { cache, python } = options.files || !early ? startPython(options.files) : early;
+  const [, manifest] = await Promise.all([setupGpu(options), python]);
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
@@ -198,11 +240,13 @@ async function init(options) {
     nextDevice: () => deviceReady || Promise.resolve(device),
     programCache: await cache, // tgweb.progcache's store (progcache.mjs)
     bulk, // parameter-sized work Python would do value by value: initial values, finite checks
+    fetchData: (name) => fetchBytes(new URL(name, dataBase)), // tgweb.web.fetch_data
   };
   pyodide.registerJsModule("tgweb_js", hooks);
   // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide
   // interrupt too (KeyboardInterrupt anywhere, even in the middle of a step) is opt-in
   if (interrupt && options.interrupt) pyodide.setInterruptBuffer(interrupt);
+  startup("importing tgweb");
   const web = pyodide.pyimport("tgweb.web");
   toJson = web.to_json;
   ns = pyodide.runPython("{'__name__': '__main__'}");
@@ -211,6 +255,8 @@ async function init(options) {
   mark("total", s);
   timings.since_worker_start = Math.round(performance.now() - t0);
   timings.ready_at = performance.timeOrigin + performance.now(); // epoch ms, to compare with the page
+  timings.worker_created_at = performance.timeOrigin;
+  timings.worker_started_at = performance.timeOrigin + t0;
   const limits = Object.fromEntries(gpu.COMPUTE_LIMITS.map((k) => [k, device.limits[k]]));
   return {
     tgweb: version, pyodide: pyodide.version, python: manifest.python, manifest: { built: manifest.built },
@@ -228,6 +274,8 @@ async function runSource(id, source, filename, globals) {
   for (const [name, v] of Object.entries(globals || {})) {
     ns.set(name, ArrayBuffer.isView(v) || v instanceof ArrayBuffer ? v : pyodide.toPy(v));
   }
+  // micropip is bundled, but loaded only for a source that uses it
+  if (/\bmicropip\b/.test(source)) await pyodide.loadPackage("micropip", { messageCallback: () => {} });
   let value = await pyodide.runPythonAsync(source, { globals: ns, filename });
   if (value && typeof value === "object" && typeof value.destroy === "function" && pyodide.ffi &&
       value instanceof pyodide.ffi.PyProxy) {

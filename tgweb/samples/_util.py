@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
+from .. import web
+
+
+def data_bytes(name: str) -> bytes:
+    """A file of data/ (see data/README.md): from the package or, in the page, fetched from
+    the site on first use (the site's wheel leaves big files out, since the first step of
+    most samples needs none of them)."""
+    try:
+        return (resources.files(__package__) / "data" / name).read_bytes()
+    except FileNotFoundError:
+        if not web.in_browser():
+            raise
+    return web.fetch_data(name)
+
 
 def flatten(x) -> list:
     """A flat list from a nested list, an array.array, a tgweb.Array or a NumPy array."""

@@ -42,11 +42,10 @@ import functools
 import math
 import random
 from dataclasses import dataclass
-from importlib import resources
 
 from .. import nn, ops
 from ..nn import init
-from ._util import flatten, make_rng
+from ._util import data_bytes, flatten, make_rng
 
 SAMPLE_BATCH = 1  # one text is drawn at a time
 
@@ -89,7 +88,7 @@ SIZES = {"full": FULL, "small": SMALL}
 @functools.lru_cache(maxsize=1)
 def text() -> bytes:
     """The whole text, read when first needed (never at import: the page imports every sample)."""
-    return (resources.files(__package__) / "data" / "tinyshakespeare.txt").read_bytes()
+    return data_bytes("tinyshakespeare.txt")
 
 
 @functools.lru_cache(maxsize=1)
