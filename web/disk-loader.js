@@ -15,6 +15,10 @@
 (function () {
   "use strict";
   if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") {
+    // the worker starts (and loads Python) now, while the page's modules load; tgweb.mjs's
+    // start() takes it
+    globalThis.tgwebWorker = new Worker(new URL("worker.mjs", document.currentScript.src),
+      { type: "module", name: "tgweb" });
     const app = document.createElement("script");
     app.type = "module";
     app.src = new URL("app.mjs", document.currentScript.src).href;

@@ -85,6 +85,11 @@ export async function start(options = {}) {
 }
 
 function moduleWorker(options) {
+  const early = globalThis.tgwebWorker; // started by the page before its modules loaded
+  if (early && !options.base) {
+    globalThis.tgwebWorker = null;
+    return early;
+  }
   const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
   // a worker must be same-origin with the page: loading tgweb from another origin (a
   // static host, with CORS), the worker is a same-origin module that imports it

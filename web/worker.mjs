@@ -47,9 +47,13 @@ function mark(name, since) {
   timings[name] = Math.round(performance.now() - since);
 }
 
-// the page's progress line while starting
+// the page's progress line while starting; what comes before the page's init message
+// waits for it (the page may not be listening yet)
+let heard = false;
+const unheard = [];
 function startup(text) {
-  post({ type: "event", event: "startup", data: { text } });
+  if (heard) post({ type: "event", event: "startup", data: { text } });
+  else unheard.push(text);
 }
 
 function serializeError(e, filename) {
@@ -309,6 +313,8 @@ self.onmessage = (ev) => {
   const m = ev.data || {};
   if (m.type === "init") {
     if (ready) return;
+    heard = true;
+    unheard.splice(0).forEach(startup);
     ready = init(m.options || {}).then(
       (info) => post({ type: "ready", info }),
       (e) => {

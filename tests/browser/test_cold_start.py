@@ -1,0 +1,97 @@
+"""A first visit's start-up (issue 28): the phase timings tgweb.mjs reports, the progress
+events the page shows while the worker starts, and the site's wheel without the samples'
+big data files, which the worker fetches when a sample first reads them."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+
+from .conftest import _build, open_harness, py, run_py
+
+SHAKESPEARE = "tinyshakespeare.txt"
+
+
+def test_start_up_phases_are_timed_and_announced(page):
+    info = page.evaluate("window.tg.info")
+    t = info["timings"]
+    for k in ("wasm", "pyodide", "tgweb_wheel", "import_tgweb", "gpu", "total"):
+        assert isinstance(t[k], int) and t[k] >= 0, (k, t)
+    assert 0 < t["wasm"] <= t["pyodide"], t  # the wasm arrives within Pyodide's boot
+    # Python starts as the worker does, before the page's init message (total's start)
+    assert t["pyodide"] + t["tgweb_wheel"] + t["import_tgweb"] <= t["since_worker_start"] + 2, t
+    at = t["since_page_load"]
+    # the page's clock: start() called, then the worker running, then ready
+    assert 0 <= at["start_call"] <= at["worker_started"] < at["ready"] <= t["page_load_to_ready"] + 2, t
+    assert t["total"] <= t["start_to_ready"], t
+    started = [d["text"] for e, d in page.evaluate("window.events") if e == "startup"]
+    assert started == ["loading Python (Pyodide)", "installing tgweb", "importing tgweb"], started
+
+
+def test_pipeline_creation_is_timed(page):
+    ms = py(
+        page,
+        """
+import tgweb as tg
+from tgweb import samples
+sin = samples.get("sin")
+_t = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER)
+_rt = _t._engine.rt._rt
+_out = [float(_rt.pipelinesMs), float(_rt.setupMs), int(_rt.pipelineCount)]
+_t.close()
+_out
+""",
+    )
+    pipelines, setup, count = ms
+    assert count > 1 and 0 < pipelines <= setup, ms
+
+
+def test_the_sites_wheel_leaves_the_text_out():
+    site = _build().SITE
+    (whl,) = (site / "wheels").glob("tgweb-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+    assert "tgweb/samples/data/names.txt" in names and not [n for n in names if SHAKESPEARE in n]
+    want = hashlib.sha256((_build().ROOT / "tgweb" / "samples" / "data" / SHAKESPEARE).read_bytes()).digest()
+    assert hashlib.sha256((site / "data" / SHAKESPEARE).read_bytes()).digest() == want
+
+
+FETCHED = """
+import js
+[e.name.split("/")[-1] for e in js.performance.getEntriesByType("resource") if e.name.endswith(".txt")]
+"""
+
+
+def test_the_text_is_fetched_when_first_read_and_shakespeare_trains(browser, site_url):
+    """A fresh worker: nothing fetches the text until shakespeare reads it; then the small
+    size trains on it, and a missing data file is a clear error."""
+    page = open_harness(browser, site_url)
+    try:
+        page.evaluate("async () => { window.tg = await tgweb.start(); }")
+        assert py(page, FETCHED) == []
+        got = py(
+            page,
+            """
+import hashlib
+import tgweb as tg
+from importlib import resources
+from tgweb.samples import shakespeare
+packaged = (resources.files("tgweb.samples") / "data" / "tinyshakespeare.txt").is_file()
+s = shakespeare.sized("small")
+t = tg.compile(s.Model(), s.loss_fn, inputs=s.INPUTS, optimizer=s.OPTIMIZER)
+losses = [t.step(**s.batch(i)).loss for i in range(20)]
+t.close()
+[packaged, hashlib.sha256(shakespeare.text()).hexdigest(), shakespeare.vocab(), losses]
+""",
+        )
+        packaged, sha, vocab, losses = got
+        assert not packaged and vocab == 65
+        assert sha == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
+        assert 3.6 < losses[0] < 4.6 and losses[-1] < losses[0] - 0.3, losses  # ln 65 = 4.17
+        assert py(page, FETCHED) == [SHAKESPEARE]
+        status, err = run_py(page, "from tgweb import web\nweb.fetch_data('no-such-file.txt')", "x.py")
+        assert status == "error" and err["pyType"] == "FileNotFoundError", err
+        assert "data/no-such-file.txt" in err["message"] and "HTTP 404" in err["message"], err
+    finally:
+        page.evaluate("window.tg && window.tg.close()")
+        page.close()
