@@ -177,7 +177,7 @@ def phases(sites: list[Path], samples: list[str], runs: int) -> None:
 def table(cols: dict[str, list[dict[str, float]]]) -> str:
     rows = list(dict.fromkeys(k for runs in cols.values() for run in runs for k in run))
     width = max(len(r) for r in rows) + 2
-    lines = [" " * width + "".join(f"{Path(c).name:>14s}" for c in cols)]
+    lines = [" " * width + "".join(f"{Path(c).parent.name[-14:]:>14s}" for c in cols)]
     for r in rows:
         cells = []
         for runs in cols.values():

@@ -17,7 +17,7 @@
   if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") {
     // the worker starts (and loads Python) now, while the page's modules load; tgweb.mjs's
     // start() takes it
-    globalThis.tgwebWorker = new Worker(new URL("worker.mjs", document.currentScript.src),
+    if (navigator.gpu) globalThis.tgwebWorker = new Worker(new URL("worker.mjs", document.currentScript.src),
       { type: "module", name: "tgweb" });
     const app = document.createElement("script");
     app.type = "module";

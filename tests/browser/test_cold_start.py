@@ -95,3 +95,8 @@ t.close()
     finally:
         page.evaluate("window.tg && window.tg.close()")
         page.close()
+
+
+def test_micropip_loads_when_a_source_uses_it(page):
+    # the worker no longer loads it to install tgweb; a source that names it gets it
+    assert py(page, "import micropip\nmicropip.__name__") == "micropip"
