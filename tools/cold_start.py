@@ -125,16 +125,22 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def _ready_page(ctx, url: str, what: str):
+    """The trainer page at url, in ctx, once it is Ready."""
+    page = ctx.new_page()
+    page.goto(url)
+    page.wait_for_function(READY, timeout=180000)
+    err = page.evaluate("window.app.startError || null")
+    if err:
+        sys.exit(f"{what}: the page did not start: {err}")
+    return page
+
+
 def one_load(browser, url: str, sample: str) -> dict[str, float]:
     """One first visit of the page at url, then sample's first step: {row: ms}."""
     ctx = browser.new_context()
     try:
-        page = ctx.new_page()
-        page.goto(url)
-        page.wait_for_function(READY, timeout=180000)
-        err = page.evaluate("window.app.startError || null")
-        if err:
-            sys.exit(f"{url}: the page did not start: {err}")
+        page = _ready_page(ctx, url, url)
         ready = _flat(page.evaluate("window.app.tg.info.timings"))
         got = {READY_ROWS[k]: v for k, v in ready.items() if k in READY_ROWS}
         src = (ROOT / "tools" / "compile_phases.py").read_text()
@@ -211,12 +217,7 @@ def ways(runs: int) -> None:
         for _ in range(runs):
             for way, url in urls.items():
                 ctx = browser.new_context()
-                page = ctx.new_page()
-                page.goto(url)
-                page.wait_for_function(READY, timeout=180000)
-                err = page.evaluate("window.app.startError || null")
-                if err:
-                    sys.exit(f"{way}: the page did not start: {err}")
+                page = _ready_page(ctx, url, way)
                 got[way].append(page.evaluate("window.app.tg.info.timings.page_load_to_ready") / 1000)
                 ctx.close()
         browser.close()
