@@ -87,6 +87,7 @@ _first_step(SAMPLE)
 # the worker's phases (tg.info.timings), in the order of the table
 READY_ROWS = {
     "since_page_load.start_call": "page: start() called",
+    "since_page_load.worker_created": "worker created",
     "since_page_load.worker_started": "worker script running",
     "wasm": "wasm fetch + compile",
     "pyodide": "Pyodide boot (all)",

@@ -27,7 +27,7 @@ let store = null;     // store.mjs: kept sources and saved runs (null: the brows
 let saved = null;     // the saved runs' panel (page/saved.mjs)
 let programs = null;  // the compiled programs' panel (page/programs.mjs)
 const AUTOSAVE_S = autosaveSeconds();
-const app = { state, ready: false, errors: [], saves: [], runs: [] };
+const app = { state, ready: false, errors: [], saves: [], runs: [], startup: [] };
 window.app = app;
 
 // ------------------------------------------------------------------ status, log, errors
@@ -530,7 +530,10 @@ async function boot() {
   // the worker boots (Pyodide, the GPU device) while the page opens its store and draws
   const starting = start({ on: {
     log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : ""),
-    startup: (p) => setStatus(`Starting: ${p.text}…`),
+    startup: (p) => {
+      app.startup.push(p.text);
+      setStatus(`Starting: ${p.text}…`);
+    },
   } });
   const harnessText = fetchText("page/harness.py");
   for (const p of [starting, harnessText]) p.catch(() => {}); // awaited below

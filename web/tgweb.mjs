@@ -79,8 +79,8 @@ export async function start(options = {}) {
   t.page_load_to_ready = Math.round(performance.now()); // since navigation start
   // when each came, on the page's clock (the worker's marks are epoch ms)
   const since = (epoch) => Math.round(epoch - performance.timeOrigin);
-  t.since_page_load = { start_call: Math.round(t0), worker_started: since(t.worker_started_at),
-    ready: since(t.ready_at) };
+  t.since_page_load = { start_call: Math.round(t0), worker_created: since(t.worker_created_at),
+    worker_started: since(t.worker_started_at), ready: since(t.ready_at) };
   return tg;
 }
 
