@@ -35,7 +35,10 @@ READY = "window.app && (window.app.ready || window.app.startError)"
 # run in the page once it is Ready: tools/compile_phases.py's clock around tg.compile, then
 # the first step; times in ms, and the page's clock (since navigation) when the step is done
 FIRST_STEP_PY = r"""
-import importlib, time, types
+import time
+
+_T0 = time.perf_counter()
+import importlib, types
 from tgweb import samples
 from tgweb.samples import shakespeare
 
@@ -45,6 +48,7 @@ exec(compile(PHASES_SOURCE, "compile_phases.py", "exec"), _cp.__dict__)
 
 
 def _first_step(name):
+    t_imports = time.perf_counter() - _T0
     sample = shakespeare.sized("small") if name == "shakespeare" else samples.get(name)
     tgc = importlib.import_module("tgweb.compile")
     clock = _cp.Clock()
@@ -62,6 +66,7 @@ def _first_step(name):
     rt = trainer._engine.rt._rt
     pipelines = float(getattr(rt, "pipelinesMs", float("nan")))
     ms = {
+        "script's imports": t_imports,
         "model (and its data)": t1 - t0,
         "trace": c["trace"],
         "autodiff": c["autodiff"],
@@ -147,12 +152,14 @@ def one_load(browser, url: str, sample: str) -> dict[str, float]:
         src = (ROOT / "tools" / "compile_phases.py").read_text()
         step = page.evaluate(
             """async ([src, phases, sample]) => {
+                const sent = performance.now();
                 const r = await window.app.tg.run(src, {globals: {PHASES_SOURCE: phases, SAMPLE: sample}});
-                return {...r, done: performance.now()};
+                return {...r, sent, done: performance.now()};
             }""",
             [FIRST_STEP_PY, src, sample],
         )
-        got.update({k: v for k, v in step.items() if k not in ("done", "loss")})
+        got.update({k: v for k, v in step.items() if k not in ("sent", "done", "loss")})
+        got["page: app ready, first step sent"] = step["sent"]
         got["page load -> first step done"] = step["done"]
         return got
     finally:

@@ -36,15 +36,31 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 
 from ._util import flatten, make_rng, succeeded, success_bound  # noqa: F401
 
-# every module of this package not starting with "_" is a sample
-SAMPLES = {
-    m.name: importlib.import_module(f"{__name__}.{m.name}")
-    for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
-    if not m.name.startswith("_")
-}
+
+class _Samples(Mapping):
+    """Name -> sample module, every module of this package not starting with "_"; each is
+    imported when first asked for (a page's first step needs one sample, not all)."""
+
+    def __init__(self) -> None:
+        self._names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+    def __getitem__(self, name: str):
+        if name not in self._names:
+            raise KeyError(name)
+        return importlib.import_module(f"{__name__}.{name}")
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+SAMPLES = _Samples()
 
 
 def get(name: str):
