@@ -10,17 +10,17 @@ import zipfile
 from .conftest import _build, open_app, py, run_py
 
 SHAKESPEARE = "tinyshakespeare.txt"
-STARTUP = ["loading Python (Pyodide)", "installing tgweb", "importing tgweb"]
+STARTUP = ["loading Python (Pyodide)", "importing tgweb"]
 
 
 def test_start_up_phases_are_timed_and_announced(page):
     info = page.evaluate("window.tg.info")
     t = info["timings"]
-    for k in ("wasm", "pyodide", "tgweb_wheel", "import_tgweb", "gpu", "total"):
+    for k in ("wasm", "pyodide", "import_tgweb", "gpu", "total"):
         assert isinstance(t[k], int) and t[k] >= 0, (k, t)
     assert 0 < t["wasm"] <= t["pyodide"], t  # the wasm arrives within Pyodide's boot
     # Python starts as the worker does, before the page's init message (total's start)
-    assert t["pyodide"] + t["tgweb_wheel"] + t["import_tgweb"] <= t["since_worker_start"] + 2, t
+    assert t["pyodide"] + t["import_tgweb"] <= t["since_worker_start"] + 2, t
     at = t["since_page_load"]
     # the page's clock: start() called, then the worker running, then ready
     assert 0 <= at["start_call"] <= at["worker_created"] <= at["worker_started"] < at["ready"], t
