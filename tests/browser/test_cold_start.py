@@ -59,8 +59,9 @@ def test_the_sites_wheel_leaves_the_text_out():
 
 
 FETCHED = """
-import js
-[e.name.split("/")[-1] for e in js.performance.getEntriesByType("resource") if e.name.endswith(".txt")]
+from pyodide.code import run_js
+list(run_js("performance.getEntriesByType('resource').map((e) => e.name.split('/').pop())"
+            ".filter((n) => n.endsWith('.txt'))"))
 """
 
 
