@@ -6,8 +6,10 @@ run, on the same data and from the same initial weights.
 
     python3 build.py bench [--quick] [--rounds N] [--only sin|addition] [--no-native]
 
-Writes benchmarks/results.json (git-ignored), benchmarks/RESULTS.md (the table)
-and benchmarks/bench.png (a chart drawn as SVG in Chromium and screenshotted).
+Writes benchmarks/results.json, benchmarks/bench.md (the report) and
+benchmarks/bench.png (a chart drawn as SVG in Chromium and screenshotted), all
+git-ignored; benchmarks/RESULTS.md is the curated record that figures are copied to
+(a run never overwrites it).
 
 Figures (per model and framework):
   cold start    page navigation -> first training step completed (loss read back);
@@ -1099,9 +1101,9 @@ def main(argv: list[str]) -> int:
     clocks.close()
     srv.shutdown()
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / "RESULTS.md").write_text(report)
+    (out / "bench.md").write_text(report)
     print(report)
-    print(f"wrote {out / 'results.json'}, {out / 'RESULTS.md'}, {out / 'bench.png'}")
+    print(f"wrote {out / 'results.json'}, {out / 'bench.md'}, {out / 'bench.png'}")
     return 0
 
 
