@@ -341,20 +341,3 @@ def _flatten(x, shape: tuple[int, ...], what: str) -> list:
 def _check_shape(got, want, what):
     if tuple(got) != tuple(want):
         raise InputError(f"{what}: expected shape {tuple(want)}, got {tuple(got)}")
-
-
-def first_nonfinite(data: _array.array) -> int | None:
-    """The flat index of the first NaN or infinity in f32 data, or None. One pass outside
-    the Python loop: web/bulk.mjs in the browser worker, else sum() (finite f32 values cannot
-    add up past a double's range), so only data that holds one is walked value by value."""
-    from . import web
-
-    js = getattr(web.hooks(), "bulk", None)
-    if js is not None:
-        from pyodide.ffi import to_js
-
-        i = js.firstNonfinite(to_js(memoryview(data)))
-        return None if i < 0 else i
-    if math.isfinite(sum(data)):
-        return None
-    return next(i for i, v in enumerate(data) if not math.isfinite(v))

@@ -18,7 +18,7 @@ import json
 import math
 from typing import Any, Callable
 
-from .arrays import F32_MAX, InputError, first_nonfinite, from_user
+from .arrays import F32_MAX, InputError, from_user
 from .backends import make_engine
 from .backends.base import DeviceLost
 from .inference import Closed, FreeInference, Inference, seed_word, spec_shape
@@ -30,6 +30,7 @@ from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
 from .program import Program, memory_text
 from .step_data import check_inputs, index_bounds
+from .web import hooks as _js_hooks
 
 
 class StepResult:
@@ -482,3 +483,18 @@ def _checked_scalars(opt: Optimizer, t: int, lr: float) -> dict:
 
 def _first(x):
     return x.reshape(-1)[0] if hasattr(x, "reshape") else (x.data[0] if hasattr(x, "data") else x[0])
+
+
+def first_nonfinite(data: array.array) -> int | None:
+    """The flat index of the first NaN or infinity in f32 data, or None. One pass outside
+    the Python loop: web/bulk.mjs in the browser worker, else sum() (finite f32 values cannot
+    add up past a double's range), so only data that holds one is walked value by value."""
+    js = getattr(_js_hooks(), "bulk", None)
+    if js is not None:
+        from pyodide.ffi import to_js
+
+        i = js.firstNonfinite(to_js(memoryview(data)))
+        return None if i < 0 else i
+    if math.isfinite(sum(data)):
+        return None
+    return next(i for i, v in enumerate(data) if not math.isfinite(v))

@@ -106,7 +106,7 @@ def test_first_nonfinite_in_the_browser(page):
         page,
         textwrap.dedent("""
             import array
-            from tgweb.arrays import first_nonfinite
+            from tgweb.trainer import first_nonfinite
             a = array.array("f", [0.5]) * 100003
             out = [first_nonfinite(a), first_nonfinite(array.array("f"))]
             for i, v in ((99999, float("inf")), (4097, float("nan")), (0, float("-inf"))):
