@@ -38,6 +38,7 @@ from .grad import append_grad
 from .ir import PRECISIONS, REGISTRY, Graph, Tensor, root, tracing, user_site
 from .lower import lower
 from .nn.module import Module
+from .ops.half import copy_early
 from .optim import clip as _clip
 from .optim.optimizers import Optimizer, ParamInfo
 from .optim.optimizers import from_spec as _optimizer_from_spec
@@ -222,7 +223,11 @@ def build_training_graph(
     Mixed precision back-propagates loss x scale (the state loss_scale) and divides the
     gradients by it again before anything reads them."""
     site = user_site()
-    graph, out = trace(loss_fn, model, inputs, Graph(precision=precision))
+    graph = Graph(precision=precision)
+    if precision == "mixed":  # the activations' f16 copies, for the backward (ops/half.py)
+        graph.on_add = copy_early
+    graph, out = trace(loss_fn, model, inputs, graph)
+    graph.on_add = None
     loss = scalar_loss(out)
     names = list(graph.params)
     pobj = dict(model.named_parameters())

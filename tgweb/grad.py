@@ -17,6 +17,7 @@ def append_grad(
     """Append d loss / d t for every t in wrt; returns {t.id: gradient tensor}.
     seed: the loss's own cotangent (1.0 unless given: a dynamic loss scale)."""
     from . import ops
+    from .ops.half import grad_reading_saved, loss_tail
 
     if loss.shape != () or loss.dtype != "f32":
         raise TraceError(
@@ -29,6 +30,9 @@ def append_grad(
         if t.id in wanted or any(i.id in reaches for i in t.inputs):
             if t.dtype in ("f32", "f16"):
                 reaches.add(t.id)
+    # mixed precision: ops whose gradient reads an activation read its f16 copy, except
+    # where the loss is formed
+    exact = loss_tail(loss) if graph.saved else None
     cot: dict[int, Tensor] = {}
     with tracing(graph):
         with graph.site_override(loss.site):
@@ -43,7 +47,7 @@ def append_grad(
             if not any(i.id in reaches for i in t.inputs):
                 continue
             with graph.site_override(t.site):
-                gins = rule(t, g)
+                gins = rule(t, g) if exact is None or t.id in exact else grad_reading_saved(rule, t, g)
                 for x, gx in zip(t.inputs, gins):
                     if gx is None or x.id not in reaches:
                         continue

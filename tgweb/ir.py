@@ -561,6 +561,8 @@ class Graph:
     rng_ops: int = 0  # counter that gives each stochastic op its own stream
     precision: str = "float32"  # "mixed": matmul operands stored as f16 (tgweb.ops.half)
     halves: dict[int, Tensor] = field(default_factory=dict)  # tensor id -> its f16 copy
+    saved: dict[int, Tensor] = field(default_factory=dict)  # tensor id -> its f16 copy read as f32
+    on_add: Any = None  # called with each new node (a mixed forward: its f16 copies, ops.half)
     _site_override: str | None = None
 
     def add(
@@ -574,6 +576,8 @@ class Graph:
     ) -> Tensor:
         t = Tensor(self, kind, inputs, attrs, shape, dtype, site or self._site_override or user_site())
         self.tensors.append(t)
+        if self.on_add is not None:
+            self.on_add(t)
         return t
 
     def input(self, name: str, shape: tuple[int, ...], dtype: str = "f32") -> Tensor:

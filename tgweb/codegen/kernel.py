@@ -132,13 +132,13 @@ class KernelCtx:
 
     def vec4_ok(self, node) -> bool:
         """Whether load4 can read the tensor: its first element starts a group of four."""
-        return self.storage(node)[1] % (2 if node.dtype == "f16" else 4) == 0
+        return self.storage(node)[1] % (2 if stored_half(node) else 4) == 0
 
     def load4(self, node, idx4: str) -> str:
         """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4
         (of an f16 tensor: two words, unpacked)."""
         buf, off = self.storage(node)
-        if node.dtype == "f16":
+        if stored_half(node):
             self.enables.add("f16")
             w = add_idx(self.offset(buf, off), mul_idx(f"({idx4})", 2))
             lo, hi = self._word(buf, w, False), self._word(buf, add_idx(w, "1u"), False)
@@ -152,7 +152,7 @@ class KernelCtx:
         r = root(node)
         if REGISTRY[r.kind].role == "const":
             return lit(r.attrs["value"], r.dtype)
-        if node.dtype == "f16":
+        if stored_half(node):
             return f"unpack2x16float({self._half_word(node, idx)})[({idx}) & 1u]"
         a = self.addr(node, idx)
         return from_u32(a, node.dtype)
@@ -232,6 +232,12 @@ class KernelCtx:
             self.site,
             list(self.offsets),
         )
+
+
+def stored_half(node) -> bool:
+    """Whether node's values are stored as f16: an f16 tensor, or an f32 view of one
+    (tgweb.ops.half's saved activations)."""
+    return root(node).dtype == "f16"
 
 
 # f32 -> binary16 bits, rounded to nearest even: NaN stays NaN, past 65504 rounds to inf,

@@ -8,12 +8,21 @@ gradients, optimizer state, losses, normalisation statistics) stays f32. The for
 operands' copies are what the backward products read, so the activations kept for
 the backward pass take half the memory. The gradient of a copy is the f32 cotangent
 itself (it is not rounded again).
+
+The other activations the backward pass reads are kept as f16 too (saved, grad_reading_saved):
+while the forward is traced, each activation gets an f16 copy and a `from_f16` view of it
+(f32 values over f16 storage); an op whose gradient reads an activation then reads that
+view, in the forward as in the backward (as an f16 op reads its rounded input under
+PyTorch's autocast: GELU's input, layer norm's input and normalized value, the logits).
+Both passes see the same rounded value, so rematerialization recomputes from the f16
+copy bit for bit, and the f32 value lives only until its other forward readers ran (the
+residual stream stays f32).
 """
 
 from __future__ import annotations
 
 from ..codegen.kernel import round_half
-from ..ir import REGISTRY, OpError, Tensor, make, register
+from ..ir import REGISTRY, OpError, Tensor, make, prod, register, root
 
 
 def _infer(ins, attrs):
@@ -46,6 +55,8 @@ def half(x: Tensor) -> Tensor:
     g = x.graph
     if g is None or g.precision != "mixed" or x.dtype != "f32":
         return x
+    if x.kind == "from_f16":  # a saved activation: its copy is already f16
+        return x.inputs[0]
     if x.id not in g.halves:
         d = REGISTRY[x.kind]
         if d.role == "view" or d.perm is not None:
@@ -55,3 +66,77 @@ def half(x: Tensor) -> Tensor:
         else:
             g.halves[x.id] = make("to_f16", (x,))
     return g.halves[x.id]
+
+
+def _infer_f32(ins, attrs):
+    (x,) = ins
+    if x.dtype != "f16":
+        raise OpError(f"from_f16 takes an f16 tensor, got {x.dtype} {x.shape}")
+    return tuple(x.shape), "f32"
+
+
+# an f16 tensor read as f32: a view (kernels' loads unpack the stored halves)
+register(
+    "from_f16",
+    family="elementwise",
+    role="view",
+    infer=_infer_f32,
+    grad=lambda t, g: [g],
+    ref=lambda ctx, args, t: args[0],
+    torch=lambda tc, a, n: a[0],
+)
+
+
+def _saveable(t: Tensor) -> bool:
+    """Whether t is an activation the backward may keep as f16: computed, f32, and not a
+    per-row statistic (a last dim of 1: log-sum-exp, norms) or a scalar."""
+    d = REGISTRY[t.kind]
+    return not (
+        t.dtype != "f32"
+        or d.role in ("leaf", "const", "view")
+        or d.perm is not None
+        or REGISTRY[root(t).kind].role in ("leaf", "const")
+        or not t.shape
+        or t.shape[-1] == 1
+        or prod(t.shape) < 2
+    )
+
+
+def copy_early(t: Tensor) -> None:
+    """Graph.on_add while a mixed forward is traced: each activation's f16 copy and its
+    f32 view, made right after it so that a forward op may read them (unused ones are
+    dropped as dead code)."""
+    if _saveable(t):
+        t.graph.saved[t.id] = make("from_f16", (half(t),))
+
+
+def loss_tail(loss: Tensor) -> set[int]:
+    """Ids of the nodes that form the loss from the last products' outputs (a squared
+    error, a cross-entropy and the mean over them): they read f32 values, so the loss
+    is computed from what the model gave, not from f16 copies of it."""
+    tail, todo = set(), [loss]
+    while todo:
+        t = todo.pop()
+        if t.id not in tail and not REGISTRY[t.kind].strided:
+            tail.add(t.id)
+            todo.extend(t.inputs)
+    return tail
+
+
+def grad_reading_saved(rule, t: Tensor, g: Tensor):
+    """rule(t, g) with t reading, from now on, the f16 copy (copy_early) of each input its
+    gradient reads; the other inputs stay as they were. Products and attention read f16
+    copies of their operands already."""
+    saved = t.graph.saved
+    ins = t.inputs
+    alt = tuple(saved.get(x.id, x) for x in ins)
+    if REGISTRY[t.kind].strided or all(a is x for a, x in zip(alt, ins)):
+        return rule(t, g)
+    mark = len(t.graph.tensors)
+    t.inputs = alt
+    try:
+        out = rule(t, g)
+    finally:
+        read = {x.id for n in t.graph.tensors[mark:] for x in n.inputs}
+        t.inputs = tuple(a if a.id in read else x for x, a in zip(ins, alt))
+    return out

@@ -85,8 +85,12 @@ class _Readers:
             if r.id in self.stored and r.id not in self.recomputed:
                 if self.pos[r.id] < start and self.last.get(r.id, -1) >= end:
                     return True
-            if r is not x or not can(r) or len(out) == ops:
-                return False  # recomputing through a view is not supported
+            if r is not x:
+                # a view of an f16 copy (mixed precision's saved activations) is recomputed
+                # with its input (the copies copy it too); other views are not followed
+                return r.dtype == "f16" and available(x.inputs[0])
+            if not can(r) or len(out) == ops:
+                return False
             out.append(r)
             return all(available(i) for i in r.inputs)
 
