@@ -562,6 +562,7 @@ class Graph:
     precision: str = "float32"  # "mixed": matmul operands stored as f16 (tgweb.ops.half)
     halves: dict[int, Tensor] = field(default_factory=dict)  # tensor id -> its f16 copy
     saved: dict[int, Tensor] = field(default_factory=dict)  # tensor id -> its f16 copy read as f32
+    kept: dict[int, tuple] = field(default_factory=dict)  # node id -> parts of it its gradient reads
     on_add: Any = None  # called with each new node (a mixed forward: its f16 copies, ops.half)
     _site_override: str | None = None
 

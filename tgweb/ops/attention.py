@@ -14,7 +14,8 @@ Kinds (attrs {causal, scale, mask: None | "bool" | "add", dropout, stream}; inpu
   backward recomputes the probabilities from. The kernel walks the keys with an
   online softmax (one running max and sum per row) and never stores a Tq x Tk tensor.
 - ``sdpa_grad_q`` (q, k, v, P, dO, delta, ...) -> dQ [L..., Tq, D], where P is the
-  ``sdpa`` result and delta = rowsum(dO * O) [L..., Tq, 1] (FlashAttention-2).
+  ``sdpa`` result (or its lse column alone: the kernels read P's last column) and
+  delta = rowsum(dO * O) [L..., Tq, 1] (FlashAttention-2).
 - ``sdpa_grad_kv`` (the same inputs) -> [L..., Tk, D + Dv]: dK then dV per key row.
 
 In a mixed-precision graph (tgweb.ops.half) the kernels read q, k, v and dO from their
@@ -527,9 +528,11 @@ def _g_sdpa(t: Tensor, g: Tensor):
     q, k, v = t.inputs[:3]
     d, dv = q.shape[-1], v.shape[-1]
     do = _output_grad(t, g)
-    delta = rsum(do * narrow(t, -1, 0, dv), -1, keepdims=True)
+    # mixed precision: O's f16 copy and lse's own copy (made in the forward), not t
+    o, lse = t.graph.kept.get(t.id, (narrow(t, -1, 0, dv), t))
+    delta = rsum(do * o, -1, keepdims=True)
     # mixed precision: the kernels read dO from its f16 copy, as they read q, k and v
-    ins = (q, k, v, t, half(do), delta) + tuple(t.inputs[3:])
+    ins = (q, k, v, lse, half(do), delta) + tuple(t.inputs[3:])
     dq = make("sdpa_grad_q", ins, **t.attrs)
     dkv = make("sdpa_grad_kv", ins, **t.attrs)
     grads = [dq, narrow(dkv, -1, 0, d), narrow(dkv, -1, d, dv)]
@@ -613,4 +616,11 @@ def scaled_dot_product_attention(
     if dropout_p:
         attrs["stream"] = rnd.next_stream(q.graph)
         ins += (q.graph.scalar("seed", "i32"),)
-    return narrow(make("sdpa", ins, **attrs), -1, 0, v.shape[-1])
+    t = make("sdpa", ins, **attrs)
+    out = narrow(t, -1, 0, v.shape[-1])
+    g = t.graph
+    if out.id in g.saved:
+        # mixed precision: the backward reads O through the f16 copy the next product reads
+        # and lse from a copy of its own, so [O | lse] (f32) is not kept for the backward
+        g.kept[t.id] = (g.saved[out.id], narrow(t, -1, v.shape[-1], 1))
+    return out
