@@ -20,6 +20,7 @@ from tgweb.lower import lower
 from tgweb.ops import conv as conv_ops
 from tgweb.ops import nn as nn_ops
 from tgweb.ops import random as rnd
+from tgweb.ops.half import copy_early
 from tgweb.optim import clip
 
 pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
@@ -35,7 +36,9 @@ def build(fn, specs, grad=True, precision="float32"):
     g = Graph(precision=precision)
     with tracing(g):
         ins = {n: g.input(n, s[0], s[1]) for n, s in specs.items()}
+        g.on_add = copy_early if precision == "mixed" else None  # as tg.compile traces
         out = fn(**ins)
+        g.on_add = None
         outs = out if isinstance(out, (tuple, list)) else (out,)
         for j, o in enumerate(outs):
             g.outputs[f"y{j}"] = o

@@ -141,6 +141,9 @@ class OpDef:
     perm(node) -> axes: an index kind whose output is its first input with its axes in
       this order, which a strided kind reads or writes through strides instead
       (tgweb.passes.views). None: no such view.
+    pairs(node) -> bool: an epilogue kind: whether its kernel for node can run a fused
+      epilogue that stores f16 values (precision="mixed"), each invocation storing
+      two neighbours into one word (ctx.result_pair). None: never.
     """
 
     kind: str
@@ -158,6 +161,7 @@ class OpDef:
     recompute: bool = False
     perm: Callable[..., Any] | None = None
     flops: Callable[..., int] | None = None
+    pairs: Callable[..., bool] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -194,6 +198,7 @@ def register(
     recompute: bool = False,
     perm=None,
     flops=None,
+    pairs=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
@@ -208,7 +213,9 @@ def register(
     if perm is not None and role != "index":
         raise RuntimeError(f"op kind {kind!r}: a perm view must be an index kind, not {role!r}")
     parts = (infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds, torch, recompute, perm)
-    d = OpDef(kind, family, *parts, flops)
+    if pairs is not None and not epilogue:
+        raise RuntimeError(f"op kind {kind!r}: only epilogue kinds store an epilogue's f16 pairs")
+    d = OpDef(kind, family, *parts, flops, pairs)
     REGISTRY[kind] = d
     return d
 

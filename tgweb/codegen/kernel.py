@@ -187,6 +187,35 @@ class KernelCtx:
             lines.append(self.store(node, idx, v))
         return lines
 
+    @property
+    def pairs(self) -> bool:
+        """Whether the fused epilogue stores f16 values: the host then stores its results
+        through result_pair, two neighbours at a time."""
+        epi = self.epilogue
+        return epi is not None and any(m.dtype == "f16" for m in epi.members if m.id in epi.stored)
+
+    def result_pair(self, node, idx: str, v0: str, v1: str) -> list[str]:
+        """result() for elements idx (even) and idx + 1, whose values are v0 and v1: the
+        epilogue runs on both, and each f16 value it stores shares its word with its
+        neighbour's (one store, so no two invocations write halves of one word)."""
+        epi = self.epilogue
+        lines, gs = [], []
+        for i, v in ((idx, v0), (f"{idx} + 1u", v1)):
+            r, ij = self.fresh("r"), self.fresh("pi")
+            g = GroupEmitter(self, epi.shape, epi.members, provided={node.id: r})
+            lines += [f"let {ij} = {i};", f"let {r} = {v};"] + g.emit(ij)
+            gs.append((ij, r, g))
+        for m in epi.members:
+            if m.id not in epi.stored:
+                continue
+            if m.dtype == "f16":
+                lines.append(self.store_pair(m, gs[0][0], gs[0][2].local[m.id], gs[1][2].local[m.id]))
+            else:
+                lines += [self.store(m, ij, g.local[m.id]) for ij, _, g in gs]
+        if node.id in epi.stored:
+            lines += [self.store(node, ij, r) for ij, r, _ in gs]
+        return lines
+
     def helper(self, name: str, text: str) -> str:
         self.helpers.setdefault(name, text)
         return name

@@ -129,6 +129,15 @@ def _bases(L, body):
         body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
 
 
+def pairs_ok(node) -> bool:
+    """Whether every invocation's results come in pairs of neighbouring elements that
+    start a word: C's rows contiguous, of an even length, and starting on even elements
+    (every register block is an even number of columns wide: the tiled kernel's are
+    multiples of 4, the direct kernel's min(T, N) with T even)."""
+    L = layout(node)
+    return L["cn"] == 1 and L["N"] % 2 == 0 and L["cm"] % 2 == 0 and all(s % 2 == 0 for s in L["cb"])
+
+
 def emit_matmul(kc: KernelCtx, node):
     L = layout(node)
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
@@ -230,11 +239,15 @@ def _tiled_stores(kc: KernelCtx, node, L, TM: int, TN: int, WX: int, WY: int) ->
         body.append(f"{{ let m = m0 + {4 * WY * (i // 4) + i % 4}u + ty * 4u;")
         body.append(f"  if (m < {M}u) {{" if M % BM else "  {")
         for q in range(TN // 4):
-            for c in range(4):
+            for c in range(0, 4, 2 if kc.pairs else 1):
                 guard = f" if (n < {N}u)" if N % BN else ""
                 body.append(f"    {{ let n = n0 + {4 * WX * q + c}u + tx * 4u;{guard} {{")
                 body.append(f"      let ci = {ci};")
-                body += ["      " + ln for ln in kc.result(node, "ci", f"acc{i}_{q}[{c}]")]
+                if kc.pairs:  # columns c and c + 1: one word of each f16 value (pairs_ok)
+                    res = kc.result_pair(node, "ci", f"acc{i}_{q}[{c}]", f"acc{i}_{q}[{c + 1}]")
+                else:
+                    res = kc.result(node, "ci", f"acc{i}_{q}[{c}]")
+                body += ["      " + ln for ln in res]
                 body.append("    } }")
         body += ["  }", "}"]
     return body
@@ -424,10 +437,17 @@ def _direct_stores(kc: KernelCtx, node, L, TM: int, TN: int) -> list[str]:
     body += [f"res[{r * TN + c}] = acc{r}_{c};" for r in range(TM) for c in range(TN)]
     body.append(f"for (var r = 0u; r < {TM}u; r = r + 1u) {{")
     body.append("  let m = m0 + r;" + (f" if (m < {M}u) {{" if M % TM else ""))
-    body.append(f"  for (var c = 0u; c < {TN}u; c = c + 1u) {{")
+    step = 2 if kc.pairs else 1  # columns c and c + 1: one word of each f16 value (pairs_ok)
+    if TN % step:
+        raise AssertionError(f"f16 pairs from a register block {TN} columns wide")
+    body.append(f"  for (var c = 0u; c < {TN}u; c = c + {step}u) {{")
     body.append("    let n = n0 + c;" + (f" if (n < {N}u) {{" if N % TN else ""))
     body.append(f"    let ci = {add_idx('cbase', mul_idx('m', L['cm']), mul_idx('n', L['cn']))};")
-    body += ["    " + ln for ln in kc.result(node, "ci", f"res[r * {TN}u + c]")]
+    if kc.pairs:
+        res = kc.result_pair(node, "ci", f"res[r * {TN}u + c]", f"res[r * {TN}u + c + 1u]")
+    else:
+        res = kc.result(node, "ci", f"res[r * {TN}u + c]")
+    body += ["    " + ln for ln in res]
     body.append("  }" + (" }" if N % TN else ""))
     body.append("}" + (" }" if M % TM else ""))
     return body

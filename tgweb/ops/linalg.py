@@ -7,7 +7,7 @@ pass reads transposed operands through strides instead of copying them.
 
 from __future__ import annotations
 
-from ..codegen.matmul import emit_matmul, operand_layout
+from ..codegen.matmul import emit_matmul, operand_layout, pairs_ok
 from ..ir import OpError, Tensor, make, prod, register, replace
 from .base import as_tensor, broadcast_shapes, op
 from .half import half
@@ -137,6 +137,7 @@ register(
     ref=_ref_matmul,
     torch=_torch_matmul,
     flops=_flops_matmul,
+    pairs=pairs_ok,
 )
 
 

@@ -226,8 +226,10 @@ def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
         or any(cx.group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
         or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs if cx.root_of(inp) is r)
         or any(h.epilogue is e for h in groups)
-        # f16 values are stored in pairs by an elementwise kernel of their own (codegen/kernel.py)
+        # f16 values are stored in pairs (codegen/kernel.py): by a host that holds both
+        # values of each word (OpDef.pairs), else by an elementwise kernel of their own
         or any(m.dtype == "f16" for m in e.members if m.id in e.stored)
+        and not (REGISTRY[r.kind].pairs and REGISTRY[r.kind].pairs(r))
         # a strided host (matmul) runs at the epilogue's place: not when the epilogue
         # waits for a result from much later (a tied weight's two gradients), which would
         # hold the host's operands (activations) until then
