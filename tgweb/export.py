@@ -80,7 +80,7 @@ def export_page(
     adapter. Returns {"path", "bytes", "html"}; path=None only returns the text."""
     from .lower import lower
 
-    graph = inference.graph
+    graph = inference.traced()  # the whole graph, also where the Program came from the cache
     program = lower(graph, name="forward")
     example = dict(example or {})
     unknown = sorted(set(example) - set(graph.inputs))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from . import progcache
 from .arrays import InputError
 from .backends import lowering_for, make_engine
 from .ir import Graph, Tensor, TraceError
@@ -44,12 +45,37 @@ class Closed:
 
 
 class Inference:
-    """A forward-only program sharing a Trainer's parameters. run(**batch) -> RunResult."""
+    """A forward-only program sharing a Trainer's parameters. run(**batch) -> RunResult.
+    Its Program comes from tgweb.progcache when the attach call's entry is there (graph is
+    then a progcache.Skeleton: the leaves; traced() gives the whole graph)."""
 
     def __init__(self, trainer, forward_fn: Callable, inputs: dict[str, Any]) -> None:
-        self.trainer = trainer
+        self.trainer, self._fn, self._inputs = trainer, forward_fn, inputs
+        device = lowering_for(trainer.backend)
+        cache = progcache.Lookup.attach(trainer, forward_fn, inputs, device)
+        found = cache.load(device["target"]) if cache is not None else None
+        if found is not None:
+            graph, program = found
+            self._single, self._bounds = graph.extra["single"], graph.bounds
+        else:
+            graph = self.traced()
+            self._bounds = index_bounds(graph)
+            program = None if device is None else lower(graph, name="forward", **device)
+            if cache is not None:
+                cache.save(graph, self._bounds, program, single=self._single)
+        self.graph = graph
+        self._engine = make_engine(graph, program, trainer.backend, trainer.precision, share=trainer._engine)
+        self.runs = 0  # run() calls: the position of its random stream
+
+    def traced(self) -> Graph:
+        """The forward graph (traced now unless it already was); sets whether the function
+        returned one tensor or a dict of them."""
+        if isinstance(getattr(self, "graph", None), Graph):
+            return self.graph
         # the trainer's precision: a mixed trainer's products read f16 copies here too
-        graph, out = trace(forward_fn, trainer.model, inputs, Graph(precision=trainer.graph.precision))
+        graph, out = trace(
+            self._fn, self.trainer.model, self._inputs, Graph(precision=self.trainer.graph.precision)
+        )
         if isinstance(out, Tensor):
             graph.outputs["output"] = out
             self._single = True
@@ -60,12 +86,7 @@ class Inference:
             raise TraceError(
                 f"the forward function must return a tensor or a dict of tensors, got {type(out).__name__}"
             )
-        self.graph = graph
-        self._bounds = index_bounds(graph)
-        device = lowering_for(trainer.backend)
-        program = None if device is None else lower(graph, name="forward", **device)
-        self._engine = make_engine(graph, program, trainer.backend, trainer.precision, share=trainer._engine)
-        self.runs = 0  # run() calls: the position of its random stream
+        return graph
 
     @property
     def program(self):

@@ -11,6 +11,12 @@ settings, compile's options). A hit gives the Program and a Skeleton of the grap
 leaves: what the Trainer reads); the initial values are still drawn from the model's
 Parameters by the Trainer, so a cached run trains exactly as an uncached one.
 
+Trainer.attach's inference programs are cached too, when made inside a keyed() scope
+(whose source holds the forward function's code) on a trainer whose Program was: their
+key hashes the trainer's key (its source, build, adapter class and so its Program), the
+scope's source, which attach call of the scope this is, the forward function's name and
+the inputs. A FreeInference's sizes, compiled on first use outside any scope, are not.
+
 An entry is text: a format line, the SHA-256 of the body, the body (JSON). An entry
 whose checksum, JSON, Program or key does not hold is discarded and rebuilt, never run.
 Stores: the browser worker's IndexedDB (web/progcache.mjs, reached through
@@ -32,7 +38,8 @@ from typing import Any
 from .program import Program, ProgramError
 
 FORMAT = "tgweb-program-cache 1"
-last: dict[str, Any] = {}  # the latest lookup: {"key", "outcome", "label"}
+last: dict[str, Any] = {}  # the latest lookup: {"key", "outcome", "label", "kind"}
+log: list[dict] = []  # every lookup since keyed() was entered, in order (as `last`)
 _store: Any = None  # set by use(); None: the browser's when in the worker, else no cache
 _scope: contextvars.ContextVar = contextvars.ContextVar("tgweb_progcache_scope", default=None)
 
@@ -60,6 +67,7 @@ class Skeleton:
         self.updates = dict.fromkeys(d["updates"])
         self.precision = d["precision"]  # what attached inference programs are traced at
         self.bounds = {n: (b, where, frozenset(allowed)) for n, b, where, allowed in d["bounds"]}
+        self.extra: dict = {}  # what the entry's maker stored beside it (Lookup.save)
 
     @staticmethod
     def describe(graph, bounds: dict) -> dict:
@@ -108,8 +116,9 @@ def keyed(source: str, label: str = ""):
     n-th compile call under the n-th key. label names the entries (the page: the sample)."""
     if not isinstance(source, str):
         raise TypeError(f"keyed: source must be the code's text (a str), got {type(source).__name__}")
-    token = _scope.set({"source": source, "label": label, "calls": 0})
+    token = _scope.set({"source": source, "label": label, "calls": 0, "attaches": 0})
     last.clear()
+    log.clear()
     try:
         yield
     finally:
@@ -153,11 +162,16 @@ def adapter_class(device: dict) -> dict:
     }
 
 
-class Lookup:
-    """One compile's cache entry: its key, and load() / save() through the store."""
+def _digest(desc: dict) -> str:
+    return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
 
-    def __init__(self, store, key: str, label: str, params: dict) -> None:
-        self.store, self.key, self.label, self.params = store, key, label, params
+
+class Lookup:
+    """One compile's (kind "step") or attach's (kind "forward") cache entry: its key, and
+    load() / save() through the store. params: the model's parameter shapes by name."""
+
+    def __init__(self, store, key: str, label: str, params: dict, kind: str = "step") -> None:
+        self.store, self.key, self.label, self.params, self.kind = store, key, label, params, kind
 
     @classmethod
     def start(cls, cache_key, device, model, parts: dict) -> "Lookup | None":
@@ -180,8 +194,29 @@ class Lookup:
             "model": _plain(type(model)),
             **{k: _plain(v) for k, v in parts.items()},
         }
-        key = hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()
-        return cls(store, key, scope["label"] if scope else "", params)
+        return cls(store, _digest(desc), scope["label"] if scope else "", params)
+
+    @classmethod
+    def attach(cls, trainer, forward_fn, inputs: dict, device) -> "Lookup | None":
+        """The Lookup of trainer.attach(forward_fn, inputs), or None where it is not cached
+        (outside a keyed() scope, no store, or a trainer whose Program is not cached)."""
+        scope, tkey = _scope.get(), getattr(trainer, "cache_key", None)
+        store = current_store() if scope is not None and tkey is not None and device is not None else None
+        if store is None:
+            return None
+        desc = {
+            "format": FORMAT,
+            "tgweb": build_id(),
+            "trainer": tkey,
+            "source": hashlib.sha256(scope["source"].encode()).hexdigest(),
+            "attach": scope["attaches"],
+            "adapter": adapter_class(device),
+            "forward": _plain(forward_fn),
+            "inputs": _plain(inputs),
+        }
+        scope["attaches"] += 1
+        params = {n: list(p.shape) for n, p in trainer.model.named_parameters()}
+        return cls(store, _digest(desc), scope["label"], params, kind="forward")
 
     def load(self, target) -> tuple[Skeleton, Program] | None:
         """The entry's (Skeleton, Program), or None on a miss; a corrupt entry is deleted."""
@@ -212,21 +247,31 @@ class Lookup:
             skeleton = Skeleton(d["skeleton"])
         except (KeyError, TypeError, ValueError, ProgramError) as e:
             raise CorruptEntry(f"{type(e).__name__}: {e}") from None
-        if {n: list(t.shape) for n, t in skeleton.params.items()} != self.params:
+        got = {n: list(t.shape) for n, t in skeleton.params.items()}
+        # a training step holds every parameter; an inference program those it reads
+        want = self.params if self.kind == "step" else {n: self.params.get(n) for n in got}
+        if got != want:
             raise CorruptEntry("its parameters are not the model's")
+        skeleton.extra = d.get("extra", {})
+        if not isinstance(skeleton.extra, dict):
+            raise CorruptEntry("its extra data is not a dict")
+        if self.kind == "forward" and not isinstance(skeleton.extra.get("single"), bool):
+            raise CorruptEntry("an inference entry without its output's form")
         return skeleton, program
 
-    def save(self, graph, bounds: dict, program: Program) -> None:
-        body = json.dumps(
-            {"key": self.key, "program": program.to_json(), "skeleton": Skeleton.describe(graph, bounds)},
-            separators=(",", ":"),
-        )
+    def save(self, graph, bounds: dict, program: Program, **extra) -> None:
+        """Store the entry; extra: plain data the caller reads back as skeleton.extra."""
+        body = {"key": self.key, "program": program.to_json(), "skeleton": Skeleton.describe(graph, bounds)}
+        body = json.dumps({**body, "extra": extra}, separators=(",", ":"))
         text = f"{FORMAT}\n{hashlib.sha256(body.encode()).hexdigest()}\n{body}"
-        self.store.put(self.key, text, {"label": self.label, "kernels": len(program.kernels)})
+        self.store.put(
+            self.key, text, {"label": self.label, "kernels": len(program.kernels), "kind": self.kind}
+        )
 
     def _outcome(self, what: str) -> None:
         last.clear()
-        last.update(key=self.key, outcome=what, label=self.label)
+        last.update(key=self.key, outcome=what, label=self.label, kind=self.kind)
+        log.append(dict(last))
 
 
 class MemoryStore(dict):

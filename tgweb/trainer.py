@@ -123,6 +123,7 @@ class Trainer:
         self._engine = make_engine(graph, program, backend, precision)
         self._attached: list = []  # inference programs: close() frees them too
         self.recover_every: int | None = None  # see compile()
+        self.cache_key: str | None = None  # its Program's tgweb.progcache key (compile sets it)
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
         self._in_flight = InFlight()  # steps sent and not read back yet
         self._memo: dict[tuple, tuple[dict, float]] = {}  # (applied, lr, host_state) -> _host_scalars

@@ -3,12 +3,16 @@
 // and lowering. The worker reads and writes them for Python; a page lists and clears them:
 //
 //   const cache = await openProgramCache();  // or tg.programs (tgweb.mjs)
-//   await cache.list();     // [{key, label, size, time, kernels}], newest first
+//   await cache.list();     // [{key, label, kind, size, time, used, kernels}], newest first
 //   await cache.remove(key);
 //   await cache.clear();
 //
 // An entry's text carries its own checksum, which Python checks before it uses one: a
 // damaged or truncated entry is removed and compiled again, never run.
+//
+// The entries are bounded, so that a model edited many times does not fill the origin's
+// storage: after each put, the least recently used go until at most maxEntries (200) and
+// maxBytes (48 MiB of Program text) are kept; the entry just put always stays.
 //
 // It also keeps one Pyodide memory snapshot (bootPython): the interpreter's memory after
 // importing tgweb, keyed by the hashes of Pyodide's files and of the tgweb wheel, with its
@@ -23,19 +27,23 @@ const done = (req) => new Promise((resolve, reject) => {
   req.onerror = () => reject(req.error);
 });
 
-/** Open (or create) the cache; rejects where the browser has no IndexedDB for this page. */
-export async function openProgramCache() {
+const LIMITS = { maxEntries: 200, maxBytes: 48 << 20 };
+
+/** Open (or create) the cache; rejects where the browser has no IndexedDB for this page.
+ *  limits: {maxEntries, maxBytes} (defaults LIMITS). */
+export async function openProgramCache(limits = {}) {
   if (typeof indexedDB === "undefined") throw new Error("this browser gives the page no IndexedDB");
   const req = indexedDB.open(NAME, 1);
   req.onupgradeneeded = () => {
     for (const s of [STORE, SNAPSHOTS]) if (!req.result.objectStoreNames.contains(s)) req.result.createObjectStore(s, { keyPath: "key" });
   };
-  return new ProgramCache(await done(req));
+  return new ProgramCache(await done(req), { ...LIMITS, ...limits });
 }
 
 class ProgramCache {
-  constructor(db) {
+  constructor(db, limits) {
     this.db = db;
+    this.limits = limits;
     this.writes = Promise.resolve(); // puts run in the background; list() waits for them
   }
 
@@ -44,34 +52,59 @@ class ProgramCache {
     return done(fn(tx.objectStore(store)));
   }
 
-  /** The entry's text, or null. */
+  /** The entry's text, or null; a hit marks the entry used now (in the background). */
   async get(key) {
     const rec = await this._req("readonly", (s) => s.get(key));
-    return rec ? rec.text : null;
+    if (!rec) return null;
+    this._write((s) => s.put({ ...rec, used: Date.now() }));
+    return rec.text;
   }
 
-  /** Keep text under key; info: {label, kernels}. */
+  /** Keep text under key; info: {label, kernels, kind}. Then the least recently used
+   *  entries over the limits go. */
   put(key, text, info = {}) {
-    const rec = { ...info, key, text, size: text.length, time: Date.now() };
-    this.writes = this.writes.then(() => this._req("readwrite", (s) => s.put(rec))).catch(() => {});
+    const now = Date.now();
+    const rec = { ...info, key, text, size: text.length, time: now, used: now };
+    this._write((s) => s.put(rec));
+    this.writes = this.writes.then(() => this._prune(key)).catch(() => {});
     return this.writes;
   }
 
-  async list() {
-    await this.writes;
+  _write(fn) {
+    this.writes = this.writes.then(() => this._req("readwrite", fn)).catch(() => {});
+  }
+
+  /** Remove the least recently used entries (never `keep`) until the limits hold. */
+  async _prune(keep) {
+    const all = (await this._metas()).sort((a, b) => (b.used || b.time) - (a.used || a.time));
+    let n = 0, bytes = 0;
+    const gone = all.filter((e) => {
+      n += 1;
+      bytes += e.size;
+      return e.key !== keep && (n > this.limits.maxEntries || bytes > this.limits.maxBytes);
+    });
+    for (const e of gone) await this._req("readwrite", (s) => s.delete(e.key));
+  }
+
+  /** Every entry's record without its text. */
+  _metas() {
     const all = [];
-    await new Promise((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       const req = this.db.transaction([STORE]).objectStore(STORE).openCursor();
       req.onerror = () => reject(req.error);
       req.onsuccess = () => {
         const c = req.result;
-        if (!c) return resolve();
+        if (!c) return resolve(all);
         const { text, ...meta } = c.value; // the list leaves the texts where they are
         all.push(meta);
         c.continue();
       };
     });
-    return all.sort((a, b) => b.time - a.time);
+  }
+
+  async list() {
+    await this.writes;
+    return (await this._metas()).sort((a, b) => b.time - a.time);
   }
 
   async remove(key) {

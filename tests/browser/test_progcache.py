@@ -5,14 +5,18 @@ A hit trains with exactly the losses of a compile; a source edit, a change of tg
 files and another adapter class each miss; a corrupt and a truncated entry are
 discarded and compiled again; the trainer page lists the entries, starts a sample from
 one after a reload (and Python from the memory snapshot after importing tgweb), and
-clears them; a damaged snapshot is refused and Python boots afresh.
+clears them; a damaged snapshot is refused and Python boots afresh. A repeat visit of
+addition takes its trainer's and its attached program's Programs from the cache, and its
+initial values from web/bulk.mjs after the snapshot's restore, and trains exactly as the
+first visit; an edit of its source misses both. The entries are kept within their limits,
+least recently used first out.
 """
 
 from __future__ import annotations
 
 import json
 
-from .conftest import open_app, open_sample, py, train_app
+from .conftest import losses, open_app, open_sample, py, train_app
 
 SETUP = """
 import tgweb as tg
@@ -195,3 +199,100 @@ def test_js_is_the_globals_on_the_visit_that_makes_the_snapshot(page):
         page, "import js\n[js.self.location.protocol, js.navigator.gpu is not None, js.self == js.globalThis]"
     )
     assert got == ["http:", True, True]
+
+
+# in the trainer page's worker: every bulk draw of initial values (web/bulk.mjs through the
+# worker's hooks) counted and hashed, in order; init._bulk's drawer for a large draw named
+_WATCH_DRAWS = """
+import hashlib as _hashlib, random as _random
+from tgweb.nn import init as _init
+
+_draws = {"n": 0, "sha": _hashlib.sha256()}
+_call = _init._JsDraw._call
+
+def _counted(self, rng, name, n, *args):
+    out, r = _call(self, rng, name, n, *args)
+    _draws["n"] += 1
+    _draws["sha"].update(name.encode() + out.tobytes())
+    return out, r
+
+_init._JsDraw._call = _counted
+type(_init._bulk(_random.Random(0), "gauss", 1 << 12)).__name__
+"""
+_DRAWN = "[_draws['n'], _draws['sha'].hexdigest()]"
+# the attached program's output on the held-out pairs, hashed
+_PREDICTED = """
+import array, hashlib as _hashlib
+from tgweb.samples import addition as _add
+_ns = _spaces["addition"]
+_pairs = (_ns["HELD_OUT"] * 4)[: _add.EVAL_BATCH]
+_tokens = array.array("i", [t for a, c in _pairs for t in _add.sequence(a, c)[: _add.CTX]])
+_out = _ns["predict"].run(tokens=_tokens).output
+_hashlib.sha256(str(_out.tolist()).encode()).hexdigest()
+"""
+
+
+def _app_py(page, source):
+    return page.evaluate("(src) => window.app.tg.run(src)", source)
+
+
+def _visit_addition(page):
+    """Start addition for 3 steps with its initial values' draws watched: (page info,
+    losses, the draws, the attached program's output)."""
+    assert _app_py(page, _WATCH_DRAWS) == "_JsDraw"
+    open_sample(page, "addition")
+    train_app(page, 3, timeout=300)
+    info = page.evaluate("window.app.state.addition.info")
+    return info, losses(page, "addition"), _app_py(page, _DRAWN), _app_py(page, _PREDICTED)
+
+
+def test_repeat_visit_of_addition_takes_its_programs_and_bulk_values(browser, site_url):
+    page = open_app(browser, site_url, "addition")  # a new browser context: nothing stored
+    try:
+        info, first_losses, drawn, predicted = _visit_addition(page)
+        assert (info["cache"], info["cache_attached"]) == ("miss", ["miss"])
+        assert drawn[0] > 0, "the initial values were not drawn by web/bulk.mjs"
+        page.wait_for_function(
+            "window.app.programs.refresh().then((l) => l.filter((e) => e.label === 'addition').length === 2)",
+            timeout=20000,
+        )
+        kinds = sorted(e["kind"] for e in page.evaluate("window.app.programs.refresh()"))
+        assert kinds == ["forward", "step"]
+        assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        info, again, drawn_again, predicted_again = _visit_addition(page)
+        assert (info["cache"], info["cache_attached"]) == ("hit", ["hit"])
+        assert drawn_again == drawn  # the same values, drawn by web/bulk.mjs after the restore
+        assert again == first_losses and predicted_again == predicted
+        # an edit of the source misses both (a comment: it trains as before)
+        page.fill("#source", page.evaluate("window.app.state.addition.source") + "\n# edited\n")
+        train_app(page, 3, timeout=300)
+        info = page.evaluate("window.app.state.addition.info")
+        assert (info["cache"], info["cache_attached"]) == ("miss", ["miss"])
+        assert losses(page, "addition")[:3] == first_losses
+    finally:
+        page.close()
+
+
+_LRU = """async () => {
+    const cache = await tgweb.openProgramCache({maxEntries: 3, maxBytes: 1000});
+    await cache.clear();
+    const pause = () => new Promise((r) => setTimeout(r, 5));
+    const keys = async () => (await cache.list()).map((e) => e.key).sort().join(" ");
+    const out = [];
+    for (const k of ["a", "b", "c"]) { await cache.put(k, "x".repeat(100), {label: "lru"}); await pause(); }
+    await cache.get("a"); await pause();        // a is used again: b is the least recent now
+    await cache.put("d", "x".repeat(100)); await pause();
+    out.push(await keys());
+    await cache.put("e", "x".repeat(750)); await pause();  // d, e and a fit in 1000 bytes; c does not
+    out.push(await keys());
+    await cache.put("f", "x".repeat(2000));     // alone over the limit: it stays, alone
+    out.push(await keys());
+    await cache.clear();
+    return out;
+}"""
+
+
+def test_entries_are_kept_within_limits_least_recently_used_out(page):
+    assert page.evaluate(_LRU) == ["a c d", "a d e", "f"]

@@ -40,7 +40,8 @@ def page_info(name):
     prog = tr.program
     return {"params": _count(t.shape for t in tr.graph.params.values()), "steps": tr.steps,
             "calls": tr.calls, "backend": tr.backend, "kernels": len(prog.kernels) if prog is not None else None,
-            "compile_s": ns.get("__compile_s__"), "cache": ns.get("__cache__")}
+            "compile_s": ns.get("__compile_s__"), "cache": ns.get("__cache__"),
+            "cache_attached": ns.get("__cache_attached__", [])}
 
 
 def page_exec(name, source, filename):
@@ -56,7 +57,10 @@ def page_exec(name, source, filename):
     if not callable(ns.get("train")):
         raise NameError(f"{filename} must define train(steps), the loop Start calls")
     ns["__compile_s__"] = compile_s
-    ns["__cache__"] = progcache.last.get("outcome") if progcache.last.get("label") == name else None
+    # what the cache did for the trainer and for each program it attached, in order
+    mine = [e for e in progcache.log if e["label"] == name]
+    ns["__cache__"] = next((e["outcome"] for e in mine if e["kind"] == "step"), None)
+    ns["__cache_attached__"] = [e["outcome"] for e in mine if e["kind"] == "forward"]
     _spaces[name] = ns
     _show(ns)
     return page_info(name)

@@ -22,7 +22,8 @@ export class ProgramsPanel {
       const li = document.createElement("li");
       li.dataset.key = e.key;
       const when = new Date(e.time).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
-      li.textContent = `${this.opts.titles[e.label] || e.label || "(unnamed)"}: ${e.kernels ?? "?"} kernels, ` +
+      const what = e.kind === "forward" ? " (inference)" : "";
+      li.textContent = `${this.opts.titles[e.label] || e.label || "(unnamed)"}${what}: ${e.kernels ?? "?"} kernels, ` +
         `${bytesText(e.size)}, compiled ${when}`;
       return li;
     }));
