@@ -14,8 +14,6 @@ least recently used first out.
 
 from __future__ import annotations
 
-import json
-
 from .conftest import losses, open_app, open_sample, py, train_app
 
 SETUP = """
@@ -147,7 +145,8 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert page.evaluate("window.app.state.sin.info.cache") == "hit"
         assert "from the compiled programs" in page.text_content("#log")
         entries = page.evaluate("window.app.programs.refresh()")
-        assert [e["label"] for e in entries] == ["sin"], json.dumps(entries)
+        assert [(e["label"], e["kind"]) for e in entries] == [("sin", "forward"), ("sin", "step")], entries
+        assert page.evaluate("window.app.state.sin.info.cache_attached") == ["hit"]
         page.click("#programs summary")
         page.click("#programs-clear")
         page.wait_for_function("document.querySelectorAll('#program-list li').length === 0", timeout=10000)
@@ -204,31 +203,31 @@ def test_js_is_the_globals_on_the_visit_that_makes_the_snapshot(page):
 # in the trainer page's worker: every bulk draw of initial values (web/bulk.mjs through the
 # worker's hooks) counted and hashed, in order; init._bulk's drawer for a large draw named
 _WATCH_DRAWS = """
-import hashlib as _hashlib, random as _random
-from tgweb.nn import init as _init
+import hashlib as _t_hashlib, random as _t_random
+from tgweb.nn import init as _t_init
 
-_draws = {"n": 0, "sha": _hashlib.sha256()}
-_call = _init._JsDraw._call
+_t_draws = {"n": 0, "sha": _t_hashlib.sha256()}
+_t_call = _t_init._JsDraw._call
 
-def _counted(self, rng, name, n, *args):
-    out, r = _call(self, rng, name, n, *args)
-    _draws["n"] += 1
-    _draws["sha"].update(name.encode() + out.tobytes())
+def _t_counted(self, rng, name, n, *args):
+    out, r = _t_call(self, rng, name, n, *args)
+    _t_draws["n"] += 1
+    _t_draws["sha"].update(name.encode() + out.tobytes())
     return out, r
 
-_init._JsDraw._call = _counted
-type(_init._bulk(_random.Random(0), "gauss", 1 << 12)).__name__
+_t_init._JsDraw._call = _t_counted
+type(_t_init._bulk(_t_random.Random(0), "gauss", 1 << 12)).__name__
 """
-_DRAWN = "[_draws['n'], _draws['sha'].hexdigest()]"
+_DRAWN = "[_t_draws['n'], _t_draws['sha'].hexdigest()]"
 # the attached program's output on the held-out pairs, hashed
 _PREDICTED = """
-import array, hashlib as _hashlib
-from tgweb.samples import addition as _add
-_ns = _spaces["addition"]
-_pairs = (_ns["HELD_OUT"] * 4)[: _add.EVAL_BATCH]
-_tokens = array.array("i", [t for a, c in _pairs for t in _add.sequence(a, c)[: _add.CTX]])
-_out = _ns["predict"].run(tokens=_tokens).output
-_hashlib.sha256(str(_out.tolist()).encode()).hexdigest()
+import array, hashlib as _t_hashlib
+from tgweb.samples import addition as _t_add
+_t_ns = _spaces["addition"]
+_t_pairs = (_t_ns["HELD_OUT"] * 4)[: _t_add.EVAL_BATCH]
+_t_tokens = array.array("i", [t for a, c in _t_pairs for t in _t_add.sequence(a, c)[: _t_add.CTX]])
+_t_out = _t_ns["predict"].run(tokens=_t_tokens).output
+_t_hashlib.sha256(str(_t_out.tolist()).encode()).hexdigest()
 """
 
 
