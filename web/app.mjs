@@ -298,15 +298,16 @@ async function call(expr, globals = {}) {
   return tg.run(expr, { filename: "<page>", globals });
 }
 
-async function ensureCompiled(s) {
+// show: false where training follows at once (Start): the view waits for the first step
+async function ensureCompiled(s, show = true) {
   if (s.compiled === s.source) return false;
   s.compiled = null;  // the old namespace is gone once the new source starts running
   s.error = null;
   showError(s);
   setStatus(`${s.title}: compiling…`, "busy");
   const t0 = performance.now();
-  s.info = await call("page_exec(PAGE_NAME, PAGE_SOURCE, PAGE_FILE)",
-    { PAGE_NAME: s.name, PAGE_SOURCE: s.source, PAGE_FILE: `${s.name}.py` });
+  s.info = await call("page_exec(PAGE_NAME, PAGE_SOURCE, PAGE_FILE, PAGE_SHOW)",
+    { PAGE_NAME: s.name, PAGE_SOURCE: s.source, PAGE_FILE: `${s.name}.py`, PAGE_SHOW: show });
   s.info.wall_s = (performance.now() - t0) / 1000;
   s.compiled = s.source;
   s.losses = [];
@@ -336,7 +337,7 @@ async function trainSample(name, only = null) {
     renderGallery(); renderControls();
     try {
       await loadSource(s);
-      const fresh = await ensureCompiled(s);
+      const fresh = await ensureCompiled(s, false);
       if (fresh && name === current) renderAll();
       setStatus(`${s.title}: training ${steps} steps…`, "busy");
       s.rateMarks = [];

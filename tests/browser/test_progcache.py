@@ -8,7 +8,8 @@ one after a reload (and Python from the memory snapshot after importing tgweb), 
 clears them; a damaged snapshot is refused and Python boots afresh. A repeat visit of
 addition takes its trainer's and its attached program's Programs from the cache, and its
 initial values from web/bulk.mjs after the snapshot's restore, and trains exactly as the
-first visit; an edit of its source misses both. The entries are kept within their limits,
+first visit; an edit of its source misses both; Start shows the view after the first
+step, not before. The entries are kept within their limits,
 least recently used first out.
 """
 
@@ -239,8 +240,12 @@ def _visit_addition(page):
     """Start addition for 3 steps with its initial values' draws watched: (page info,
     losses, the draws, the attached program's output)."""
     assert _app_py(page, _WATCH_DRAWS) == "_JsDraw"
+    page.evaluate("window.seen = []; window.app.tg.on('*', (event) => window.seen.push(event)); null")
     open_sample(page, "addition")
     train_app(page, 3, timeout=300)
+    seen = page.evaluate("window.seen")
+    # Start compiles and trains: the view's evaluation waits until the first loss is in
+    assert "view" in seen and seen.index("metric") < seen.index("view"), seen
     info = page.evaluate("window.app.state.addition.info")
     return info, losses(page, "addition"), _app_py(page, _DRAWN), _app_py(page, _PREDICTED)
 

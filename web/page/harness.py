@@ -44,8 +44,10 @@ def page_info(name):
             "cache_attached": ns.get("__cache_attached__", [])}
 
 
-def page_exec(name, source, filename):
-    """Run a sample's source in a fresh namespace (compiling its trainer), then show()."""
+def page_exec(name, source, filename, show=True):
+    """Run a sample's source in a fresh namespace (compiling its trainer), then show().
+    show=False (Start, which trains at once): page_train shows after the first step, so
+    that the view's evaluation does not delay that step."""
     _spaces.pop(name, None)
     ns = {"__name__": "__main__", "__file__": filename}
     t0 = time.perf_counter()
@@ -62,7 +64,10 @@ def page_exec(name, source, filename):
     ns["__cache__"] = next((e["outcome"] for e in mine if e["kind"] == "step"), None)
     ns["__cache_attached__"] = [e["outcome"] for e in mine if e["kind"] == "forward"]
     _spaces[name] = ns
-    _show(ns)
+    if show:
+        _show(ns)
+    else:
+        ns["__unshown__"] = True
     return page_info(name)
 
 
@@ -77,9 +82,14 @@ def page_train(name, steps, autosave_s=None):
     ns = _ns(name)
     t0, s0 = time.perf_counter(), ns["trainer"].steps
     saver = web.autosave(ns["trainer"], every_s=autosave_s, name=name) if autosave_s else None
-    stopped = False
+    stopped, n = False, int(steps)
     try:
-        ns["train"](int(steps))
+        if ns.pop("__unshown__", False) and n > 1:  # compiled by Start: the view after step 1
+            ns["train"](1)
+            web.flush()  # the first loss reaches the page now
+            _show(ns)
+            n -= 1
+        ns["train"](n)
     except web.Stopped:
         stopped = True
     finally:
