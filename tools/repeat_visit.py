@@ -6,7 +6,8 @@ the HTTP cache and the page's IndexedDB, compiled Programs included, kept).
 
 Each run opens /?autostart#SAMPLE twice in one new profile and prints, per visit, the time
 from navigation to the first loss on the page, the worker's start-up phases and the
-sample's compile (its source run: tracing and lowering, or the cached Program). Samples:
+sample's compile (its source run: tracing and lowering, or the cached Programs of the
+trainer and of what it attaches). Samples:
 sin and addition unless named. Run it on the H200 machine for the issue's targets.
 """
 
