@@ -141,6 +141,9 @@ class OpDef:
     perm(node) -> axes: an index kind whose output is its first input with its axes in
       this order, which a strided kind reads or writes through strides instead
       (tgweb.passes.views). None: no such view.
+    window(node) -> (axis, start, stop): an index kind whose output is its first input's
+      elements start .. stop - 1 along axis, which a strided kind reads through strides
+      and an offset instead (tgweb.passes.views). None: no such view.
     """
 
     kind: str
@@ -158,6 +161,7 @@ class OpDef:
     recompute: bool = False
     perm: Callable[..., Any] | None = None
     flops: Callable[..., int] | None = None
+    window: Callable[..., Any] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -194,6 +198,7 @@ def register(
     recompute: bool = False,
     perm=None,
     flops=None,
+    window=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
@@ -205,10 +210,10 @@ def register(
         )
     if flops is not None and role != "kernel":
         raise RuntimeError(f"op kind {kind!r}: only kernel kinds declare flops (fused ones cost their size)")
-    if perm is not None and role != "index":
-        raise RuntimeError(f"op kind {kind!r}: a perm view must be an index kind, not {role!r}")
+    if (perm is not None or window is not None) and role != "index":
+        raise RuntimeError(f"op kind {kind!r}: a perm or window view must be an index kind, not {role!r}")
     parts = (infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds, torch, recompute, perm)
-    d = OpDef(kind, family, *parts, flops)
+    d = OpDef(kind, family, *parts, flops, window)
     REGISTRY[kind] = d
     return d
 
