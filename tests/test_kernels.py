@@ -822,6 +822,23 @@ def test_matmul_paths():
     assert sum("matmul" in k.ops for k in prog.kernels) == 3
 
 
+@pytest.mark.parametrize(
+    "target,rows", [(None, 33), (None, 1100), (GPU, 33)], ids=["cpu-serial", "cpu-tree", "gpu-tree"]
+)
+def test_layer_norm_hosts_its_gain_and_the_residual_gradient(target, rows):
+    """normalize runs its gain and bias (and a residual) before storing, and
+    normalize_grad adds the residual's gradient: no elementwise kernel of their own."""
+
+    def fn(x, w, b):
+        return nn_ops.layer_norm(x, w, b) + x
+
+    specs = {"x": f(7, rows), "w": f(rows), "b": f(rows)}
+    fwd = lower(build(fn, specs, grad=False), target=target)
+    assert [sorted(k.ops) for k in fwd.kernels] == [["add", "mul", "normalize"]]
+    prog = run_case(fn, specs, target=target)
+    assert any({"normalize_grad", "add"} <= set(k.ops) for k in prog.kernels), [k.ops for k in prog.kernels]
+
+
 def _qkv_attention(x, w, w2):
     """nanoGPT's attention: q, k and v cut from one product, the output's heads merged
     (a slice of sdpa's result, its log-sum-exp column left out) into a second product."""
