@@ -825,6 +825,71 @@ def test_matmul_paths():
     assert sum("matmul" in k.ops for k in prog.kernels) == 3
 
 
+@pytest.mark.parametrize(
+    "target,rows", [(None, 33), (None, 1100), (GPU, 33)], ids=["cpu-serial", "cpu-tree", "gpu-tree"]
+)
+def test_layer_norm_hosts_its_gain_and_the_residual_gradient(target, rows):
+    """normalize runs its gain and bias (and a residual) before storing, and
+    normalize_grad adds the residual's gradient: no elementwise kernel of their own."""
+
+    def fn(x, w, b):
+        return nn_ops.layer_norm(x, w, b) + x
+
+    specs = {"x": f(7, rows), "w": f(rows), "b": f(rows)}
+    fwd = lower(build(fn, specs, grad=False), target=target)
+    assert [sorted(k.ops) for k in fwd.kernels] == [["add", "mul", "normalize"]]
+    prog = run_case(fn, specs, target=target)
+    assert any({"normalize_grad", "add"} <= set(k.ops) for k in prog.kernels), [k.ops for k in prog.kernels]
+
+
+def _qkv_attention(x, w, w2):
+    """nanoGPT's attention: q, k and v cut from one product, the output's heads merged
+    (a slice of sdpa's result, its log-sum-exp column left out) into a second product."""
+    p = (x @ w).reshape(2, 19, 3, 2, 12).permute(2, 0, 3, 1, 4)
+    y = tg.scaled_dot_product_attention(p[0], p[1], p[2], is_causal=True)
+    return y.permute(0, 2, 1, 3).reshape(2, 19, 24) @ w2
+
+
+# operands that are slices (at offsets that do and do not allow vec4 loads), of
+# permutes, through reshapes that split an axis
+SLICED = [
+    (lambda x, y: tg.narrow(x, 1, 3, 21) @ y, {"x": f(37, 30), "y": f(21, 19)}),
+    (lambda x, y: tg.narrow(x, 1, 4, 20) @ tg.narrow(y, 0, 5, 33).T, {"x": f(37, 30), "y": f(40, 20)}),
+    (lambda x, y: tg.narrow(x, 0, 2, 30).reshape(30, 2, 6) @ y, {"x": f(33, 12), "y": f(6, 17)}),
+    (lambda x, y: tg.narrow(x, 1, 4, 1024) @ y, {"x": f(40, 1030), "y": f(1024, 70)}),  # split on a GPU
+    (_qkv_attention, {"x": f(2, 19, 20), "w": f(20, 72), "w2": f(24, 20)}),
+]
+
+
+@pytest.mark.parametrize("target", [None, GPU], ids=["cpu", "gpu"])
+@pytest.mark.parametrize("j", range(len(SLICED)))
+def test_slices_fold_into_strided_reads(j, target):
+    """Products and attention read slices of stored tensors through strides and an
+    offset: no slice or permute kernel in the forward pass, the same values forward and
+    backward; the attention output's slice and head merge are one copy."""
+    fn, specs = SLICED[j]
+    fwd = lower(build(fn, specs, grad=False), target=target)
+    ops_ = [k.ops for k in fwd.kernels]
+    assert not any("slice" in o for o in ops_), ops_
+    assert sum("permute" in o for o in ops_) == (1 if fn is _qkv_attention else 0), ops_
+    run_case(fn, specs, target=target)
+
+
+def test_a_permute_of_slices_is_one_copy():
+    # a window of a middle axis, permuted, then of that the second row: one gather
+    fn = lambda x: tg.exp(tg.narrow(tg.narrow(x, 2, 1, 5).permute(0, 2, 1), 1, 1, 3).permute(2, 1, 0))  # noqa: E731
+    specs = {"x": f(3, 7, 9)}
+    assert [k.ops for k in lower(build(fn, specs, grad=False)).kernels] == [["permute", "exp"]]
+    run_case(fn, specs)
+
+
+def test_a_reshape_that_merges_strided_axes_is_not_folded():
+    # columns 2..9 of a [33, 12] tensor: a reshape to rows of 4 splits them across rows
+    fn = lambda x, y: tg.narrow(x, 1, 2, 8).reshape(66, 4) @ y  # noqa: E731
+    prog = run_case(fn, {"x": f(33, 12), "y": f(4, 17)}, grad=False)
+    assert any("slice" in k.ops for k in prog.kernels)
+
+
 def test_i32_and_bool_chains():
     run_case(
         lambda k, c: tg.where(tg.logical_and(c, k > 0), k * 3, -k), {"k": i(7, 33), "c": b(7, 33)}, grad=False

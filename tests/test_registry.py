@@ -166,8 +166,10 @@ def test_register_refuses_fields_its_role_cannot_have():
     common = dict(family="test", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=lambda c, a, t: 0)
     with pytest.raises(RuntimeError, match="only kernel kinds are marked recompute"):
         ir.register("test_recompute", role="elementwise", recompute=True, **common)
-    with pytest.raises(RuntimeError, match="a perm view must be an index kind"):
+    with pytest.raises(RuntimeError, match="a perm or window view must be an index kind"):
         ir.register("test_perm", role="kernel", perm=lambda t: (0,), **common)
+    with pytest.raises(RuntimeError, match="a perm or window view must be an index kind"):
+        ir.register("test_window", role="elementwise", window=lambda t: (0, 0, 1), **common)
     assert REGISTRY == before
 
 
@@ -178,10 +180,13 @@ def test_the_passes_read_the_registrys_fields():
 
     assert [k for k, d in REGISTRY.items() if d.recompute] == ["normalize"]
     assert [k for k, d in REGISTRY.items() if d.perm is not None] == ["permute"]
+    assert [k for k, d in REGISTRY.items() if d.window is not None] == ["slice"]
     g = ir.Graph()
     with ir.tracing(g):
         x = g.input("x", (3, 4))
         y = tg.layer_norm(x)
         p = tg.permute(x, (1, 0))
+        s = tg.narrow(tg.reshape(p, (2, 2, 3)), 1, 1, 1)
     assert y.kind == "normalize" and remat.clonable(y)
-    assert views._permute_view(p) == (x, ((4, 3), (1, 4)))
+    assert views.view_of(p) == (x, ((4, 3), (1, 4), 0))
+    assert views.view_of(s) == (x, ((2, 1, 3), (2, 1, 4), 1))  # x^T's rows 1 and 3

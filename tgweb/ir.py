@@ -144,6 +144,9 @@ class OpDef:
     pairs(node) -> bool: an epilogue kind: whether its kernel for node can run a fused
       epilogue that stores f16 values (precision="mixed"), each invocation storing
       two neighbours into one word (ctx.result_pair). None: never.
+    window(node) -> (axis, start, stop): an index kind whose output is its first input's
+      elements start .. stop - 1 along axis, which a strided kind reads through strides
+      and an offset instead (tgweb.passes.views). None: no such view.
     """
 
     kind: str
@@ -162,6 +165,7 @@ class OpDef:
     perm: Callable[..., Any] | None = None
     flops: Callable[..., int] | None = None
     pairs: Callable[..., bool] | None = None
+    window: Callable[..., Any] | None = None
 
     @property
     def fuses(self) -> bool:
@@ -199,6 +203,7 @@ def register(
     perm=None,
     flops=None,
     pairs=None,
+    window=None,
 ) -> OpDef:
     if kind in REGISTRY:
         raise RuntimeError(f"op kind {kind!r} registered twice")
@@ -210,12 +215,12 @@ def register(
         )
     if flops is not None and role != "kernel":
         raise RuntimeError(f"op kind {kind!r}: only kernel kinds declare flops (fused ones cost their size)")
-    if perm is not None and role != "index":
-        raise RuntimeError(f"op kind {kind!r}: a perm view must be an index kind, not {role!r}")
+    if (perm is not None or window is not None) and role != "index":
+        raise RuntimeError(f"op kind {kind!r}: a perm or window view must be an index kind, not {role!r}")
     parts = (infer, grad, ref, role, emit, epilogue, strided, rewrite, index_bounds, torch, recompute, perm)
     if pairs is not None and not epilogue:
         raise RuntimeError(f"op kind {kind!r}: only epilogue kinds store an epilogue's f16 pairs")
-    d = OpDef(kind, family, *parts, flops, pairs)
+    d = OpDef(kind, family, *parts, flops, pairs, window)
     REGISTRY[kind] = d
     return d
 

@@ -23,7 +23,7 @@ from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
 from .passes.fusion import Group, fuse, same_index
 from .passes.plan import Step, Value, plan
-from .passes.remat import fit, rematerialize
+from .passes.remat import fit, relinked, rematerialize
 from .passes.views import fold_views
 from .pipeline import APPLIED_READ, scalar_words
 from .program import Kernel, Program, Scalar, Slot, limits_of, wgsl_features
@@ -108,7 +108,7 @@ def computed_nodes(graph: Graph, target: Target | None = None, ids: IdSource | N
         n = eff.get(t.id, t)
         hook = REGISTRY[n.kind].rewrite
         out.extend((hook and hook(n, target, ids.new)) or [n])
-    return out
+    return relinked(out)  # views of a replaced node read the replacement (remat copies them)
 
 
 # ---------------------------------------------------------------- schedule

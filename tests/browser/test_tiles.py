@@ -21,6 +21,8 @@ CASES = [
     (lambda a, b: a @ b, {"a": f(37, 13), "b": f(13, 30)}, True),  # scalar loads
     (lambda a, b: tg.relu(a @ b.mT), {"a": f(3, 40, 36), "b": f(44, 36)}, False),  # batch as rows
     (lambda a, b: a.mT @ b, {"a": f(2, 36, 40), "b": f(2, 36, 44)}, False),  # batch on z
+    # operands read through folded slices: an offset of 4 (vec4 loads), one of 3 (scalar)
+    (lambda a, b: tg.narrow(a, 1, 4, 20) @ tg.narrow(b, 0, 3, 68).T, {"a": f(72, 26), "b": f(72, 20)}, True),
 ]
 
 

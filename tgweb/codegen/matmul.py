@@ -64,12 +64,13 @@ def check_tile(BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
 
 
 def operand_layout(x, view, trans):
-    """(batch shape, batch strides, rows, cols, row stride, col stride) of a logical operand."""
-    shape, st = (tuple(view[0]), tuple(view[1])) if view else (tuple(x.shape), tuple(strides(x.shape)))
+    """(batch shape, batch strides, rows, cols, row stride, col stride, element offset) of
+    a logical operand."""
+    shape, st, off = (tuple(view[0]), tuple(view[1]), view[2]) if view else (x.shape, strides(x.shape), 0)
     r, c, rs, cs = shape[-2], shape[-1], st[-2], st[-1]
     if trans:
         r, c, rs, cs = c, r, cs, rs
-    return shape[:-2], st[:-2], r, c, rs, cs
+    return tuple(shape[:-2]), tuple(st[:-2]), r, c, rs, cs, off
 
 
 def _out_batch_strides(bshape, bstr, out_batch):
@@ -87,8 +88,8 @@ def layout(node):
     a, b = node.inputs
     at = node.attrs
     views = at.get("views", {})
-    ba, sba, M, K, am, ak = operand_layout(a, views.get(0), at["ta"])
-    bb, sbb, K2, N, bk, bn = operand_layout(b, views.get(1), at["tb"])
+    ba, sba, M, K, am, ak, ao = operand_layout(a, views.get(0), at["ta"])
+    bb, sbb, K2, N, bk, bn, bo = operand_layout(b, views.get(1), at["tb"])
     assert K == K2, (K, K2)
     cshape, cst = at.get("out_view") or (tuple(node.shape), strides(node.shape))
     batch = list(cshape[:-2])
@@ -116,17 +117,19 @@ def layout(node):
         ab=ab,
         bb=bbs,
         cb=cb,
+        ao=ao,
+        bo=bo,
         nbatch=prod(batch),
     )
 
 
 def _bases(L, body):
-    if L["nbatch"] > 1:
-        body.append(f"let abase = {_batch_index(L['ab'], L['batch'])};")
-        body.append(f"let bbase = {_batch_index(L['bb'], L['batch'])};")
-        body.append(f"let cbase = {_batch_index(L['cb'], L['batch'])};")
-    else:
-        body += ["let abase = 0u;", "let bbase = 0u;", "let cbase = 0u;"]
+    """Each operand's and the result's first element of batch z (an operand read through
+    a folded slice starts at its view's offset)."""
+    many = L["nbatch"] > 1
+    for name, st, off in (("abase", L["ab"], L["ao"]), ("bbase", L["bb"], L["bo"]), ("cbase", L["cb"], 0)):
+        z = _batch_index(st, L["batch"]) if many else "0u"
+        body.append(f"let {name} = {add_idx(z, f'{off}u')};")
 
 
 def pairs_ok(node) -> bool:
@@ -182,8 +185,8 @@ def _emit_tiled(kc: KernelCtx, node, L):
     gx, gy = ceil_div(N, BN), ceil_div(M, BM)
     if gy > 65535 or nbatch > 65535:
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
-    va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"])
-    vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"])
+    va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"] + [L["ao"]])
+    vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"] + [L["bo"]])
     # [tile][k][row group]: with k a constant in the unrolled reads, the bounds clamp
     # Naga puts on each dynamic index (the row group) does not change within the k loop
     kc.decls.append(f"var<workgroup> As: array<array<array<vec4<f32>, {BM // 4}>, {BK}>, 2>;")
@@ -383,8 +386,8 @@ def _emit_direct(kc: KernelCtx, node, L):
             body.append(f"var acc{r}_{c} = 0.0;")
 
     def chunk(U_, ksym):
-        out = _direct_loads(kc, a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"])
-        out += _direct_loads(kc, b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"])
+        out = _direct_loads(kc, a, TM, "am", L["am"], L["ak"], M, ksym, U_, "a", L["ab"] + [L["ao"]])
+        out += _direct_loads(kc, b, TN, "bn", L["bn"], L["bk"], N, ksym, U_, "b", L["bb"] + [L["bo"]])
         for kk in range(U_):
             for r in range(TM):
                 for c in range(TN):

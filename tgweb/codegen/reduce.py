@@ -328,7 +328,11 @@ def emit_normalize(kc: KernelCtx, node, grad: bool):
     body += _row_total(kc, serial, wg, "q", "sum")
     body.append(f"let rstd = inverseSqrt(q_t * {inv_n} + {eps});")
     if not grad:
-        return body + [f"{loop} {kc.store(node, '(base + r)', f'({ld(x)} - mean) * rstd')} }}"], disp, wg
+        return (
+            body + [loop, *_indent(kc.result(node, "(base + r)", f"({ld(x)} - mean) * rstd")), "}"],
+            disp,
+            wg,
+        )
     g = node.inputs[1]
     body += [
         "var a = 0.0;",
@@ -338,8 +342,12 @@ def emit_normalize(kc: KernelCtx, node, grad: bool):
     body += _row_total(kc, serial, wg, "a", "sum") + _row_total(kc, serial, wg, "b", "sum")
     body += [f"let ma = a_t * {inv_n};", f"let mb = b_t * {inv_n};", loop]
     body.append(f"  let xh = ({ld(x)} - mean) * rstd;")
-    body.append("  " + kc.store(node, "(base + r)", f"rstd * ({ld(g)} - ma - xh * mb)"))
+    body += _indent(kc.result(node, "(base + r)", f"rstd * ({ld(g)} - ma - xh * mb)"))
     return body + ["}"], disp, wg
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["  " + ln for ln in lines]
 
 
 def emit_embedding_grad(kc: KernelCtx, node):

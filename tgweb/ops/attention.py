@@ -234,8 +234,8 @@ class _Side:
     """A [L..., rows, cols] tensor as a kernel reads or writes it through strides: batch
     z's base, then row r and column c (broadcast dims have stride 0)."""
 
-    def __init__(self, kc, x, shape, st, lead, name: str) -> None:
-        self.kc, self.x, self.name = kc, x, name
+    def __init__(self, kc, x, shape, st, lead, name: str, off: int = 0) -> None:
+        self.kc, self.x, self.name, self.off = kc, x, name, off
         self.rows, self.cols = shape[-2], shape[-1]
         self.rs = st[-2] if shape[-2] > 1 else 0
         self.cs = st[-1] if shape[-1] > 1 else 0
@@ -246,7 +246,7 @@ class _Side:
     def setup(self) -> str:
         coords = digits("z", self.lead)
         terms = [mul_idx(c, s) for c, s, n in zip(coords, self.bst, self.lead) if s and n > 1]
-        return f"let {self.name} = {add_idx(*terms)};"
+        return f"let {self.name} = {add_idx(f'{self.off}u', *terms)};"
 
     def index(self, r: str, c) -> str:
         col = f"{c * self.cs}u" if isinstance(c, int) else mul_idx(c, self.cs)
@@ -266,8 +266,8 @@ def _sides(kc, node, lead):
     out = []
     for j, x in enumerate(node.inputs):
         v = views.get(j)
-        shape, st = (tuple(v[0]), tuple(v[1])) if v else (tuple(x.shape), tuple(row_major(x.shape)))
-        out.append(_Side(kc, x, shape, st, lead, f"base{j}") if len(shape) >= 2 else x)
+        shape, st, off = (tuple(v[0]), tuple(v[1]), v[2]) if v else (x.shape, row_major(x.shape), 0)
+        out.append(_Side(kc, x, tuple(shape), tuple(st), lead, f"base{j}", off) if len(shape) >= 2 else x)
     cshape, cst = node.attrs.get("out_view") or (tuple(node.shape), tuple(row_major(node.shape)))
     return out, _Side(kc, node, tuple(cshape), tuple(cst), lead, "obase")
 

@@ -91,22 +91,22 @@ def _split_k(m: Tensor, target, new_id):
         return None
     views = m.attrs.get("views", {})
     a, b = m.inputs
-    ba, _, M, K, am, ak = operand_layout(a, views.get(0), m.attrs["ta"])
-    bb, _, _, N, bk, bn = operand_layout(b, views.get(1), m.attrs["tb"])
-    # (operand, rows, row stride, k stride) and (operand, cols, k stride, col stride)
-    left, right = (a, M, am, ak), (b, N, bk, bn)
+    ba, _, M, K, am, ak, ao = operand_layout(a, views.get(0), m.attrs["ta"])
+    bb, _, _, N, bk, bn, bo = operand_layout(b, views.get(1), m.attrs["tb"])
+    # (operand, rows, row stride, k stride, offset) and (operand, cols, k stride, col stride, offset)
+    left, right = (a, M, am, ak, ao), (b, N, bk, bn, bo)
     if "out_view" in m.attrs:
         if tuple(m.attrs["out_view"][1]) != (1, M):
             return None
-        left, right = (b, N, bn, bk), (a, M, ak, am)  # C^T = B^T A^T, written contiguously
+        left, right = (b, N, bn, bk, bo), (a, M, ak, am, ao)  # C^T = B^T A^T, written contiguously
     tiles = -(-M // 64) * -(-N // 64)
     S = 1
     while K % (2 * S) == 0 and K // (2 * S) >= chunk and tiles * 2 * S <= want:
         S *= 2
     if ba or bb or S < 2:
         return None
-    ks, (x, P, ps, pk), (y, Q, qk, qs) = K // S, left, right
-    views = {0: ((S, P, ks), (ks * pk, ps, pk)), 1: ((S, ks, Q), (ks * qk, qk, qs))}
+    ks, (x, P, ps, pk, xo), (y, Q, qk, qs, yo) = K // S, left, right
+    views = {0: ((S, P, ks), (ks * pk, ps, pk), xo), 1: ((S, ks, Q), (ks * qk, qk, qs), yo)}
     attrs = {"ta": False, "tb": False, "views": views}
     parts = replace(m, id=new_id(), inputs=(x, y), attrs=attrs, shape=(S, P, Q))
     return [parts, replace(m, kind="sum", inputs=(parts,), attrs={"axes": (0,), "keepdims": False})]

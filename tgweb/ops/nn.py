@@ -195,6 +195,7 @@ register(
     family="nn",
     role="kernel",
     emit=normalize(),
+    epilogue=True,  # the gain (and a bias) multiplied in before x_hat is stored
     infer=_infer_normalize,
     grad=lambda t, g: [make("normalize_grad", (t.inputs[0], g), eps=t.attrs["eps"])],
     ref=lambda ctx, args, t: _np_normalized(ctx.np, args[0], t.attrs["eps"])[0],
@@ -206,6 +207,7 @@ register(
     family="nn",
     role="kernel",
     emit=normalize(grad=True),
+    epilogue=True,  # the residual's gradient added before dx is stored
     infer=_infer_normalize_grad,
     grad=NO_GRAD,
     ref=_ref_normalize_grad,

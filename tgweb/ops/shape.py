@@ -3,7 +3,7 @@ broadcast_to, slice, pad and concat move data. The rest are built from these."""
 
 from __future__ import annotations
 
-from ..codegen.common import add_idx, lit, u32_lit
+from ..codegen.common import add_idx, lit, mul_idx, u32_lit
 from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from .base import as_tensor, norm_axis, op
 
@@ -18,7 +18,13 @@ def _permute_wgsl(g, m) -> str:
     coords = ["0u"] * len(perm)
     for d, p in enumerate(perm):
         coords[p] = g.coord(d)
-    return g.load_at(x, g.index_in(x.shape, coords))
+    if "view" not in m.attrs:
+        return g.load_at(x, g.index_in(x.shape, coords))
+    # lowering folded the slices and permutes in front of it: x is the stored tensor
+    # they view (tgweb.passes.views)
+    shape, st, off = m.attrs["view"]
+    terms = [mul_idx(c, s) for c, s, n in zip(coords, st, shape) if n != 1]
+    return g.load_at(x, add_idx(u32_lit(off), *terms))
 
 
 def _broadcast_wgsl(g, m) -> str:
@@ -292,6 +298,7 @@ register(
         pad(g, t.attrs["axis"], t.attrs["start"], t.inputs[0].shape[t.attrs["axis"]] - t.attrs["stop"])
     ],
     torch=lambda tc, a, n: a[0].narrow(n.attrs["axis"], n.attrs["start"], n.attrs["stop"] - n.attrs["start"]),
+    window=lambda t: (t.attrs["axis"], t.attrs["start"], t.attrs["stop"]),
 )
 
 

@@ -196,10 +196,10 @@ def _rewire(nodes, plans, stored, recomputed, root_of, new_id) -> list[Tensor]:
     for n in nodes:
         out.extend(before.get(n.id, []))
         out.append(current[n.id])
-    return _relinked(out)
+    return relinked(out)
 
 
-def _relinked(nodes: list[Tensor]) -> list[Tensor]:
+def relinked(nodes: list[Tensor]) -> list[Tensor]:
     """nodes with every input (and view) naming the current version of the node it
     reads, so that a later pass over them sees the rewired inputs of its inputs."""
     cur: dict[int, Tensor] = {}
