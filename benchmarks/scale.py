@@ -319,6 +319,31 @@ def print_attention_peaks() -> None:
     print(f"  T = {t0}: {a / 1e6:,.1f} MB; T = {t1}: {b / 1e6:,.1f} MB; {b / a:.2f}x (target <= 12x)")
 
 
+def precision_plans(cfg=shakespeare.FULL) -> dict[str, int]:
+    """Planned bytes of shakespeare's training step in float32 and in mixed precision,
+    both unbudgeted, planned for the GPU class with shader-f16 (lowering only: no GPU)."""
+    from tgweb.codegen.target import Target
+    from tgweb.lower import lower
+
+    out = {}
+    for precision in ("float32", "mixed"):
+        sample = shakespeare.Sample(cfg)
+        tr = samples.compile(sample, backend="reference", precision=precision, max_memory=None)
+        prog = lower(tr.graph, target=Target("gpu", features=("shader-f16",)))
+        out[precision] = prog.meta["memory"]["total_bytes"]
+    return out
+
+
+def print_precision_plans() -> None:
+    """Issue 26's target: the mixed-precision step plans at most 60 % of float32's bytes."""
+    p = precision_plans()
+    print("\nshakespeare's step, planned for the GPU class with shader-f16, no max_memory:")
+    print(
+        f"  float32 {p['float32'] / 1e6:,.1f} MB; mixed {p['mixed'] / 1e6:,.1f} MB; "
+        f"{p['mixed'] / p['float32']:.3f} of float32 (target <= 0.60)"
+    )
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=30)
@@ -337,6 +362,7 @@ def main(argv: list[str]) -> int:
     else:
         rows, results = run(models, steps, None, "not run")
     print_attention_peaks()
+    print_precision_plans()
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return 0

@@ -281,3 +281,22 @@ def test_tiny_gpt_mixed_follows_fp32():
         losses[precision] = [float(t.step(**s.batch(i)).loss) for i in range(6)]
     assert losses["float32"][-1] < losses["float32"][0]
     np.testing.assert_allclose(losses["mixed"], losses["float32"], rtol=0.02)
+
+
+def test_mixed_attention_backward_reads_its_own_lse_copy():
+    """In a mixed graph the backward reads attention's log-sum-exp from a copy of its own
+    column (graph.kept), not through a view of the f32 [O | lse] result, so that result
+    dies in the forward pass: the sdpa value is read by no kernel after the forward's."""
+    import dataclasses
+
+    from tgweb.lower import computed_nodes
+    from tgweb.samples import shakespeare as sh
+
+    s = sh.Sample(dataclasses.replace(sh.SMALL, layers=1, heads=2, dim=32, block=16, batch=2, dropout=0.0))
+    for precision, folded in (("float32", True), ("mixed", False)):
+        t = tg.compile(s.Model(), sh.loss_fn, s.INPUTS, s.OPTIMIZER, backend="reference", precision=precision)
+        nodes = computed_nodes(t.graph, GPU16)
+        grads = [n for n in nodes if n.kind in ("sdpa_grad_q", "sdpa_grad_kv")]
+        assert len(grads) == 2
+        # input 3 is P: the sdpa result read through a folded column view, or its copy
+        assert all((n.inputs[3].kind == "sdpa") == folded for n in grads), precision

@@ -22,14 +22,17 @@ Rules
   (the device's largest binding), an arena that would pass it is split into as
   many buffers as needed; pooled buffers are never larger than their largest value.
 - Intermediates are pooled by liveness: a class lives from the first step that
-  touches it to the last; lifetimes are inclusive, so a step's output never
-  shares a buffer with any of that step's inputs. Two greedy assignments are
-  tried -- by start step with best fit (as many buffers as the most intermediates
-  live at once), and largest value first into the first buffer it does not
-  overlap -- and the one with fewer bytes is kept.
+  touches it to the last (inclusive). Two greedy assignments are tried -- by start
+  step with best fit, one tenant at a time per buffer (as many buffers as the most
+  intermediates live at once), and largest value first at the lowest offset of the
+  first buffer where its bytes meet no tenant live at the same time, so that values
+  live together may share a buffer made for a larger one -- and the one with fewer
+  bytes is kept. Either way no step touches two tenants of one pooled buffer, so a
+  step's output never shares a buffer with any of its inputs (a kernel binds each
+  buffer once, read-only where it only reads it).
 - A self-check verifies that no two classes whose lifetimes overlap share bytes,
-  that non-pooled classes never share bytes, and that intermediates are written
-  before they are read.
+  that non-pooled classes never share bytes, that no step touches two classes of one
+  pooled buffer, and that intermediates are written before they are read.
 
 tgweb.lower builds the values and steps of a graph's kernels; every backend's
 plan comes from there.
@@ -44,6 +47,7 @@ from ..program import Buffer
 PRIORITY = ("param", "state", "input", "scalars", "grad", "output", "capture", "intermediate")
 POOLED = ("intermediate",)
 PACKED = {"grad": 16, "scalars": 4}  # kinds packed into one arena buffer -> alignment
+POOL_ALIGN = 16  # bytes: a pooled value's offset in its buffer (vec4 loads read from there)
 
 
 class PlanError(AssertionError):
@@ -114,7 +118,7 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True, max_binding:
             own(r)
     pooled = [r for r in order if kind[r] in POOLED]
     if pool:
-        _pool(pooled, life, size, members, buffers, place)
+        _pool(pooled, life, size, members, buffers, place, _touched_together(steps, root_of, pooled))
     else:
         for r in pooled:
             own(r)
@@ -122,6 +126,7 @@ def plan(values: list[Value], steps: list[Step], pool: bool = True, max_binding:
     buf_of_class = {r: b for r, (b, _) in place.items()}
     off_of_class = {r: o for r, (_, o) in place.items()}
     _self_check(order, kind, size, life, buf_of_class, off_of_class, buffers, first_write, first_read)
+    _check_steps(steps, root_of, kind, buf_of_class)
     return Plan(
         buffers,
         {v.id: buf_of_class[root_of[v.id]] for v in values},
@@ -203,22 +208,33 @@ def _pack_arenas(order, kind, size, buffers, place, most: int | None = None) -> 
             buffers.append(Buffer(bid, max(4, _round(o + _round(size[r], 4), 4)), k, label))
 
 
-def _pool(pooled, life, size, members, buffers, place) -> None:
+def _touched_together(steps, root_of, pooled) -> dict[int, set[int]]:
+    """Each pooled class -> the pooled classes some step touches together with it."""
+    inter = set(pooled)
+    out: dict[int, set[int]] = {r: set() for r in pooled}
+    for s in steps:
+        rs = {root_of[v] for v in (*s.reads, *s.writes)} & inter
+        for r in rs:
+            out[r] |= rs - {r}
+    return out
+
+
+def _pool(pooled, life, size, members, buffers, place, together) -> None:
     """Intermediates into shared buffers by liveness: the smaller of two greedy plans."""
     r4 = {r: _round(size[r], 4) for r in pooled}
-    a, b = _pool_by_start(pooled, life, r4), _pool_by_size(pooled, life, r4)
+    a, b = _pool_by_start(pooled, life, r4), _pool_by_size(pooled, life, r4, together)
     for sz, rs in min(a, b, key=lambda bs: (sum(sz for sz, _ in bs), len(bs))):
         more = f" (+{len(rs) - 3})" if len(rs) > 3 else ""
-        label = "pool: " + ", ".join(_label(members[r]) for r in rs[:3]) + more
-        for r in rs:
-            place[r] = (len(buffers), 0)
+        label = "pool: " + ", ".join(_label(members[r]) for r, _ in rs[:3]) + more
+        for r, off in rs:
+            place[r] = (len(buffers), off)
         buffers.append(Buffer(len(buffers), sz, "intermediate", label))
 
 
-def _pool_by_start(pooled, life, size) -> list[tuple[int, list[int]]]:
+def _pool_by_start(pooled, life, size) -> list[tuple[int, list[tuple[int, int]]]]:
     """Greedy by start step, best fit among free buffers (growing the largest when none
-    fits): as many buffers as the most classes live at once."""
-    bins: list[list] = []  # [size, tenants, last step of the current tenant]
+    fits), each tenant at offset 0: as many buffers as the most classes live at once."""
+    bins: list[list] = []  # [size, tenants (class, 0), last step of the current tenant]
     for r in sorted(pooled, key=lambda r: life[r][0]):  # stable: ties keep graph order
         start, end = life[r]
         free = [b for b in bins if b[2] < start]
@@ -231,25 +247,41 @@ def _pool_by_start(pooled, life, size) -> list[tuple[int, list[int]]]:
         else:
             b = [size[r], [], end]
             bins.append(b)
-        b[1].append(r)
+        b[1].append((r, 0))
         b[2] = end
     return [(b[0], b[1]) for b in bins]
 
 
-def _pool_by_size(pooled, life, size) -> list[tuple[int, list[int]]]:
-    """Largest first, each into the first buffer none of whose tenants it overlaps:
-    usually fewer bytes, since big values share with big values."""
-    bins: list[tuple[int, list[int], list[tuple[int, int]]]] = []
+def _pool_by_size(pooled, life, size, together) -> list[tuple[int, list[tuple[int, int]]]]:
+    """Largest first, each at the lowest free offset of the first buffer it fits: free
+    where no tenant live at the same time holds those bytes, and no tenant is touched by
+    a step that touches it. Big values share with big values, and smaller ones live
+    side by side in a buffer made for a bigger one."""
+    bins: list[tuple[int, list[tuple[int, int]], list[tuple[int, int, int, int, int]]]] = []
     for r in sorted(pooled, key=lambda r: -size[r]):  # stable: ties keep graph order
         s, e = life[r]
-        for _sz, rs, spans in bins:
-            if all(e < a or b < s for a, b in spans):
-                rs.append(r)
-                spans.append((s, e))
+        for sz, rs, held in bins:
+            if any(t in together[r] for t, *_ in held):
+                continue
+            off = _lowest_gap(sorted((a, b) for _, a, b, ts, te in held if not (e < ts or te < s)), size[r])
+            if off + size[r] <= sz:
+                rs.append((r, off))
+                held.append((r, off, off + size[r], s, e))
                 break
         else:
-            bins.append((size[r], [r], [(s, e)]))
+            bins.append((size[r], [(r, 0)], [(r, 0, size[r], s, e)]))
     return [(sz, rs) for sz, rs, _ in bins]
+
+
+def _lowest_gap(spans: list[tuple[int, int]], n: int) -> int:
+    """The lowest POOL_ALIGN-aligned offset where n bytes meet none of the byte spans
+    (sorted by start)."""
+    at = 0
+    for a, b in spans:
+        if a - at >= n:
+            break
+        at = max(at, _round(b, POOL_ALIGN))
+    return at
 
 
 def _label(ms: list[Value]) -> str:
@@ -317,6 +349,18 @@ def _self_check(order, kind, size, life, buf_of, off_of, buffers, first_write, f
                         f"values {a} (steps {s1}..{e1}) and {c} (steps {s2}..{e2}) are "
                         f"live at once in buffer {b}"
                     )
+
+
+def _check_steps(steps, root_of, kind, buf_of) -> None:
+    for i, s in enumerate(steps):
+        held: dict[int, int] = {}
+        for vid in (*s.reads, *s.writes):
+            r = root_of[vid]
+            if kind[r] in POOLED and held.setdefault(buf_of[r], r) != r:
+                raise PlanError(
+                    f"step {i} ({s.label}) touches values {held[buf_of[r]]} and {r} "
+                    f"of one pooled buffer {buf_of[r]}"
+                )
 
 
 def _report(order, kind, size, life, buffers, steps, pooled) -> dict:

@@ -10,7 +10,9 @@ carry the views: "views" {input index: (shape, strides, offset) of the stored te
 read}, "out_view" (logical shape, strides into the permuted layout). A permute that no
 strided kind absorbs but that reads such a chain itself reads the stored tensor through
 the chain's view (attrs "view"): one copy instead of a slice and a permute. The chains
-then have no readers and dead-code elimination drops them.
+then have no readers and dead-code elimination drops them. A part of a node that its
+gradient keeps (graph.kept) stays a copy of its own: read through a view, it would keep
+the whole node alive until the backward pass.
 """
 
 from __future__ import annotations
@@ -79,12 +81,16 @@ def restride(shape, st, new):
 def fold_views(graph, roots: list[Tensor]) -> dict[int, Tensor]:
     """node id -> its replacement, for every strided node that reads or writes a view."""
     eff: dict[int, Tensor] = {}
+    # the parts of a node its gradient keeps (graph.kept: attention's lse column in a
+    # mixed graph) stay copies of their own, so that the whole node need not live until
+    # the backward reads them
+    kept = {p.id for parts in graph.kept.values() for p in parts}
     for t in graph.tensors:
         if not REGISTRY[t.kind].strided:
             continue
         ins, views = list(t.inputs), {}
         for j, x in enumerate(ins):
-            v = view_of(x)
+            v = None if x.id in kept else view_of(x)
             if v is not None:
                 ins[j], views[j] = v
         if views:
