@@ -259,8 +259,9 @@ def _emit_matrices(kc: KernelCtx, node, L, dims, tile):
     configuration's M x N, accumulated in f32. The operands are staged as f16 in
     workgroup memory by every invocation, two tiles of each, exactly as the plain tiled
     kernel stages them (_staging, _double_buffered: strides, offsets, transposes,
-    batches, zeros past the edges), at [tile][k][row]: A's matrices are loaded
-    column-major, B's row-major. At the end each result matrix in turn is stored into
+    batches, zeros past the edges), each tile along the axis its loads walk
+    (_TileLoader.flat_at), which says whether a matrix is loaded row- or column-major
+    (_TileLoader.matrix). At the end each result matrix in turn is stored into
     the subgroup's M x N of Cs, and all invocations write Cs through the epilogue."""
     fm, fn, fk = dims
     BM, BN, BK, WM, WN = tile
@@ -283,11 +284,11 @@ def _emit_matrices(kc: KernelCtx, node, L, dims, tile):
         for kk in range(0, BK, fk):
             out.append("{")
             for i in range(FM):
-                at = f"{s} * {BK * BM}u + sm + {kk * BM + i * fm}u"
-                out.append("  " + mx.load("left", f"l{i}", "As", at, True, BM))
+                at = la.flat_at(s, f"{kk}u", f"(sm + {i * fm}u)")
+                out.append("  " + mx.load("left", f"l{i}", "As", at, *la.matrix(left=True)))
             for j in range(FN):
-                at = f"{s} * {BK * BN}u + sn + {kk * BN + j * fn}u"
-                out.append("  " + mx.load("right", f"r{j}", "Bs", at, False, BN))
+                at = lb.flat_at(s, f"{kk}u", f"(sn + {j * fn}u)")
+                out.append("  " + mx.load("right", f"r{j}", "Bs", at, *lb.matrix(left=False)))
             for i in range(FM):
                 for j in range(FN):
                     out += ["  " + ln for ln in mx.mma(f"acc{i}_{j}", f"l{i}", f"r{j}")]
@@ -393,8 +394,10 @@ class _TileLoader:
     """Moves R x BK tiles of one operand (element (r, k) at base + r rs + k ks, rows from
     r0) from memory into each invocation's registers (fetch) and from there into the
     shared array sh (put), which holds element (kk, rr) of tile s at
-    [s][kk][rr / 4][rr % 4] (array<array<array<vec4<f32>>>>), or, flat, as f16 at
-    [s BK R + kk R + rr] (array<f16>: the subgroup-matrix kernel's tiles). Consecutive
+    [s][kk][rr / 4][rr % 4] (array<array<array<vec4<f32>>>>), or, flat, as f16 in
+    array<f16> (the subgroup-matrix kernel's tiles) along the axis the invocations walk:
+    at [s BK R + kk R + rr] where they walk rows, [s BK R + rr BK + kk] where they walk k
+    (kinner), so each invocation's four values are neighbours there too. Consecutive
     invocations walk the operand's contiguous axis: vec4s of four rows at one k ("rows"),
     vec4s of four k of one row ("k"), or single elements. Where an invocation's element
     lies (its row, its k within the tile, its address less k0) is worked out once, before
@@ -407,6 +410,8 @@ class _TileLoader:
         self.mode = ("rows" if rs == 1 else "k") if vec else "scalar"
         self.count = R * BK // (4 if vec else 1)  # loads per tile
         self.n = ceil_div(self.count, T)  # loads per invocation
+        walk_rows = self.mode == "rows" or (self.mode == "scalar" and (rs == 1 or (ks != 1 and rs < ks)))
+        self.kinner = flat and not walk_rows
         if vec:
             kc.vec4.add(kc.storage(x)[0])
 
@@ -478,13 +483,22 @@ class _TileLoader:
         return out
 
     def _put_flat(self, tile: str, j: int) -> list[str]:
-        """Load j's elements as f16 at [tile BK R + kk R + rr] of the flat array."""
-        g, R = self.reg, self.R
-        at = f"({tile}) * {self.BK * R}u + {g}k{j} * {R}u + {g}r{j}"
+        """Load j's elements as f16 in the flat array (the vec4's four along the walked axis)."""
+        g = self.reg
+        at = self.flat_at(tile, f"{g}k{j}", f"{g}r{j}")
         if self.mode == "scalar":
             return [f"{self.sh}[{at}] = f16({g}{j});"]
-        step = 1 if self.mode == "rows" else R  # four rows, or four k of one row
-        return [f"{self.sh}[{at} + {c * step}u] = f16({g}{j}[{c}]);" for c in range(4)]
+        return [f"{self.sh}[{at} + {c}u] = f16({g}{j}[{c}]);" for c in range(4)]
+
+    def flat_at(self, tile: str, kk: str, rr: str) -> str:
+        """The flat array's index of element (kk, rr) of tile `tile`."""
+        inner = f"{rr} * {self.BK}u + {kk}" if self.kinner else f"{kk} * {self.R}u + {rr}"
+        return f"({tile}) * {self.BK * self.R}u + {inner}"
+
+    def matrix(self, left: bool) -> tuple[bool, int]:
+        """(col_major, stride) of a subgroup-matrix load from the flat tiles: the left matrix
+        is rows x k, the right one k x rows."""
+        return (left != self.kinner), (self.BK if self.kinner else self.R)
 
 
 def _batch_index(bstr, batch):
