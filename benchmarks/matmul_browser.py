@@ -94,6 +94,12 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="with --sizes: f16 products with f32 accumulation too, plain and on subgroup matrices",
     )
+    ap.add_argument(
+        "--matrix-tiles",
+        nargs="*",
+        default=[],
+        help="with --f16: BMxBNxBKxWMxWN subgroup-matrix tiles to time, one run each (default: tgweb's)",
+    )
     a = ap.parse_args(argv)
     if a.block:
         from tgweb.codegen import matmul
@@ -115,7 +121,7 @@ def main(argv: list[str]) -> int:
         ctx, page, logs = bench._new_page(browser, url)
         page.set_default_timeout(600_000)
         if a.sizes:
-            _square(page, a.sizes, a.tiles, a.gpu_class, a.f16)
+            _square(page, a.sizes, a.tiles, a.gpu_class, a.f16, a.matrix_tiles)
             shapes = []
         print(f"{'shape':>22} {'kernel':>30} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8} {'setup ms':>9}")
         for m, k, n, flags in shapes:
@@ -141,7 +147,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _square(page, sizes, tiles, gpu_class, f16=False) -> None:
+def _square(page, sizes, tiles, gpu_class, f16=False, matrix_tiles=()) -> None:
     import bench
 
     from tgweb.codegen.target import Target
@@ -155,7 +161,7 @@ def _square(page, sizes, tiles, gpu_class, f16=False) -> None:
         for n in sizes:
             _time(page, n, target, "fp32")
             if f16:
-                _f16_columns(page, n, target)
+                _f16_columns(page, n, target, matrix_tiles)
 
 
 def _time(page, n: int, target, label: str, half: bool = False) -> None:
@@ -174,9 +180,9 @@ def _time(page, n: int, target, label: str, half: bool = False) -> None:
     )
 
 
-def _f16_columns(page, n: int, target) -> None:
+def _f16_columns(page, n: int, target, matrix_tiles=()) -> None:
     """The f16 product through the plain f16 tiles, then through subgroup matrices (or
-    why not)."""
+    why not), with tgweb's tile or each of matrix_tiles."""
     import dataclasses
 
     from tgweb.codegen import sgmat
@@ -194,7 +200,12 @@ def _f16_columns(page, n: int, target) -> None:
             f"configurations {list(target.matrix_configs)}, subgroup sizes {target.subgroup_sizes})"
         )
         return
-    _time(page, n, target, "subgroup matrices", half=True)
+    for tile in matrix_tiles or [None]:
+        t = target
+        if tile:
+            tuning = dict(target.tuning, matrix_tiles=((*map(int, tile.split("x")), 0),))
+            t = dataclasses.replace(target, tuning=tuning)
+        _time(page, n, t, f"matrices {tile}" if tile else "subgroup matrices", half=True)
 
 
 def _wrong(samples, half: bool) -> int:
