@@ -169,9 +169,11 @@ def _time(page, n: int, target, label: str, half: bool = False) -> None:
     and how many of 64 sampled entries NumPy finds wrong."""
     reps = max(1, min(20, int(4e11 / n**3)))
     opts = {"reps": reps, "only": "matmul" if half else None, "samples": 64}
-    r = page.evaluate(
-        "([p, o]) => harness.tgwebKernelTime(p, o)", [program(n, n, n, "nn", target, half).to_json(), opts]
-    )
+    prog = program(n, n, n, "nn", target, half)
+    if any("subgroupMatrix" in k.wgsl for k in prog.kernels) != label.startswith(("subgroup", "matrices")):
+        print(f"  {n:>5}^2 {label:>17}: skipped, the tile does not fit (the plain kernels would run)")
+        return
+    r = page.evaluate("([p, o]) => harness.tgwebKernelTime(p, o)", [prog.to_json(), opts])
     check = f", {_wrong(r['samples'], half)}/64 wrong" if r["samples"] else ""
     print(
         f"  {n:>5}^2 {label:>17}: {r['ms']:8.3f} ms, {2 * n**3 / r['ms'] / 1e9:7.2f} TFLOP/s "
