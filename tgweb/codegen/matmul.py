@@ -1,4 +1,5 @@
-"""Matmul: two kernels, chosen by the target (codegen/target.py) and the problem size.
+"""Matmul: three kernels, chosen by the target (codegen/target.py), the operands' storage
+and the problem size.
 
 _emit_direct: register blocks of T x T outputs per invocation read straight from
 the operands, with no workgroup memory and no barriers. On CPU implementations of
@@ -14,6 +15,20 @@ to fill the GPU; two of each operand's tiles live in workgroup memory, so the
 next slice of k is in flight while the current one is multiplied out (see the
 emitter). On an H200 the 128 x 128 tile reaches 37 TFLOP/s natively and 41-46 in
 Chromium at 4096^2 (benchmarks/RESULTS.md).
+
+_emit_matrices: the tiled kernel's staging and k loop, with the products on subgroup
+matrices (tensor cores; codegen/sgmat.py) where both operands are f16 copies
+(precision="mixed") and the target offers chromium-experimental-subgroup-matrix with an
+f16 -> f32 configuration (16 x 16 x 16 preferred, else the largest; M, N, K read from
+it). The target's "matrix_tiles" (BM, BN, BK, WM, WN): WM x WN subgroups per workgroup,
+each owning a (BM/WM) x (BN/WN) block of C as result matrices accumulated in f32. The
+operands are staged as f16 (two tiles of each, BK deep), and at the end each result
+matrix passes through a per-subgroup M x N of f32 workgroup memory to the fused
+epilogue (f16 pair stores included), so out_view strides and edges work as in the tiled
+kernel. The GPU class's 64 x 128 x 16 with 2 x 2 subgroups of 32 (32 x 64 of C each,
+2 x 4 matrices of 16 x 16) takes 12 KiB of tiles and 4 KiB for the epilogue: WebGPU's
+default 16 KiB (BK = 32 would not leave room for double buffering). Untimed so far:
+benchmarks/matmul_browser.py --sizes 4096 --f16 on an adapter that has the feature.
 
 Every operand is read through strides: a stored transpose (ta/tb), and any chain
 of permutes in front of an operand (attention's head split, lower() folds them
