@@ -42,7 +42,7 @@ def gpu(
         "gpu",
         "test",
         "subgroup matrices" + (" (emulated) on lavapipe" if emulate else ""),
-        tuning=dict(TUNING["gpu"], split_k_chunk=0, **tuning),
+        tuning={**TUNING["gpu"], "split_k_chunk": 0, **tuning},
         features=features,
         subgroup_sizes=sizes,
         matrix_configs=configs,
@@ -232,6 +232,16 @@ def test_emulated_configs_and_tiles_match_reference():
         lambda a, b: a @ b, {"a": f(70, 40), "b": f(40, 140)}, target=t, precision="mixed", rtol=1e-3
     )
     assert any("Bs: array<f16, 4096>" in k.wgsl for k in _matrix_kernels(prog))
+
+
+def test_emulated_split_k_slices_match_reference():
+    """A product of few tiles and a long k, split along k (the GPU class): the slices, a
+    batch on dispatch z, run on matrices, and their sum after."""
+    t = gpu(emulate=True, features=("shader-f16", MATRIX), split_k_chunk=128)
+    prog = run_case(
+        lambda a, b: a.T @ b, {"a": f(512, 24), "b": f(512, 40)}, target=t, precision="mixed", rtol=1e-3
+    )
+    assert any(k.dispatch[2] == 4 for k in _matrix_kernels(prog))
 
 
 def test_emulated_text_is_the_real_text_but_the_builtins():
