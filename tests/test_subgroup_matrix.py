@@ -197,6 +197,13 @@ def _slice(a, b):
     return a[:, 3:43] @ b  # A read through a folded slice: its view's offset
 
 
+def _heads(x, y, w):  # attention's head split and merge: read and written through strides
+    q = x.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
+    k = y.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
+    v = w.reshape(2, 40, 2, 24).permute(0, 2, 1, 3)
+    return ((q @ k.mT) @ v).permute(0, 2, 1, 3)
+
+
 # products in a mixed graph (every operand an f16 copy, the backward's too): edges that
 # are not multiples of the tile, k not a multiple of BK, vec4 and scalar loads, stored
 # transposes, batches folded into rows and on dispatch z, folded slices, epilogues
@@ -208,6 +215,7 @@ CASES = [
     (lambda a, b: a.mT @ b, {"a": f(2, 36, 40), "b": f(2, 36, 44)}),
     (_slice, {"a": f(66, 50), "b": f(40, 34)}),
     (lambda a, b: tg.gelu(a @ b), {"a": f(37, 20), "b": f(20, 46)}),  # f16 pairs stored
+    (_heads, {"x": f(2, 40, 48), "y": f(2, 40, 48), "w": f(2, 40, 48)}),
 ]
 
 
@@ -218,6 +226,8 @@ def test_emulated_matrices_match_reference(j):
     assert _matrix_kernels(prog), [k.ops for k in prog.kernels]
     assert MATRIX not in prog.meta["features"] and "subgroups" not in prog.meta["features"]
     assert not any("subgroupMatrix" in k.wgsl for k in prog.kernels)
+    if fn is _heads:  # a product written through strides (C's columns 48 apart)
+        assert any("(n * 48u)" in k.wgsl for k in _matrix_kernels(prog))
 
 
 def test_emulated_configs_and_tiles_match_reference():
