@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("TGWEB_CHROMIUM", "/usr/bin/chromium")
+# a real GPU as benchmarks/bench.py takes it: ../shared/tools/gpu-chromium's launch.sh
+# exports GPU_CHROMIUM and GPU_CHROMIUM_FLAGS (tests/browser/test_subgroup_matrix.py on the H200)
+CHROMIUM = os.environ.get("TGWEB_CHROMIUM") or os.environ.get("GPU_CHROMIUM") or "/usr/bin/chromium"
 
 
 def _build():
@@ -29,7 +31,7 @@ def _build():
     return mod
 
 
-ARGS = _build().CHROMIUM_ARGS
+ARGS = os.environ.get("GPU_CHROMIUM_FLAGS", "").split() + _build().CHROMIUM_ARGS
 COLD_START: dict = {}
 
 # the harness page: tgweb.mjs and gpu.mjs as globals, served at /__test__/ by a route
