@@ -75,6 +75,7 @@ class KernelCtx:
         self.target = target or Target()  # what the kernel is tuned for
         self.enables: set[str] = set()  # WGSL extensions the kernel uses ("subgroups")
         self.builtins: dict[str, str] = {}  # further entry-point builtins: builtin -> name
+        self.requires: set[str] = set()  # WGSL language extensions it declares (`requires`)
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1
@@ -258,6 +259,7 @@ class KernelCtx:
         lines.append("}")
         # directives come first, before the private constants the next line may add
         text = "".join(f"enable {e};\n" for e in sorted(self.enables))
+        text += "".join(f"requires {r};\n" for r in sorted(self.requires))
         text += _nonfinite_through_private("\n".join(lines) + "\n")
         return Kernel(
             name,

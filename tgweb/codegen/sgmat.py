@@ -31,6 +31,10 @@ EMULATED_SUBGROUP = 32  # invocations per emulated subgroup
 # the WGSL forms of the real builtins (Chromium 156's Tint), in one place
 FORMS = {
     "enable": "chromium_experimental_subgroup_matrix",
+    # language extensions declared with `requires` (none: the H200 probe's Tint took
+    # @builtin(subgroup_id) under `enable subgroups;` alone; newer Tint documents it as
+    # `requires subgroup_id;`)
+    "requires": (),
     "left": "subgroup_matrix_left<{t}, {k}, {m}>",
     "right": "subgroup_matrix_right<{t}, {n}, {k}>",
     "result": "subgroup_matrix_result<{t}, {n}, {m}>",
@@ -78,6 +82,7 @@ class Matrices:
         kc.enables.add("f16")
         if not self.emulated:
             kc.enables.update(("subgroups", FORMS["enable"]))
+            kc.requires.update(FORMS["requires"])
 
     def subgroup(self) -> str:
         """The expression of the invocation's subgroup within the workgroup."""
