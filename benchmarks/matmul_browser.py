@@ -173,7 +173,11 @@ def _time(page, n: int, target, label: str, half: bool = False) -> None:
     if any("subgroupMatrix" in k.wgsl for k in prog.kernels) != label.startswith(("subgroup", "matrices")):
         print(f"  {n:>5}^2 {label:>17}: skipped, the tile does not fit (the plain kernels would run)")
         return
-    r = page.evaluate("([p, o]) => harness.tgwebKernelTime(p, o)", [prog.to_json(), opts])
+    try:
+        r = page.evaluate("([p, o]) => harness.tgwebKernelTime(p, o)", [prog.to_json(), opts])
+    except Exception as e:  # a WGSL form Tint refuses, say: the message, and the next column
+        print(f"  {n:>5}^2 {label:>17}: failed: {str(e)[:2000]}", flush=True)
+        return
     check = f", {_wrong(r['samples'], half)}/64 wrong" if r["samples"] else ""
     print(
         f"  {n:>5}^2 {label:>17}: {r['ms']:8.3f} ms, {2 * n**3 / r['ms'] / 1e9:7.2f} TFLOP/s "
