@@ -142,6 +142,14 @@ def test_real_wgsl_uses_the_builtins_and_lists_the_feature():
                 assert "li" not in line.replace("l0", "").replace("l1", "") and "lid" not in line
 
 
+def test_newer_tints_forms_are_one_switch_away(monkeypatch):
+    monkeypatch.setattr(sgmat, "FORMS", sgmat.TEMPLATE_FORMS)
+    (k,) = _matrix_kernels(_mixed(lambda a, b: a.T @ b, {"a": f(40, 70), "b": f(40, 50)}, REAL, grad=False))
+    assert "subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>, col_major>(&As, " in k.wgsl
+    assert "subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>, row_major>(&Bs, " in k.wgsl
+    assert "subgroupMatrixStore<row_major>(&Cs, sg * 256u, acc0_0, 16);" in k.wgsl
+
+
 def test_the_M16_N8_K16_configuration_shapes_the_fragments():
     t = gpu(configs=(("f16", "f32", 16, 8, 16),))
     (k,) = _matrix_kernels(_mixed(lambda a, b: a @ b, {"a": f(70, 40), "b": f(40, 50)}, t, grad=False))

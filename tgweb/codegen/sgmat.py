@@ -7,8 +7,8 @@ Real: `subgroup_matrix_left<f16, K, M>` (template order: columns, then rows),
 `subgroupMatrixMultiplyAccumulate(left, right, acc)`,
 `subgroupMatrixStore(&array, offset, value, col_major, stride)`: the forms with a bool
 `col_major` argument, which Chromium 156's Tint accepts on the H200 (with a deprecation
-warning; newer Tint spells it `subgroupMatrixLoad<T, col_major>(&array, offset, stride)`).
-Every form is written in `FORMS` below and nowhere else. Offsets and strides must be
+warning; newer Tint spells it `subgroupMatrixLoad<T, col_major>(&array, offset, stride)`:
+TEMPLATE_FORMS). Every form is written in `FORMS` below and nowhere else. Offsets and strides must be
 uniform: the kernels build them from `@builtin(subgroup_id)`, workgroup ids, loop
 counters and constants only (Tint's uniformity analysis rejects offsets built from
 local_invocation_id).
@@ -28,10 +28,11 @@ from .target import MATRIX_FEATURE, Target
 
 EMULATED_SUBGROUP = 32  # invocations per emulated subgroup
 
-# the WGSL forms of the real builtins (Chromium 156's Tint), in one place
-FORMS = {
+# the WGSL forms of the real builtins, in one place: Chromium 156's Tint (the H200 probe)
+# took the bool col_major forms (with a deprecation warning)
+BOOL_FORMS = {
     "enable": "chromium_experimental_subgroup_matrix",
-    # language extensions declared with `requires` (none: the H200 probe's Tint took
+    # language extensions declared with `requires` (none: the probe's Tint took
     # @builtin(subgroup_id) under `enable subgroups;` alone; newer Tint documents it as
     # `requires subgroup_id;`)
     "requires": (),
@@ -42,6 +43,13 @@ FORMS = {
     "mma": "subgroupMatrixMultiplyAccumulate({left}, {right}, {acc})",
     "store": "subgroupMatrixStore(&{array}, {offset}, {value}, {col_major}, {stride})",
 }
+# newer Tint's forms, the layout a template argument (col_major / row_major)
+TEMPLATE_FORMS = dict(
+    BOOL_FORMS,
+    load="subgroupMatrixLoad<{type}, {layout}>(&{array}, {offset}, {stride})",
+    store="subgroupMatrixStore<{layout}>(&{array}, {offset}, {value}, {stride})",
+)
+FORMS = BOOL_FORMS
 
 
 def config(target: Target) -> tuple[int, int, int] | None:
@@ -104,8 +112,7 @@ class Matrices:
             self.loaded[name] = (array, col_major, stride)
             return f"let {name} = {offset};"
         t = FORMS[side].format(t="f16", m=self.M, n=self.N, k=self.K)
-        cm = "true" if col_major else "false"
-        call = FORMS["load"].format(type=t, array=array, offset=offset, col_major=cm, stride=stride)
+        call = FORMS["load"].format(type=t, array=array, offset=offset, stride=stride, **_layout(col_major))
         return f"let {name} = {call};"
 
     def mma(self, acc: str, left: str, right: str) -> list[str]:
@@ -126,8 +133,9 @@ class Matrices:
         """Element (r, c) of the result acc to array[offset + r stride + c] (row-major) or
         array[offset + c stride + r]."""
         if not self.emulated:
-            cm = "true" if col_major else "false"
-            call = FORMS["store"].format(array=array, offset=offset, value=acc, col_major=cm, stride=stride)
+            call = FORMS["store"].format(
+                array=array, offset=offset, value=acc, stride=stride, **_layout(col_major)
+            )
             return [call + ";"]
         E = self.M * self.N // self.S
         at = f"mc * {stride}u + mr" if col_major else f"mr * {stride}u + mc"
@@ -149,3 +157,11 @@ class Matrices:
         array, col_major, stride = self.loaded[name]
         at = f"{c} * {stride}u + {r}" if col_major else f"{r} * {stride}u + {c}"
         return f"{array}[{name} + {at}]"
+
+
+def _layout(col_major: bool) -> dict:
+    """A matrix's layout in either form's words."""
+    return {
+        "col_major": "true" if col_major else "false",
+        "layout": "col_major" if col_major else "row_major",
+    }
