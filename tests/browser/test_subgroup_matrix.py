@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from test_kernels import build
-from test_subgroup_matrix import CASES, EMU, MATRIX, _matrix_kernels
+from test_subgroup_matrix import CASES, EMU, H200, MATRIX, _matrix_kernels
 
 from tgweb.codegen import sgmat
 from tgweb.codegen.target import classify
@@ -24,6 +24,28 @@ ADAPTER_INFO = "async () => gpu.adapterInfo(await navigator.gpu.requestAdapter()
 @pytest.fixture(scope="module")
 def info(page):
     return page.evaluate(ADAPTER_INFO)
+
+
+def test_adapter_info_carries_the_configs(page):
+    """gpu.adapterInfo copies adapter.info.subgroupMatrixConfigs (GPUSubgroupMatrixConfig
+    objects: getters, not own properties) to plain data, only with the feature; tgweb's
+    Target reads them (a stand-in adapter with the H200's configurations)."""
+    info = page.evaluate(
+        """(configs) => {
+        class Config { constructor(c) { this._c = c; } }
+        for (const k of ["componentType", "resultComponentType", "M", "N", "K"])
+          Object.defineProperty(Config.prototype, k, { get() { return this._c[k]; } });
+        const adapter = (features) => ({ features: new Set(features), info: { vendor: "nvidia",
+          description: "NVIDIA H200", subgroupMinSize: 32, subgroupMaxSize: 32,
+          subgroupMatrixConfigs: configs.map((c) => new Config(c)) } });
+        return [gpu.adapterInfo(adapter(["shader-f16", "subgroups", "%s"])),
+                gpu.adapterInfo(adapter(["shader-f16", "subgroups"]))];
+    }"""
+        % MATRIX,
+        H200,
+    )
+    assert info[0]["subgroupMatrixConfigs"] == H200 and "subgroupMatrixConfigs" not in info[1]
+    assert sgmat.config(classify(info[0])) == (16, 16, 16) and sgmat.config(classify(info[1])) is None
 
 
 @pytest.mark.parametrize("j", range(len(CASES)))
