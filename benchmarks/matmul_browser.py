@@ -14,6 +14,15 @@ and the Program's setup time (its buffers and pipeline: mostly the pipeline).
 --sizes times square products n x n x n instead, with the kernels tgweb picks for the
 page's adapter (on a real GPU, the GPU class's tiles; --tiles forces tiles, one run
 each): the median GPU time of R dispatches in one compute pass, in GFLOP/s.
+
+    python3 benchmarks/matmul_browser.py --sizes 4096 --f16   # fp32, f16, subgroup matrices
+
+--f16 adds, for each size, the product of f16 copies with f32 accumulation
+(precision="mixed"'s products; the copies' own kernels are not timed) through the plain
+f16 tiles and, where the adapter offers chromium-experimental-subgroup-matrix with an
+f16 -> f32 configuration, through subgroup matrices (else it says so and skips that
+column); each checked against NumPy on 64 sampled entries. On the H200, Chromium needs
+f16 turned on: `GPU_CHROMIUM_F16=1 . .gpuchrome/launch.sh` (../shared/tools/gpu-chromium).
 """
 
 from __future__ import annotations
@@ -49,7 +58,8 @@ def parse(s: str):
     return m, k, n, flags or "nn"
 
 
-def program(m: int, k: int, n: int, flags: str, target=None):
+def program(m: int, k: int, n: int, flags: str, target=None, half: bool = False):
+    """A one-product Program (half: of the operands' f16 copies, as precision="mixed" reads them)."""
     from tgweb.ir import Graph, make, tracing
     from tgweb.lower import lower
 
@@ -58,6 +68,8 @@ def program(m: int, k: int, n: int, flags: str, target=None):
     with tracing(g):
         a = g.input("a", (k, m) if ta else (m, k))
         b = g.input("b", (n, k) if tb else (k, n))
+        if half:
+            a, b = make("to_f16", (a,)), make("to_f16", (b,))
         g.outputs["loss"] = make("matmul", (a, b), ta=ta, tb=tb)
     return lower(g, target=target)
 
@@ -76,6 +88,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tiles", nargs="*", default=[None], help="with --sizes: BMxBNxBKxTMxTN, one run each")
     ap.add_argument(
         "--gpu-class", action="store_true", help="with --sizes: the GPU class's kernels on any adapter"
+    )
+    ap.add_argument(
+        "--f16",
+        action="store_true",
+        help="with --sizes: f16 products with f32 accumulation too, plain and on subgroup matrices",
+    )
+    ap.add_argument(
+        "--matrix-tiles",
+        nargs="*",
+        default=[],
+        help="with --f16: BMxBNxBKxWMxWN subgroup-matrix tiles to time, one run each (default: tgweb's)",
     )
     a = ap.parse_args(argv)
     if a.block:
@@ -98,7 +121,7 @@ def main(argv: list[str]) -> int:
         ctx, page, logs = bench._new_page(browser, url)
         page.set_default_timeout(600_000)
         if a.sizes:
-            _square(page, a.sizes, a.tiles, a.gpu_class)
+            _square(page, a.sizes, a.tiles, a.gpu_class, a.f16, a.matrix_tiles)
             shapes = []
         print(f"{'shape':>22} {'kernel':>30} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8} {'setup ms':>9}")
         for m, k, n, flags in shapes:
@@ -124,7 +147,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _square(page, sizes, tiles, gpu_class) -> None:
+def _square(page, sizes, tiles, gpu_class, f16=False, matrix_tiles=()) -> None:
     import bench
 
     from tgweb.codegen.target import Target
@@ -136,16 +159,74 @@ def _square(page, sizes, tiles, gpu_class) -> None:
             target.tuning["tiles"] = ((*map(int, tile.split("x")), 0),)
         print(f"== {target.cls} class, tiles {target.tuning['tiles']}")
         for n in sizes:
-            reps = max(1, min(20, int(4e11 / n**3)))
-            r = page.evaluate(
-                "([p, o]) => harness.tgwebKernelTime(p, o)",
-                [program(n, n, n, "nn", target).to_json(), {"reps": reps}],
-            )
-            print(
-                f"  {n:>5}^2: {r['ms']:8.3f} ms, {2 * n**3 / r['ms'] / 1e6:9.1f} GFLOP/s "
-                f"({r['kernel']}, dispatch {r['dispatch']}, {reps} per pass)",
-                flush=True,
-            )
+            _time(page, n, target, "fp32")
+            if f16:
+                _f16_columns(page, n, target, matrix_tiles)
+
+
+def _time(page, n: int, target, label: str, half: bool = False) -> None:
+    """One square product's median GPU time (only its matmul kernel where half), in TFLOP/s,
+    and how many of 64 sampled entries NumPy finds wrong."""
+    reps = max(1, min(20, int(4e11 / n**3)))
+    opts = {"reps": reps, "only": "matmul" if half else None, "samples": 64}
+    prog = program(n, n, n, "nn", target, half)
+    if any("subgroupMatrix" in k.wgsl for k in prog.kernels) != label.startswith(("subgroup", "matrices")):
+        print(f"  {n:>5}^2 {label:>17}: skipped, the tile does not fit (the plain kernels would run)")
+        return
+    try:
+        r = page.evaluate("([p, o]) => harness.tgwebKernelTime(p, o)", [prog.to_json(), opts])
+    except Exception as e:  # a WGSL form Tint refuses, say: the message, and the next column
+        print(f"  {n:>5}^2 {label:>17}: failed: {str(e)[:2000]}", flush=True)
+        return
+    check = f", {_wrong(r['samples'], half)}/64 wrong" if r["samples"] else ""
+    print(
+        f"  {n:>5}^2 {label:>17}: {r['ms']:8.3f} ms, {2 * n**3 / r['ms'] / 1e9:7.2f} TFLOP/s "
+        f"({r['kernel']}, dispatch {r['dispatch']}, {reps} per pass{check})",
+        flush=True,
+    )
+
+
+def _f16_columns(page, n: int, target, matrix_tiles=()) -> None:
+    """The f16 product through the plain f16 tiles, then through subgroup matrices (or
+    why not), with tgweb's tile or each of matrix_tiles."""
+    import dataclasses
+
+    from tgweb.codegen import sgmat
+    from tgweb.codegen.target import MATRIX_FEATURE
+
+    if not target.has("shader-f16"):
+        print(f"  {n:>5}^2 f16: skipped, this adapter has no shader-f16 (features {list(target.features)})")
+        return
+    plain = dataclasses.replace(target, features=tuple(f for f in target.features if f != MATRIX_FEATURE))
+    _time(page, n, plain, "f16 tiles", half=True)
+    if sgmat.config(target) is None:
+        print(
+            f"  {n:>5}^2 subgroup matrices: skipped, this adapter does not offer {MATRIX_FEATURE} with an "
+            f"f16 -> f32 configuration, subgroups and one subgroup size (features {list(target.features)}, "
+            f"configurations {list(target.matrix_configs)}, subgroup sizes {target.subgroup_sizes})"
+        )
+        return
+    for tile in matrix_tiles or [None]:
+        t = target
+        if tile:
+            tuning = dict(target.tuning, matrix_tiles=((*map(int, tile.split("x")), 0),))
+            t = dataclasses.replace(target, tuning=tuning)
+        _time(page, n, t, f"matrices {tile}" if tile else "subgroup matrices", half=True)
+
+
+def _wrong(samples, half: bool) -> int:
+    """Sampled entries off from NumPy's float64 sum of the same (f16-rounded) operands by
+    more than 1e-3 of the sum of the terms' magnitudes."""
+    import numpy as np
+
+    wrong = 0
+    for s in samples:
+        a, b = np.array(s["a"], np.float32), np.array(s["b"], np.float32)
+        if half:
+            a, b = a.astype(np.float16), b.astype(np.float16)
+        terms = a.astype(np.float64) * b.astype(np.float64)
+        wrong += not abs(s["c"] - terms.sum()) <= 1e-3 * max(np.abs(terms).sum(), 1e-30)
+    return wrong
 
 
 if __name__ == "__main__":

@@ -145,7 +145,10 @@ def unmet_limits(program: "Program", device: dict) -> list[str]:
 
 
 # a WGSL `enable` extension -> the WebGPU feature a device needs for it (same name unless listed)
-_ENABLE_FEATURE = {"f16": "shader-f16"}
+_ENABLE_FEATURE = {
+    "f16": "shader-f16",
+    "chromium_experimental_subgroup_matrix": "chromium-experimental-subgroup-matrix",
+}
 
 
 def wgsl_features(kernels) -> list[str]:

@@ -102,7 +102,7 @@ function watchLoss(device, onLost) {
 }
 
 // the optional features tgweb's kernels may use (a Program lists those it does in meta.features)
-export const OPTIONAL_FEATURES = ["subgroups", "shader-f16"];
+export const OPTIONAL_FEATURES = ["subgroups", "shader-f16", "chromium-experimental-subgroup-matrix"];
 
 // a device for `adapter` (or a new one), asking for the limits and features `program` needs
 // (naming the first the adapter lacks), or, for any Program, the adapter's maxima and features
@@ -132,6 +132,12 @@ export function adapterInfo(adapter) {
     device: i.device || "", isFallbackAdapter: i.isFallbackAdapter === true,
     features: OPTIONAL_FEATURES.filter((f) => adapter.features.has(f)) };
   for (const k of ["subgroupMinSize", "subgroupMaxSize"]) if (i[k] > 0) out[k] = i[k];
+  // the subgroup-matrix configurations (GPUSubgroupMatrixConfig objects, copied to plain
+  // data); tgweb.codegen.target.matrix_configs leaves out whatever is malformed
+  if (out.features.includes("chromium-experimental-subgroup-matrix")) {
+    out.subgroupMatrixConfigs = [...(i.subgroupMatrixConfigs || [])].map((c) => ({
+      componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K }));
+  }
   return out;
 }
 

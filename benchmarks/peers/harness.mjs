@@ -161,17 +161,34 @@ export async function tgwebReplica(programJson, params, scalars, batches, { warm
 /**
  * GPU time of a product's Program (from benchmarks/matmul_browser.py): its inputs filled
  * with uniform noise here, then `reps` runs of its kernels in one compute pass between
- * two timestamp queries, `repeats` times; the median ms per run.
+ * two timestamp queries, `repeats` times; the median ms per run (and `samples` sampled
+ * entries of the result, for a check against NumPy).
  */
-export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = {}) {
+export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5, only = null, samples = 0 } = {}) {
   const program = gpu.parseProgram(programJson);
   const { device, hasTs, adapter } = await replicaDevice(program);
   if (!hasTs) throw new Error("this adapter has no timestamp queries");
   const rt = await gpu.instantiate(device, program);
+  const inputs = {};
   for (const [name, spec] of Object.entries(program.inputs)) {
     const a = new Float32Array(spec.shape.reduce((x, y) => x * y, 1));
     for (let i = 0; i < a.length; i++) a[i] = Math.random() * 2 - 1;
     rt.write("inputs", name, a);
+    inputs[name] = a;
+  }
+  // only: time just the kernels whose ops include it (a mixed product's matmul, not the
+  // f16 copies of its operands), after one run of every kernel
+  const timed = only ? rt.steps.filter((s) => s.kernel.ops.includes(only)) : rt.steps;
+  if (only) {
+    const enc = device.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    for (const s of rt.steps) {
+      pass.setPipeline(s.pipeline);
+      pass.setBindGroup(0, s.bindGroup);
+      pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
+    }
+    pass.end();
+    device.queue.submit([enc.finish()]);
   }
   const qs = device.createQuerySet({ type: "timestamp", count: 2 });
   const resolve = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
@@ -181,7 +198,7 @@ export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = 
     const enc = device.createCommandEncoder();
     const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 } });
     for (let i = 0; i < reps; i++) {
-      for (const s of rt.steps) {  // every kernel of the product (split-k: the slices, then their sum)
+      for (const s of timed) {  // every kernel of the product (split-k: the slices, then their sum)
         pass.setPipeline(s.pipeline);
         pass.setBindGroup(0, s.bindGroup);
         pass.dispatchWorkgroups(s.dispatch[0], s.dispatch[1] || 1, s.dispatch[2] || 1);
@@ -197,10 +214,28 @@ export async function tgwebKernelTime(programJson, { reps = 10, repeats = 5 } = 
     if (r > 0) ms.push(Number(t[1] - t[0]) / 1e6 / reps);
   }
   const info = adapter.info;
-  const out = { ms: median(ms), all_ms: ms, kernel: rt.steps.map((s) => s.kernel.name).join(" + "),
-    dispatch: rt.steps[0].dispatch,
+  const out = { ms: median(ms), all_ms: ms, kernel: timed.map((s) => s.kernel.name).join(" + "),
+    dispatch: timed[0].dispatch, samples: samples ? await sampleProduct(rt, program, inputs, samples) : [],
     adapter: { vendor: info.vendor, architecture: info.architecture, description: info.description, device: info.device } };
   qs.destroy(); resolve.destroy(); read.destroy(); rt.destroy(); device.destroy();
+  return out;
+}
+
+/**
+ * `count` sampled entries of a product Program's output "loss" = a @ b (a: M x K, b: K x N,
+ * as matmul_browser.py builds it, both stored untransposed): each entry's (i, j), value,
+ * and A's row i and B's column j, for the caller's reference (NumPy).
+ */
+async function sampleProduct(rt, program, inputs, count) {
+  const [M, K] = program.inputs.a.shape, N = program.inputs.b.shape[1];
+  const c = new Float32Array(await rt.read("outputs", "loss"));
+  const out = [];
+  for (let t = 0; t < count; t++) {
+    const i = Math.floor(Math.random() * M), j = Math.floor(Math.random() * N);
+    const col = new Array(K);
+    for (let k = 0; k < K; k++) col[k] = inputs.b[k * N + j];
+    out.push({ i, j, c: c[i * N + j], a: Array.from(inputs.a.subarray(i * K, (i + 1) * K)), b: col });
+  }
   return out;
 }
 

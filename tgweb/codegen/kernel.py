@@ -74,6 +74,8 @@ class KernelCtx:
         self.prologue, self.epilogue = prologue, epilogue
         self.target = target or Target()  # what the kernel is tuned for
         self.enables: set[str] = set()  # WGSL extensions the kernel uses ("subgroups")
+        self.builtins: dict[str, str] = {}  # further entry-point builtins: builtin -> name
+        self.requires: set[str] = set()  # WGSL language extensions it declares (`requires`)
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1
@@ -216,6 +218,11 @@ class KernelCtx:
             lines += [self.store(node, ij, r) for ij, r, _ in gs]
         return lines
 
+    def builtin(self, which: str) -> str:
+        """The name of an entry-point builtin the kernel reads beyond the usual ones
+        (subgroup_id: the invocation's subgroup in its workgroup)."""
+        return self.builtins.setdefault(which, f"tg_{which}")
+
     def helper(self, name: str, text: str) -> str:
         self.helpers.setdefault(name, text)
         return name
@@ -242,6 +249,7 @@ class KernelCtx:
         sub = ""
         if "subgroups" in self.enables:  # the invocation's subgroup: its size, its place in it
             sub = ", @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_id: u32"
+        sub += "".join(f", @builtin({b}) {n}: u32" for b, n in sorted(self.builtins.items()))
         lines.append(
             "fn main(@builtin(workgroup_id) wg: vec3<u32>, "
             "@builtin(local_invocation_index) li: u32, "
@@ -251,6 +259,7 @@ class KernelCtx:
         lines.append("}")
         # directives come first, before the private constants the next line may add
         text = "".join(f"enable {e};\n" for e in sorted(self.enables))
+        text += "".join(f"requires {r};\n" for r in sorted(self.requires))
         text += _nonfinite_through_private("\n".join(lines) + "\n")
         return Kernel(
             name,

@@ -1,4 +1,5 @@
-"""Matmul: two kernels, chosen by the target (codegen/target.py) and the problem size.
+"""Matmul: three kernels, chosen by the target (codegen/target.py), the operands' storage
+and the problem size.
 
 _emit_direct: register blocks of T x T outputs per invocation read straight from
 the operands, with no workgroup memory and no barriers. On CPU implementations of
@@ -15,6 +16,20 @@ next slice of k is in flight while the current one is multiplied out (see the
 emitter). On an H200 the 128 x 128 tile reaches 37 TFLOP/s natively and 41-46 in
 Chromium at 4096^2 (benchmarks/RESULTS.md).
 
+_emit_matrices: the tiled kernel's staging and k loop, with the products on subgroup
+matrices (tensor cores; codegen/sgmat.py) where both operands are f16 copies
+(precision="mixed") and the target offers chromium-experimental-subgroup-matrix with an
+f16 -> f32 configuration (16 x 16 x 16 preferred, else the largest; M, N, K read from
+it). The target's "matrix_tiles" (BM, BN, BK, WM, WN): WM x WN subgroups per workgroup,
+each owning a (BM/WM) x (BN/WN) block of C as result matrices accumulated in f32. The
+operands are staged as f16 (two tiles of each, BK deep), and at the end each result
+matrix passes through a per-subgroup M x N of f32 workgroup memory to the fused
+epilogue (f16 pair stores included), so out_view strides and edges work as in the tiled
+kernel. The GPU class's 64 x 128 x 16 with 2 x 2 subgroups of 32 (32 x 64 of C each,
+2 x 4 matrices of 16 x 16) takes 12 KiB of tiles and 4 KiB for the epilogue: WebGPU's
+default 16 KiB (BK = 32 would not leave room for double buffering). Untimed so far:
+benchmarks/matmul_browser.py --sizes 4096 --f16 on an adapter that has the feature.
+
 Every operand is read through strides: a stored transpose (ta/tb), and any chain
 of permutes in front of an operand (attention's head split, lower() folds them
 into the node's attrs["views"]), so no transpose is ever copied; the result
@@ -30,8 +45,9 @@ are loaded as vec4. A product of few tiles and a long k is split along k first
 from __future__ import annotations
 
 from ..ir import prod
+from . import sgmat
 from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
-from .kernel import KernelCtx
+from .kernel import KernelCtx, stored_half
 
 # workgroup memory one tiled product may use: WebGPU's default limit, so any adapter runs it
 WORKGROUP_BYTES = 16384
@@ -61,6 +77,46 @@ def check_tile(BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
         )
     if why:
         raise ValueError(f"matmul tile {BM}x{BN}x{BK} with {TM}x{TN} per invocation: {why[0]}")
+
+
+def matrix_tile(m: int, n: int, batch: int, tuning: dict, dims, S: int) -> tuple | None:
+    """(BM, BN, BK, WM, WN): the first of the target's "matrix_tiles" that fits the
+    configuration dims = (M, N, K) and subgroups of S and makes at least its count of
+    workgroups for this product (the last that fits applies to every product); None if
+    none fits (the plain f16 tiles then run)."""
+    fits = []
+    for t in tuning.get("matrix_tiles", ()):
+        try:
+            check_matrix_tile(*t[:5], dims, S)
+        except ValueError:
+            continue
+        fits.append(t)
+    enough = (t for t in fits if ceil_div(m, t[0]) * ceil_div(n, t[1]) * batch >= t[5])
+    tile = next(enough, fits[-1] if fits else None)
+    return tuple(tile[:5]) if tile else None
+
+
+def check_matrix_tile(BM: int, BN: int, BK: int, WM: int, WN: int, dims, S: int) -> None:
+    """A subgroup-matrix tile the kernel can run with configuration dims and subgroups of
+    S on any adapter that has them, or ValueError naming why not."""
+    fm, fn, fk = dims
+    why = []
+    if min(BM, BN, BK) < 4 or any(v % 4 for v in (BM, BN, BK)) or min(WM, WN) < 1:
+        why.append("BM, BN and BK must be positive multiples of 4, WM and WN positive")
+    elif BM % (WM * fm) or BN % (WN * fn) or BK % fk:
+        why.append(f"each subgroup's block must be whole {fm} x {fn} x {fk} matrices")
+    elif WM * WN * S > 256:
+        why.append(f"{WM * WN * S} invocations per workgroup (at most 256)")
+    elif (used := matrix_bytes(BM, BN, BK, WM * WN, dims)) > WORKGROUP_BYTES:
+        why.append(f"{used} bytes of workgroup memory (at most {WORKGROUP_BYTES})")
+    if why:
+        raise ValueError(f"subgroup-matrix tile {BM}x{BN}x{BK} with {WM}x{WN} subgroups: {why[0]}")
+
+
+def matrix_bytes(BM: int, BN: int, BK: int, subgroups: int, dims) -> int:
+    """Workgroup memory of the subgroup-matrix kernel: two f16 tiles of each operand and
+    one f32 result matrix per subgroup (the epilogue's)."""
+    return 2 * BK * (BM + BN) * 2 + subgroups * dims[0] * dims[1] * 4
 
 
 def operand_layout(x, view, trans):
@@ -155,6 +211,10 @@ def emit_matmul(kc: KernelCtx, node):
         or tiles < kc.target.knob("tiled_min_tiles")
     ):
         return _emit_direct(kc, node, L)
+    dims = sgmat.config(kc.target) if all(stored_half(x) for x in node.inputs) else None
+    tile = dims and matrix_tile(M, N, nbatch, kc.target.tuning, dims, sgmat.subgroup_size(kc.target))
+    if tile:
+        return _emit_matrices(kc, node, L, dims, tile)
     return _emit_tiled(kc, node, L)
 
 
@@ -179,33 +239,17 @@ def _emit_tiled(kc: KernelCtx, node, L):
     invocations of a row read one shared vec4 of A (a broadcast) and consecutive vec4s of
     B. Per k, TM/4 + TN/4 vec4 reads feed TM x TN fused multiply-adds, unrolled."""
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
-    a, b = node.inputs
     BM, BN, BK, TM, TN = config(M, N, nbatch, kc.target.tuning)
     WX, WY = BN // TN, BM // TM
-    gx, gy = ceil_div(N, BN), ceil_div(M, BM)
-    if gy > 65535 or nbatch > 65535:
-        raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
-    va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"] + [L["ao"]])
-    vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"] + [L["bo"]])
     # [tile][k][row group]: with k a constant in the unrolled reads, the bounds clamp
     # Naga puts on each dynamic index (the row group) does not change within the k loop
     kc.decls.append(f"var<workgroup> As: array<array<array<vec4<f32>, {BM // 4}>, {BK}>, 2>;")
     kc.decls.append(f"var<workgroup> Bs: array<array<array<vec4<f32>, {BN // 4}>, {BK}>, 2>;")
-    body = [
-        "let tx = lid.x;",
-        "let ty = lid.y;",
-        f"let m0 = wg.y * {BM}u;",
-        f"let n0 = wg.x * {BN}u;",
-        "let z = wg.z;",
-    ]
-    _bases(L, body)
-    la = _TileLoader(kc, a, "As", "pa", BM, BK, WX * WY, "m0", M, K, "abase", L["am"], L["ak"], va)
-    lb = _TileLoader(kc, b, "Bs", "pb", BN, BK, WX * WY, "n0", N, K, "bbase", L["bn"], L["bk"], vb)
+    body = ["let tx = lid.x;", "let ty = lid.y;"]
+    la, lb, disp = _staging(kc, node, L, BM, BN, BK, WX * WY, body, flat=False)
     CG = TN // 4
     body += la.setup() + lb.setup()
     body += [f"var acc{i}_{q} = vec4<f32>();" for i in range(TM) for q in range(CG)]
-    body += la.fetch("0u") + lb.fetch("0u") + la.put("0u") + lb.put("0u") + ["workgroupBarrier();"]
-    NT = ceil_div(K, BK)
 
     def multiply(s: str) -> list[str]:  # one slice of k out of tile s, unrolled
         out = []
@@ -219,16 +263,121 @@ def _emit_tiled(kc: KernelCtx, node, L):
             out.append("}")
         return out
 
-    # every slice but the last: the next one's loads in flight, then stored into the
-    # other tile; the last slice (peeled) only multiplies
+    body += _double_buffered(la, lb, K, BK, multiply)
+    return body + _tiled_stores(kc, node, L, TM, TN, WX, WY), disp, (WX, WY, 1)
+
+
+def _emit_matrices(kc: KernelCtx, node, L, dims, tile):
+    """f16 products on subgroup matrices (codegen/sgmat.py: real, or emulated in tests).
+    A workgroup of WM x WN subgroups computes a BM x BN tile of C; subgroup g owns the
+    (BM/WM) x (BN/WN) block at rows sm, columns sn, as FM x FN result matrices of the
+    configuration's M x N, accumulated in f32. The operands are staged as f16 in
+    workgroup memory by every invocation, two tiles of each, exactly as the plain tiled
+    kernel stages them (_staging, _double_buffered: strides, offsets, transposes,
+    batches, zeros past the edges), each tile along the axis its loads walk
+    (_TileLoader.flat_at), which says whether a matrix is loaded row- or column-major
+    (_TileLoader.matrix). At the end each result matrix in turn is stored into
+    the subgroup's M x N of Cs, and all invocations write Cs through the epilogue."""
+    fm, fn, fk = dims
+    BM, BN, BK, WM, WN = tile
+    S = sgmat.subgroup_size(kc.target)
+    SM, SN = BM // WM, BN // WN
+    FM, FN, nsub = SM // fm, SN // fn, WM * WN
+    mx = sgmat.Matrices(kc, dims, S)
+    kc.decls.append(f"var<workgroup> As: array<f16, {2 * BK * BM}>;")
+    kc.decls.append(f"var<workgroup> Bs: array<f16, {2 * BK * BN}>;")
+    kc.decls.append(f"var<workgroup> Cs: array<f32, {nsub * fm * fn}>;")
+    # the subgroup's block: uniform offsets (from subgroup_id), as the builtins need
+    body = [f"let sg = {mx.subgroup()};", f"let sm = (sg / {WN}u) * {SM}u;"]
+    body.append(f"let sn = (sg % {WN}u) * {SN}u;")
+    la, lb, disp = _staging(kc, node, L, BM, BN, BK, nsub * S, body, flat=True)
+    body += la.setup() + lb.setup()
+    body += [mx.result(f"acc{i}_{j}") for i in range(FM) for j in range(FN)]
+
+    def multiply(s: str) -> list[str]:  # one slice of k out of tile s, K at a time
+        out = []
+        for kk in range(0, BK, fk):
+            out.append("{")
+            for i in range(FM):
+                at = la.flat_at(s, f"{kk}u", f"(sm + {i * fm}u)")
+                out.append("  " + mx.load("left", f"l{i}", "As", at, *la.matrix(left=True)))
+            for j in range(FN):
+                at = lb.flat_at(s, f"{kk}u", f"(sn + {j * fn}u)")
+                out.append("  " + mx.load("right", f"r{j}", "Bs", at, *lb.matrix(left=False)))
+            for i in range(FM):
+                for j in range(FN):
+                    out += ["  " + ln for ln in mx.mma(f"acc{i}_{j}", f"l{i}", f"r{j}")]
+            out.append("}")
+        return out
+
+    body += _double_buffered(la, lb, L["K"], BK, multiply)
+    return body + _matrix_stores(kc, node, L, mx, tile, FM, FN), disp, (nsub * S, 1, 1)
+
+
+def _matrix_stores(kc: KernelCtx, node, L, mx, tile, FM: int, FN: int) -> list[str]:
+    """Result matrix (i, j) of every subgroup stored into its M x N of Cs, then Cs written
+    to C through the epilogue by all invocations (in pairs of neighbours where it stores
+    f16 values), guarded only where tiles overhang C's edges; two barriers per matrix."""
+    BM, BN, _, WM, WN = tile
+    fm, fn, S = mx.M, mx.N, mx.S
+    T, frag = WM * WN * S, fm * fn
+    step = 2 if kc.pairs else 1  # fn is even: a pair never leaves its row
+    count = WM * WN * frag // step
+    ci = add_idx("cbase", mul_idx("m", L["cm"]), mul_idx("n", L["cn"]))
+    body = []
+    for i in range(FM):
+        for j in range(FN):
+            body += mx.store("Cs", f"sg * {frag}u", f"acc{i}_{j}", False, fn)
+            body.append("workgroupBarrier();")
+            body.append(f"for (var p = 0u; p < {ceil_div(count, T)}u; p = p + 1u) {{")
+            body.append(f"  let x = (li + p * {T}u) * {step}u;")
+            body.append(f"  let fg = x / {frag}u;")
+            body.append(f"  let m = m0 + (fg / {WN}u) * {BM // WM}u + {i * fm}u + (x % {frag}u) / {fn}u;")
+            body.append(f"  let n = n0 + (fg % {WN}u) * {BN // WN}u + {j * fn}u + x % {fn}u;")
+            cond = ([f"x < {count * step}u"] if count % T else []) + [f"m < {L['M']}u", f"n < {L['N']}u"]
+            body.append(f"  if ({' && '.join(cond)}) {{")
+            body.append(f"    let ci = {ci};")
+            if kc.pairs:
+                res = kc.result_pair(node, "ci", "Cs[x]", "Cs[x + 1u]")
+            else:
+                res = kc.result(node, "ci", "Cs[x]")
+            body += ["    " + ln for ln in res]
+            body += ["  }", "}", "workgroupBarrier();"]
+    return body
+
+
+def _staging(kc: KernelCtx, node, L, BM: int, BN: int, BK: int, T: int, body: list[str], flat: bool):
+    """The staged kernels' common start: the tile's first row and column (m0, n0) and
+    batch (z), each operand's base, and the loaders of A's BM x BK and B's BN x BK tiles
+    (into As and Bs) shared by T invocations; returns (A's loader, B's, the dispatch)."""
+    M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
+    a, b = node.inputs
+    gx, gy = ceil_div(N, BN), ceil_div(M, BM)
+    if gy > 65535 or nbatch > 65535:
+        raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
+    va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"] + [L["ao"]])
+    vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"] + [L["bo"]])
+    body += [f"let m0 = wg.y * {BM}u;", f"let n0 = wg.x * {BN}u;", "let z = wg.z;"]
+    _bases(L, body)
+    la = _TileLoader(kc, a, "As", "pa", BM, BK, T, "m0", M, K, "abase", L["am"], L["ak"], va, flat)
+    lb = _TileLoader(kc, b, "Bs", "pb", BN, BK, T, "n0", N, K, "bbase", L["bn"], L["bk"], vb, flat)
+    return la, lb, (gx, gy, nbatch)
+
+
+def _double_buffered(la, lb, K: int, BK: int, multiply) -> list[str]:
+    """The k loop over two tiles of each operand: the first slice stored, then every
+    slice but the last multiplied out (multiply(s): tile s) while the next one's loads
+    are in flight, and stored into the other tile; the last slice (peeled) only
+    multiplies. One barrier per slice."""
+    body = la.fetch("0u") + lb.fetch("0u") + la.put("0u") + lb.put("0u") + ["workgroupBarrier();"]
+    NT = ceil_div(K, BK)
     if NT > 1:
         body.append(f"for (var t = 0u; t < {NT - 1}u; t = t + 1u) {{")
         body += ["  let s = t & 1u;", f"  let k0 = (t + 1u) * {BK}u;"]
         body += ["  " + ln for ln in la.fetch("k0") + lb.fetch("k0") + multiply("s")]
         body += ["  " + ln for ln in la.put("s ^ 1u") + lb.put("s ^ 1u")]
         body += ["  workgroupBarrier();", "}"]
-    body += multiply(f"{(NT - 1) % 2}u")
-    return body + _tiled_stores(kc, node, L, TM, TN, WX, WY), (gx, gy, nbatch), (WX, WY, 1)
+    return body + multiply(f"{(NT - 1) % 2}u")
 
 
 def _tiled_stores(kc: KernelCtx, node, L, TM: int, TN: int, WX: int, WY: int) -> list[str]:
@@ -260,17 +409,24 @@ class _TileLoader:
     """Moves R x BK tiles of one operand (element (r, k) at base + r rs + k ks, rows from
     r0) from memory into each invocation's registers (fetch) and from there into the
     shared array sh (put), which holds element (kk, rr) of tile s at
-    [s][kk][rr / 4][rr % 4]. Consecutive invocations walk the operand's
-    contiguous axis: vec4s of four rows at one k ("rows"), vec4s of four k of one row
-    ("k"), or single elements. Where an invocation's element lies (its row, its k
-    within the tile, its address less k0) is worked out once, before the k loop."""
+    [s][kk][rr / 4][rr % 4] (array<array<array<vec4<f32>>>>), or, flat, as f16 in
+    array<f16> (the subgroup-matrix kernel's tiles) along the axis the invocations walk:
+    at [s BK R + kk R + rr] where they walk rows, [s BK R + rr BK + kk] where they walk k
+    (kinner), so each invocation's four values are neighbours there too. Consecutive
+    invocations walk the operand's contiguous axis: vec4s of four rows at one k ("rows"),
+    vec4s of four k of one row ("k"), or single elements. Where an invocation's element
+    lies (its row, its k within the tile, its address less k0) is worked out once, before
+    the k loop."""
 
-    def __init__(self, kc, x, sh, reg, R, BK, T, r0, rows, K, base, rs, ks, vec) -> None:
+    def __init__(self, kc, x, sh, reg, R, BK, T, r0, rows, K, base, rs, ks, vec, flat=False) -> None:
         self.kc, self.x, self.sh, self.reg, self.R, self.BK, self.T = kc, x, sh, reg, R, BK, T
         self.r0, self.rows, self.K, self.base, self.rs, self.ks = r0, rows, K, base, rs, ks
+        self.flat = flat
         self.mode = ("rows" if rs == 1 else "k") if vec else "scalar"
         self.count = R * BK // (4 if vec else 1)  # loads per tile
         self.n = ceil_div(self.count, T)  # loads per invocation
+        walk_rows = self.mode == "rows" or (self.mode == "scalar" and (rs == 1 or (ks != 1 and rs < ks)))
+        self.kinner = flat and not walk_rows
         if vec:
             kc.vec4.add(kc.storage(x)[0])
 
@@ -328,7 +484,9 @@ class _TileLoader:
     def put(self, tile: str) -> list[str]:
         out, g, sh = [], self.reg, f"{self.sh}[{tile}]"
         for j in range(self.n):
-            if self.mode == "rows":
+            if self.flat:
+                lines = self._put_flat(tile, j)
+            elif self.mode == "rows":
                 lines = [f"{sh}[{g}k{j}][{g}r{j} / 4u] = {g}{j};"]
             elif self.mode == "k":
                 lines = [f"{sh}[{g}k{j} + {c}u][{g}r{j} / 4u][{g}r{j} % 4u] = {g}{j}[{c}];" for c in range(4)]
@@ -338,6 +496,24 @@ class _TileLoader:
                 lines = [f"if (li + {self.T * j}u < {self.count}u) {{"] + ["  " + ln for ln in lines] + ["}"]
             out += lines
         return out
+
+    def _put_flat(self, tile: str, j: int) -> list[str]:
+        """Load j's elements as f16 in the flat array (the vec4's four along the walked axis)."""
+        g = self.reg
+        at = self.flat_at(tile, f"{g}k{j}", f"{g}r{j}")
+        if self.mode == "scalar":
+            return [f"{self.sh}[{at}] = f16({g}{j});"]
+        return [f"{self.sh}[{at} + {c}u] = f16({g}{j}[{c}]);" for c in range(4)]
+
+    def flat_at(self, tile: str, kk: str, rr: str) -> str:
+        """The flat array's index of element (kk, rr) of tile `tile`."""
+        inner = f"{rr} * {self.BK}u + {kk}" if self.kinner else f"{kk} * {self.R}u + {rr}"
+        return f"({tile}) * {self.BK * self.R}u + {inner}"
+
+    def matrix(self, left: bool) -> tuple[bool, int]:
+        """(col_major, stride) of a subgroup-matrix load from the flat tiles: the left matrix
+        is rows x k, the right one k x rows."""
+        return (left != self.kinner), (self.BK if self.kinner else self.R)
 
 
 def _batch_index(bstr, batch):

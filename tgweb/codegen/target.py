@@ -31,6 +31,10 @@ TUNING = {
         "split_k_tiles": 0,  # ... until they make this many 64 x 64 tiles
         "attention_rows": 16,  # rows (queries, or keys for dK/dV) per attention workgroup
         "attention_tile": 0,  # rows of the other side staged in workgroup memory (0: none)
+        # f16 products through subgroup matrices (codegen/matmul.py): (BM, BN, BK, WM, WN,
+        # least), WM x WN subgroups each owning a (BM/WM) x (BN/WN) block of C; the first
+        # that makes at least `least` workgroups. Only an emulating test Target runs them here.
+        "matrix_tiles": ((64, 64, 16, 2, 2, 0),),
     },
     # tiles for every product that is not skinny, and workgroup trees for any row longer
     # than 16; the figures behind each knob: benchmarks/RESULTS.md ("GPU class tuning")
@@ -51,12 +55,25 @@ TUNING = {
         "split_k_tiles": 2048,
         "attention_rows": 64,
         "attention_tile": 16,
+        # 4 subgroups of 32 x 64 (64 x 32) of C: 2 x 4 (4 x 2) 16 x 16 fragments each; two
+        # f16 tiles of BK = 16 (12 KiB) and a 16 x 16 f32 fragment per subgroup for the
+        # epilogue (4 KiB): WebGPU's default 16 KiB of workgroup memory
+        "matrix_tiles": ((64, 128, 16, 2, 2, 512), (128, 64, 16, 2, 2, 512), (64, 64, 16, 2, 2, 0)),
     },
 }
 
 # optional WebGPU features kernels may use: WebGPU's name -> the other spellings adapters use
 # (wgpu-py says "subgroup")
-FEATURES = {"subgroups": ("subgroups", "subgroup"), "shader-f16": ("shader-f16",)}
+FEATURES = {
+    "subgroups": ("subgroups", "subgroup"),
+    "shader-f16": ("shader-f16",),
+    # Chromium's subgroup matrices (tensor cores), with their configurations in
+    # adapter.info.subgroupMatrixConfigs (Target.matrix_configs); wgpu-py has none
+    "chromium-experimental-subgroup-matrix": ("chromium-experimental-subgroup-matrix",),
+}
+MATRIX_FEATURE = "chromium-experimental-subgroup-matrix"
+# the component types a subgroup-matrix configuration may name (GPUSubgroupMatrixComponentType)
+MATRIX_TYPES = ("f32", "f16", "u32", "i32", "u8", "i8")
 SUBGROUP_SIZES = (4, 128)  # the spec's bounds of an adapter's subgroupMinSize / subgroupMaxSize
 
 _CPU_WORDS = ("swiftshader", "lavapipe", "llvmpipe", "softpipe", "warp", "cpu")
@@ -69,7 +86,13 @@ class Target:
     ("subgroups", "shader-f16": f16 storage for precision="mixed"); the device running
     them must have been created with each.
     subgroup_sizes: (least, most) invocations per subgroup the adapter reports (the
-    spec's bounds, 4 and 128, when it says nothing)."""
+    spec's bounds, 4 and 128, when it says nothing).
+    matrix_configs: the adapter's subgroup-matrix configurations, (component type, result
+    type, M, N, K) each (adapter.info.subgroupMatrixConfigs; only with the feature
+    chromium-experimental-subgroup-matrix).
+    emulate_matrices: tests only: the subgroup-matrix kernel's matrix types and builtins
+    are emitted as ordinary WGSL with the same results (codegen/sgmat.py), so lavapipe runs
+    the rest of its text; the Program then needs neither feature."""
 
     cls: str = "cpu"
     vendor: str = ""
@@ -77,6 +100,8 @@ class Target:
     tuning: dict = field(default_factory=dict, compare=False)
     features: tuple = ()
     subgroup_sizes: tuple = SUBGROUP_SIZES
+    matrix_configs: tuple = ()
+    emulate_matrices: bool = False
 
     def __post_init__(self) -> None:
         if self.cls not in TUNING:
@@ -88,6 +113,8 @@ class Target:
             raise ValueError(f"unknown target features {sorted(unknown)}; known: {sorted(FEATURES)}")
         object.__setattr__(self, "features", tuple(sorted(set(self.features))))
         object.__setattr__(self, "subgroup_sizes", tuple(int(n) for n in self.subgroup_sizes))
+        configs = tuple(tuple(c) for c in self.matrix_configs) if self.has(MATRIX_FEATURE) else ()
+        object.__setattr__(self, "matrix_configs", configs)
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -103,6 +130,8 @@ class Target:
             "tuning": json.loads(json.dumps(self.tuning)),  # tuples as lists, as JSON keeps them
             "features": list(self.features),
             **({"subgroup_sizes": list(self.subgroup_sizes)} if self.has("subgroups") else {}),
+            **({"matrix_configs": [list(c) for c in self.matrix_configs]} if self.matrix_configs else {}),
+            **({"emulate_matrices": True} if self.emulate_matrices else {}),
         }
 
 
@@ -132,7 +161,27 @@ def classify(info: dict | None) -> Target:
         str(info.get("description", "")),
         features=features,
         subgroup_sizes=_subgroup_sizes(info),
+        matrix_configs=matrix_configs(info.get("subgroupMatrixConfigs")),
     )
+
+
+def matrix_configs(raw) -> tuple:
+    """The well-formed entries of adapter.info.subgroupMatrixConfigs as (component type,
+    result type, M, N, K) tuples; anything else (missing, not a list, unknown types, sizes
+    that are not positive multiples of 4 up to 64) is left out, so bad data means no matrix
+    kernels, never a crash."""
+    out = []
+    for c in raw if isinstance(raw, (list, tuple)) else ():
+        if not isinstance(c, dict):
+            continue
+        ty, res = c.get("componentType"), c.get("resultComponentType")
+        dims = [c.get(k) for k in ("M", "N", "K")]
+        if ty not in MATRIX_TYPES or res not in MATRIX_TYPES:
+            continue
+        if not all(type(d) is int and 4 <= d <= 64 and d % 4 == 0 for d in dims):
+            continue
+        out.append((ty, res, *dims))
+    return tuple(sorted(set(out)))
 
 
 def _subgroup_sizes(info: dict) -> tuple[int, int]:

@@ -1,0 +1,74 @@
+"""f16 products on subgroup matrices in Chromium. Where the adapter offers
+chromium-experimental-subgroup-matrix with an f16 -> f32 configuration (the H200 with
+Chromium's vulkan_enable_f16_on_nvidia), the real kernel, compiled for the page's own
+adapter info (its configurations and subgroup size), runs through web/gpu.mjs against
+the reference, forward and backward; elsewhere that test skips, naming the feature.
+Where the adapter offers shader-f16, the emulated kernel (tests/test_subgroup_matrix.py)
+runs through Chromium's WGSL compiler too."""
+
+from __future__ import annotations
+
+import pytest
+from test_kernels import build
+from test_subgroup_matrix import CASES, EMU, H200, MATRIX, _matrix_kernels
+
+from tgweb.codegen import sgmat
+from tgweb.codegen.target import classify
+from tgweb.lower import lower
+
+from .conftest import run_against_reference
+
+ADAPTER_INFO = "async () => gpu.adapterInfo(await navigator.gpu.requestAdapter())"
+
+
+@pytest.fixture(scope="module")
+def info(page):
+    return page.evaluate(ADAPTER_INFO)
+
+
+def test_adapter_info_carries_the_configs(page):
+    """gpu.adapterInfo copies adapter.info.subgroupMatrixConfigs (GPUSubgroupMatrixConfig
+    objects: getters, not own properties) to plain data, only with the feature; tgweb's
+    Target reads them (a stand-in adapter with the H200's configurations)."""
+    info = page.evaluate(
+        """(configs) => {
+        class Config { constructor(c) { this._c = c; } }
+        for (const k of ["componentType", "resultComponentType", "M", "N", "K"])
+          Object.defineProperty(Config.prototype, k, { get() { return this._c[k]; } });
+        const adapter = (features) => ({ features: new Set(features), info: { vendor: "nvidia",
+          description: "NVIDIA H200", subgroupMinSize: 32, subgroupMaxSize: 32,
+          subgroupMatrixConfigs: configs.map((c) => new Config(c)) } });
+        return [gpu.adapterInfo(adapter(["shader-f16", "subgroups", "%s"])),
+                gpu.adapterInfo(adapter(["shader-f16", "subgroups"]))];
+    }"""
+        % MATRIX,
+        H200,
+    )
+    assert info[0]["subgroupMatrixConfigs"] == H200 and "subgroupMatrixConfigs" not in info[1]
+    assert sgmat.config(classify(info[0])) == (16, 16, 16) and sgmat.config(classify(info[1])) is None
+
+
+@pytest.mark.parametrize("j", range(len(CASES)))
+def test_real_matrices_match_reference(page, info, j):
+    target = classify(info)
+    if sgmat.config(target) is None:
+        pytest.skip(
+            f"this Chromium's adapter ({info.get('description') or info.get('vendor')}) does not offer "
+            f"{MATRIX} with an f16 -> f32 configuration, shader-f16, subgroups and one subgroup "
+            f"size (features {info.get('features')}, configurations {info.get('subgroupMatrixConfigs')})"
+        )
+    fn, specs = CASES[j]
+    g = build(fn, specs, precision="mixed")
+    prog = lower(g, target=target)
+    assert _matrix_kernels(prog) and MATRIX in prog.meta["features"]
+    assert MATRIX in run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
+
+
+def test_emulated_matrices_compile_and_match_in_chromium(page, info):
+    if "shader-f16" not in info.get("features", []):
+        pytest.skip("this Chromium's adapter does not offer shader-f16")
+    for fn, specs in CASES[:2] + CASES[-1:]:
+        g = build(fn, specs, precision="mixed")
+        prog = lower(g, target=EMU)
+        assert _matrix_kernels(prog)
+        run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
