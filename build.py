@@ -54,6 +54,15 @@ CHROMIUM_ARGS = [
 ]
 
 
+def chromium() -> tuple[str, list[str]]:
+    """(executable, flags) of the Chromium that the tests, benchmarks and tools launch:
+    Debian's, or a real GPU's where ../shared/tools/gpu-chromium's launch.sh exported
+    GPU_CHROMIUM and GPU_CHROMIUM_FLAGS (without those flags Chromium silently falls back
+    to SwiftShader: print the adapter). TGWEB_CHROMIUM names another executable."""
+    exe = os.environ.get("TGWEB_CHROMIUM") or os.environ.get("GPU_CHROMIUM") or "/usr/bin/chromium"
+    return exe, os.environ.get("GPU_CHROMIUM_FLAGS", "").split() + CHROMIUM_ARGS
+
+
 def run(cmd: list[str], **kw) -> None:
     print("+", " ".join(str(c) for c in cmd), flush=True)
     subprocess.run([str(c) for c in cmd], check=True, **kw)

@@ -62,11 +62,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEERS = HERE / "peers"
-# A real GPU: ../shared/tools/gpu-chromium's launch.sh exports GPU_CHROMIUM and the flags
-# that make WebGPU use it (without them Chromium silently falls back to SwiftShader);
-# the report names the adapter each column really ran on.
-CHROMIUM = os.environ.get("TGWEB_CHROMIUM") or os.environ.get("GPU_CHROMIUM") or "/usr/bin/chromium"
-GPU_FLAGS = os.environ.get("GPU_CHROMIUM_FLAGS", "").split()
 # where the peers' files come from (node_modules, or a copy of just their dist files)
 NODE_MODULES = Path(os.environ.get("TGWEB_NODE_MODULES") or ROOT / "node_modules")
 
@@ -78,9 +73,11 @@ def _build_module():
     return mod
 
 
-# as the tests (build.py), plus developer features so that timestamp queries
-# are not quantized to 100 us
-ARGS = GPU_FLAGS + _build_module().CHROMIUM_ARGS + ["--enable-webgpu-developer-features"]
+# as the tests launch it (build.chromium: a real GPU where ../shared/tools/gpu-chromium's
+# launch.sh exported GPU_CHROMIUM and its flags; the report names the adapter each column
+# really ran on), plus developer features so that timestamp queries are not quantized to 100 us
+CHROMIUM, ARGS = _build_module().chromium()
+ARGS = ARGS + ["--enable-webgpu-developer-features"]
 MODELS = ("sin", "addition")
 PEER_NAMES = {"tfjs": "TensorFlow.js 4.22.0 (webgpu)", "jaxjs": "jax-js 0.1.25 (webgpu, jit)"}
 NBATCH = 8

@@ -24,6 +24,7 @@ import argparse
 import functools
 import http.server
 import importlib.util
+import json
 import statistics
 import sys
 import threading
@@ -147,6 +148,7 @@ def one_load(browser, url: str, sample: str) -> dict[str, float]:
     ctx = browser.new_context()
     try:
         page = _ready_page(ctx, url, url)
+        print("adapter:", json.dumps(page.evaluate("window.app.tg.info.adapter")), file=sys.stderr)
         ready = _flat(page.evaluate("window.app.tg.info.timings"))
         got = {READY_ROWS[k]: v for k, v in ready.items() if k in READY_ROWS}
         src = (ROOT / "tools" / "compile_phases.py").read_text()
@@ -171,9 +173,10 @@ def phases(sites: list[Path], samples: list[str], runs: int) -> None:
 
     build = _build()
     urls = {str(s): _serve(build.make_server(s, 0)) for s in sites}
+    exe, args = build.chromium()  # a real GPU's where launch.sh exported GPU_CHROMIUM
     got = {(smp, s): [] for smp in samples for s in urls}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=build.CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=exe, args=args)
         for _ in range(runs):
             for smp in samples:
                 for s, url in urls.items():  # alternately: the machine's load drifts
@@ -220,8 +223,9 @@ def ways(runs: int) -> None:
         "dist/tgweb.html over plain http": _serve(plain) + single.name,
     }
     got: dict[str, list[float]] = {k: [] for k in urls}
+    exe, args = build.chromium()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=build.CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=exe, args=args)
         for _ in range(runs):
             for way, url in urls.items():
                 ctx = browser.new_context()

@@ -43,6 +43,7 @@ def visit(ctx, url: str, sample: str) -> dict:
             "first_step_s": ms / 1000,
             "compile_s": info["compile_s"],
             "cache": info.get("cache"),
+            "adapter": page.evaluate("window.app.tg.info.adapter"),
             "timings": t,
         }
     finally:
@@ -60,13 +61,14 @@ def main(runs: int, samples: list[str]) -> None:
 
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
+    exe, args = build.chromium()  # a real GPU's where launch.sh exported GPU_CHROMIUM
     got: dict = {(s, v): [] for s in samples for v in ("first", "repeat")}
     with sync_playwright() as p:
         for _ in range(runs):
             for sample in samples:
                 with tempfile.TemporaryDirectory() as profile:
                     ctx = p.chromium.launch_persistent_context(
-                        profile, executable_path="/usr/bin/chromium", args=build.CHROMIUM_ARGS, headless=True
+                        profile, executable_path=exe, args=args, headless=True
                     )
                     try:
                         for v in ("first", "repeat"):

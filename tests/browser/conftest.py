@@ -19,9 +19,6 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# a real GPU as benchmarks/bench.py takes it: ../shared/tools/gpu-chromium's launch.sh
-# exports GPU_CHROMIUM and GPU_CHROMIUM_FLAGS (tests/browser/test_subgroup_matrix.py on the H200)
-CHROMIUM = os.environ.get("TGWEB_CHROMIUM") or os.environ.get("GPU_CHROMIUM") or "/usr/bin/chromium"
 
 
 def _build():
@@ -31,7 +28,8 @@ def _build():
     return mod
 
 
-ARGS = os.environ.get("GPU_CHROMIUM_FLAGS", "").split() + _build().CHROMIUM_ARGS
+# Debian's Chromium, or a real GPU's (build.chromium: tests/browser/test_subgroup_matrix.py on the H200)
+CHROMIUM, ARGS = _build().chromium()
 COLD_START: dict = {}
 
 # the harness page: tgweb.mjs and gpu.mjs as globals, served at /__test__/ by a route
