@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+from ..codegen import sgmat
 from ..codegen.common import (
     add_idx,
     ceil_div,
@@ -51,6 +52,7 @@ from ..codegen.common import (
     umod,
 )
 from ..codegen.common import strides as row_major
+from ..codegen.kernel import stored_half
 from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from . import random as rnd
 from .base import as_tensor, broadcast_shapes, op
@@ -365,7 +367,7 @@ class _Rows:
     a workgroup per `wg` consecutive rows of one batch (r0 the first), r the row (clamped
     where barriers forbid returning early), the mask and dropout of pair (query, key)."""
 
-    def __init__(self, kc, node, rows: int) -> None:
+    def __init__(self, kc, node, rows: int, block: int = 0) -> None:
         self.kc, self.node, a = kc, node, node.attrs
         shapes = _logical_shapes(node)
         mpos, spos = _extras(node.kind, a)
@@ -374,8 +376,8 @@ class _Rows:
         self.mask = self.sides[mpos] if mpos is not None else None
         self.seed = node.inputs[spos] if spos is not None else None
         self.tq, self.tk = shapes[0][-2], shapes[1][-2]
-        tile = kc.target.knob("attention_tile")
-        nb, most = prod(self.lead), kc.target.knob("attention_rows")
+        tile = block or kc.target.knob("attention_tile")
+        nb, most = prod(self.lead), block or kc.target.knob("attention_rows")
         self.wg = most if tile else group_size(nb * rows, most)
         self.tile, self.rows = tile, rows
         nblk = ceil_div(rows, self.wg)
@@ -426,6 +428,9 @@ class _Rows:
 
 def _emit_forward(kc, node):
     a = node.attrs
+    plan = matrix_plan(kc, node)
+    if plan:
+        return _emit_forward_matrices(kc, node, *plan)
     R = _Rows(kc, node, _logical_shapes(node)[0][-2])
     q, k, v = R.sides[:3]
     walk = _Walk(kc, R.tile, R.wg, [k, v], [])
@@ -504,6 +509,161 @@ def _emit_grad_kv(kc, node):
     stores = _stores(R.out, "r", dks, k.cols, mul=f" * {f32_lit(a['scale'])}")
     body += R.live(stores + _stores(R.out, "r", dvs, v.cols, first=k.cols))
     return R.kernel(body)
+
+
+# ---------------------------------------------------------------- on subgroup matrices
+
+# (subgroups per workgroup, keys per tile), most preferred first: the first whose
+# workgroup memory fits WORKGROUP_BYTES for the head dims is taken
+MATRIX_BLOCKS = ((4, 32), (2, 32), (4, 16), (2, 16), (1, 32), (1, 16))
+
+
+def matrix_bytes(W: int, BKV: int, dp: int, dvp: int, M: int) -> int:
+    """Workgroup memory of the matrix forward: Q's block (W M rows of dp, f16), one tile
+    of K or V (BKV rows, f16), the scores (f32) and the probabilities (f16) of the block."""
+    BQ = W * M
+    return 2 * BQ * dp + 2 * BKV * max(dp, dvp) + 4 * BQ * BKV + 2 * BQ * BKV
+
+
+def matrix_plan(kc, node):
+    """(dims, S, W, BKV, dp, dvp) of the forward on subgroup matrices, or None where the
+    plain kernel runs: the target has no f16 -> f32 configuration (codegen/sgmat.py), q,
+    k or v is not an f16 copy (precision="mixed"), the subgroup size is not a multiple of
+    the configuration's M, or no block fits 16 KiB (head dims padded to whole matrices:
+    up to 128 with 16 x 16 x 16)."""
+    dims = sgmat.config(kc.target)
+    if dims is None or not all(stored_half(x) for x in node.inputs[:3]):
+        return None
+    M, N, K = dims
+    S = sgmat.subgroup_size(kc.target)
+    shapes = _logical_shapes(node)
+    d, dv = shapes[0][-1], shapes[2][-1]
+    if S % M or (M * N) % S:
+        return None
+    dp, dvp = ceil_div(d, K) * K, ceil_div(dv, N) * N
+    for W, BKV in MATRIX_BLOCKS:
+        if W * S > 256 or BKV % N or BKV % K:
+            continue
+        if matrix_bytes(W, BKV, dp, dvp, M) <= WORKGROUP_BYTES:
+            return dims, S, W, BKV, dp, dvp
+    return None
+
+
+def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
+    """The forward with both products on subgroup matrices (matrix_plan says when).
+
+    A workgroup of W subgroups owns BQ = W M consecutive query rows of one batch z
+    (subgroup g rows g M .. g M + M - 1), staged once as f16 in Qs (zeros past Tq and D).
+    Result matrices are opaque (no per-row rescale of an accumulator), so instead of an
+    online softmax the kernel walks the keys twice, BKV at a time, each tile staged as
+    f16 in KVs: pass 1 computes the scores S = Q K^T (matrices, into the f32 area Ss),
+    where invocations apply scale, mask and causality and keep each row's running max
+    and sum in f32 (S / M invocations per row, each on every (S/M)-th key, combined at
+    the end through Ss) to the row's log-sum-exp; pass 2 recomputes S and writes the
+    normalized, dropped-out probabilities exp(s - lse) (x keep) as f16 into Ps, stages V
+    into KVs and accumulates O += P V in result matrices (f32), which the end stores
+    through Ss to O. Matrix offsets come from the subgroup id, loop counters and
+    constants only. Three products instead of two, against no rescaling and f32
+    statistics throughout; the probabilities enter P V rounded to f16."""
+    a = node.attrs
+    M, N, K = dims
+    BQ, T, P = W * M, W * S, S // M
+    R = _Rows(kc, node, _logical_shapes(node)[0][-2], block=BQ)
+    q, k, v = R.sides[:3]
+    d, dv = q.cols, v.cols
+    mx = sgmat.Matrices(kc, dims, S)
+    kc.decls.append(f"var<workgroup> Qs: array<f16, {BQ * dp}>;")
+    kc.decls.append(f"var<workgroup> KVs: array<f16, {BKV * max(dp, dvp)}>;")
+    kc.decls.append(f"var<workgroup> Ss: array<f32, {BQ * BKV}>;")
+    kc.decls.append(f"var<workgroup> Ps: array<f16, {BQ * BKV}>;")
+    tq, tk = R.tq, R.tk
+    body = [f"let sg = {mx.subgroup()};", f"let lr = li / {P}u;", f"let lh = li % {P}u;"]
+    body.append(f"let i = min(r0 + lr, {tq - 1}u);")  # this invocation's query row (clamped)
+
+    def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
+        return [
+            f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
+            f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
+            "  var x = 0.0;",
+            f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
+            f"  {arr}[e] = f16(x);",
+            "}",
+        ]
+
+    body += stage(q, "Qs", "r0", BQ, dp, d)
+    hi = f"{tk}u"
+    if a["causal"]:  # keys past the block's last query are hidden from all its rows
+        hi = f"min(min(r0 + {BQ}u, {tq}u), {tk}u)"
+    body.append(f"let hi = {hi};")
+
+    def scores() -> list[str]:  # S of the tile: each subgroup its M rows, N keys at a time
+        out = []
+        for nb in range(BKV // N):
+            out += ["{", "  " + mx.result("sacc")]
+            for kk in range(dp // K):
+                out.append("  " + mx.load("left", f"ql{kk}", "Qs", f"sg * {M * dp}u + {kk * K}u", False, dp))
+                out.append("  " + mx.load("right", f"kr{kk}", "KVs", f"{nb * N * dp + kk * K}u", True, dp))
+                out += ["  " + x for x in mx.mma("sacc", f"ql{kk}", f"kr{kk}")]
+            out += ["  " + x for x in mx.store("Ss", f"sg * {M * BKV}u + {nb * N}u", "sacc", False, BKV)]
+            out.append("}")
+        return out
+
+    def score(j: str) -> list[str]:
+        out = [f"var s = Ss[lr * {BKV}u + jj] * {f32_lit(a['scale'])};"]
+        if a["mask"] == "add":
+            out.append(f"s = s + {R.mask.at('i', j)};")
+        return out
+
+    def walk(inner: list[str]) -> list[str]:
+        out = [f"for (var j0 = 0u; j0 < hi; j0 = j0 + {BKV}u) {{", "  workgroupBarrier();"]
+        out += ["  " + x for x in stage(k, "KVs", "j0", BKV, dp, d)]
+        out += ["  workgroupBarrier();"] + ["  " + x for x in scores()] + ["  workgroupBarrier();"]
+        out += [f"  let n = min({BKV}u, hi - j0);"]
+        return out + ["  " + x for x in inner] + ["}"]
+
+    # pass 1: each row's max and sum
+    body += [f"var m = {NEG_INF};", "var l = 0.0;"]
+    step = [f"for (var jj = lh; jj < n; jj = jj + {P}u) {{", "  let j = j0 + jj;"]
+    step += ["  " + x for x in score("j")]
+    step += [f"  if ({R.hidden('i', 'j', 's')}) {{ continue; }}"]
+    step += ["  if (s > m) { l = l * exp(m - s); m = s; }", "  l = l + exp(s - m);", "}"]
+    body += walk(step)
+    # the S / M partial statistics of a row combined through Ss
+    body += ["workgroupBarrier();", "Ss[li] = m;", f"Ss[{T}u + li] = l;", "workgroupBarrier();"]
+    body += [f"var mm = {NEG_INF};"]
+    body += [f"for (var t = 0u; t < {P}u; t = t + 1u) {{ mm = max(mm, Ss[lr * {P}u + t]); }}"]
+    body += ["var ll = 0.0;", f"for (var t = 0u; t < {P}u; t = t + 1u) {{"]
+    body += [
+        f"  let mt = Ss[lr * {P}u + t];",
+        f"  if (mt > {NEG_INF}) {{ ll = ll + Ss[{T}u + lr * {P}u + t] * exp(mt - mm); }}",
+    ]
+    body += ["}", f"let lse = select({POS_INF}, mm + log(ll), ll > 0.0);"]
+    # pass 2: P = exp(s - lse) (dropped out) as f16, O += P V
+    body += [mx.result(f"oacc{c}") for c in range(dvp // N)]
+    step = [f"for (var jj = lh; jj < {BKV}u; jj = jj + {P}u) {{", "  let j = j0 + jj;", "  var p = 0.0;"]
+    step += ["  if (jj < n) {"] + ["    " + x for x in score("j")]
+    keep = f" * {R.keep('i', 'j')}" if R.seed is not None else ""
+    step += [f"    if (!({R.hidden('i', 'j', 's')})) {{ p = exp(s - lse){keep}; }}", "  }"]
+    step += [f"  Ps[lr * {BKV}u + jj] = f16(p);", "}"]
+    step += stage(v, "KVs", "j0", BKV, dvp, dv) + ["workgroupBarrier();"]
+    for c in range(dvp // N):
+        step.append("{")
+        for kk in range(BKV // K):
+            step.append("  " + mx.load("left", f"pl{kk}", "Ps", f"sg * {M * BKV}u + {kk * K}u", False, BKV))
+            step.append("  " + mx.load("right", f"vr{kk}", "KVs", f"{kk * K * dvp + c * N}u", False, dvp))
+            step += ["  " + x for x in mx.mma(f"oacc{c}", f"pl{kk}", f"vr{kk}")]
+        step.append("}")
+    body += ["workgroupBarrier();"] + walk(step)
+    # O through Ss, N columns at a time, and the log-sum-exp
+    live = f"r0 + lr < {tq}u"
+    for c in range(dvp // N):
+        body += ["workgroupBarrier();"]
+        body += mx.store("Ss", f"sg * {M * BKV}u", f"oacc{c}", False, BKV)
+        body += ["workgroupBarrier();", f"for (var cc = lh; cc < {N}u; cc = cc + {P}u) {{"]
+        body += [f"  let col = {c * N}u + cc;", f"  if ({live} && col < {dv}u) {{"]
+        body += ["    " + R.out.kc.store(node, R.out.index("i", "col"), f"Ss[lr * {BKV}u + cc]"), "  }", "}"]
+    body += [f"if ({live} && lh == 0u) {{", "  " + R.out.kc.store(node, R.out.index("i", dv), "lse"), "}"]
+    return R.head + body, R.disp, T
 
 
 # ---------------------------------------------------------------- the kinds
