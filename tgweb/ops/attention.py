@@ -474,6 +474,9 @@ def _emit_forward(kc, node):
 
 def _emit_grad_q(kc, node):
     a = node.attrs
+    plan = matrix_plan(kc, node)
+    if plan:
+        return _emit_grad_matrices(kc, node, *plan)
     R = _Rows(kc, node, _logical_shapes(node)[0][-2])
     q, k, v, saved, do, delta = R.sides[:6]
     walk = _Walk(kc, R.tile, R.wg, [k, v], [])
@@ -499,6 +502,9 @@ def _emit_grad_q(kc, node):
 
 def _emit_grad_kv(kc, node):
     a = node.attrs
+    plan = matrix_plan(kc, node)
+    if plan:
+        return _emit_grad_matrices(kc, node, *plan)
     R = _Rows(kc, node, _logical_shapes(node)[1][-2])
     q, k, v, saved, do, delta = R.sides[:6]
     walk = _Walk(kc, R.tile, R.wg, [q, do], [(saved, saved.cols - 1), (delta, 0)])
@@ -538,14 +544,24 @@ def matrix_bytes(W: int, BKV: int, dp: int, dvp: int, M: int) -> int:
     return 2 * BQ * dp + 2 * BKV * max(dp, dvp) + 4 * BQ * BKV + 2 * BQ * BKV
 
 
+def grad_matrix_bytes(kind: str, W: int, BT: int, dp: int, dvp: int, M: int) -> int:
+    """Workgroup memory of a backward kernel on matrices: the block's two operands (W M
+    rows of dp and dvp, f16), one tile of the other side's two (BT rows, f16), the scores
+    or dP (f32), dS (f16) and, for dK/dV, the dropped-out probabilities (f16)."""
+    BR = W * M
+    return 2 * (BR + BT) * (dp + dvp) + 4 * BR * BT + 2 * BR * BT * (2 if kind == "sdpa_grad_kv" else 1)
+
+
 def matrix_plan(kc, node):
-    """(dims, S, W, BKV, dp, dvp) of the forward on subgroup matrices, or None where the
-    plain kernel runs: the target has no f16 -> f32 configuration (codegen/sgmat.py), q,
-    k or v is not an f16 copy (precision="mixed"), the subgroup size is not a multiple of
-    the configuration's M, or no block fits 16 KiB (head dims padded to whole matrices:
-    up to 128 with 16 x 16 x 16)."""
+    """(dims, S, W, BT, dp, dvp) of a kernel on subgroup matrices, or None where the plain
+    kernel runs: the target has no f16 -> f32 configuration (codegen/sgmat.py), q, k, v
+    (and dO) are not f16 copies (precision="mixed"), the subgroup size S is not a
+    multiple of the configuration's M, or no block of MATRIX_BLOCKS (W subgroups, BT
+    rows of the other side per tile) fits 16 KiB with the head dims padded to whole
+    matrices (the forward: up to 128 with 16 x 16 x 16; the backward: up to 64)."""
     dims = sgmat.config(kc.target)
-    if dims is None or not all(stored_half(x) for x in node.inputs[:3]):
+    operands = node.inputs[:3] if node.kind == "sdpa" else node.inputs[:3] + node.inputs[4:5]
+    if dims is None or not all(stored_half(x) for x in operands):
         return None
     M, N, K = dims
     S = sgmat.subgroup_size(kc.target)
@@ -553,12 +569,19 @@ def matrix_plan(kc, node):
     d, dv = shapes[0][-1], shapes[2][-1]
     if S % M or (M * N) % S:
         return None
-    dp, dvp = ceil_div(d, K) * K, ceil_div(dv, N) * N
-    for W, BKV in MATRIX_BLOCKS:
-        if W * S > 256 or BKV % N or BKV % K:
+    if node.kind == "sdpa":
+        dp, dvp = ceil_div(d, K) * K, ceil_div(dv, N) * N
+    else:  # both dims are contracted (S, dP) and produced (dQ, dK, dV)
+        dp, dvp = ceil_div(d, max(N, K)) * max(N, K), ceil_div(dv, max(N, K)) * max(N, K)
+    for W, BT in MATRIX_BLOCKS:
+        if W * S > 256 or BT % N or BT % K or (W * M * BT) % (W * S):
             continue
-        if matrix_bytes(W, BKV, dp, dvp, M) <= WORKGROUP_BYTES:
-            return dims, S, W, BKV, dp, dvp
+        if node.kind == "sdpa":
+            used = matrix_bytes(W, BT, dp, dvp, M)
+        else:
+            used = grad_matrix_bytes(node.kind, W, BT, dp, dvp, M)
+        if used <= WORKGROUP_BYTES:
+            return dims, S, W, BT, dp, dvp
     return None
 
 
@@ -676,6 +699,132 @@ def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
         body += [f"  let col = {c * N}u + cc;", f"  if ({live} && col < {dv}u) {{"]
         body += ["    " + R.out.kc.store(node, R.out.index("i", "col"), f"Ss[lr * {BKV}u + cc]"), "  }", "}"]
     body += [f"if ({live} && lh == 0u) {{", "  " + R.out.kc.store(node, R.out.index("i", dv), "lse"), "}"]
+    return R.head + body, R.disp, T
+
+
+def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
+    """A backward kernel with its products on subgroup matrices (matrix_plan says when).
+
+    The workgroup's W subgroups own BR = W M rows of one side (queries for dQ, keys for
+    dK and dV) and stage its two operands once as f16: X1, X2 = (q, dO) or (k, v). The
+    other side's two, Y1, Y2 = (k, v) or (q, dO), come BT rows a tile. Both kernels
+    then compute, per tile, S = X1 Y1^T and dP = X2 Y2^T on matrices (for dK/dV these
+    are the transposes, keys by queries) through the f32 area Ss, and the invocations,
+    each on fixed elements of the BR x BT tile, recompute p = exp(s - lse) and
+    ds = p (dp keep - delta) in f32 (mask, causality and dropout as the plain kernels),
+    writing ds (and, for dV, p keep) as f16; then dQ += dS K, or dK += dS^T Q and
+    dV += (P keep)^T dO, accumulate in result matrices, stored through Ss at the end."""
+    a = node.attrs
+    kind = node.kind
+    M, N, K = dims
+    BR, T = W * M, W * S
+    E = BR * BT // T  # elements of the tile per invocation
+    P = S // M
+    shapes = _logical_shapes(node)
+    tq, tk = shapes[0][-2], shapes[1][-2]
+    kv = kind == "sdpa_grad_kv"
+    R = _Rows(kc, node, tk if kv else tq, block=BR)
+    q, k, v, saved, do, delta = R.sides[:6]
+    d, dv = q.cols, v.cols
+    X1, X2, Y1, Y2 = (k, v, q, do) if kv else (q, do, k, v)
+    mx = sgmat.Matrices(kc, dims, S)
+    for name, rows, w in (("X1s", BR, dp), ("X2s", BR, dvp), ("Y1s", BT, dp), ("Y2s", BT, dvp)):
+        kc.decls.append(f"var<workgroup> {name}: array<f16, {rows * w}>;")
+    kc.decls.append(f"var<workgroup> Ss: array<f32, {BR * BT}>;")
+    kc.decls.append(f"var<workgroup> Ds: array<f16, {BR * BT}>;")
+    if kv:
+        kc.decls.append(f"var<workgroup> Ps: array<f16, {BR * BT}>;")
+    body = [f"let sg = {mx.subgroup()};", f"var pv: array<f32, {E}>;"]
+
+    def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
+        return [
+            f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
+            f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
+            "  var x = 0.0;",
+            f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
+            f"  {arr}[e] = f16(x);",
+            "}",
+        ]
+
+    def product(left: str, right: str, width: int) -> list[str]:  # left right^T -> Ss
+        out = []
+        for nb in range(BT // N):
+            out += ["{", "  " + mx.result("pacc")]
+            for kk in range(width // K):
+                lo = f"sg * {M * width}u + {kk * K}u"
+                out.append("  " + mx.load("left", f"xl{kk}", left, lo, False, width))
+                out.append(
+                    "  " + mx.load("right", f"yr{kk}", right, f"{nb * N * width + kk * K}u", True, width)
+                )
+                out += ["  " + x for x in mx.mma("pacc", f"xl{kk}", f"yr{kk}")]
+            out += ["  " + x for x in mx.store("Ss", f"sg * {M * BT}u + {nb * N}u", "pacc", False, BT)]
+            out.append("}")
+        return out
+
+    def accumulate(acc: str, left: str, right: str, width: int) -> list[str]:  # acc_c += left right
+        out = []
+        for c in range(width // N):
+            out.append("{")
+            for kk in range(BT // K):
+                out.append("  " + mx.load("left", f"al{kk}", left, f"sg * {M * BT}u + {kk * K}u", False, BT))
+                ro = f"{kk * K * width + c * N}u"
+                out.append("  " + mx.load("right", f"br{kk}", right, ro, False, width))
+                out += ["  " + x for x in mx.mma(f"{acc}{c}", f"al{kk}", f"br{kk}")]
+            out.append("}")
+        return out
+
+    body += stage(X1, "X1s", "r0", BR, dp, d) + stage(X2, "X2s", "r0", BR, dvp, dv)
+    accs = [("dk", dp), ("dv", dvp)] if kv else [("dq", dp)]
+    for name, width in accs:
+        body += [mx.result(f"{name}{c}") for c in range(width // N)]
+    if kv:  # queries before the block's first key see none of its keys
+        lo, hi = (f"(r0 / {BT}u) * {BT}u" if a["causal"] else "0u"), f"{tq}u"
+    else:
+        lo, hi = "0u", (f"min(min(r0 + {BR}u, {tq}u), {tk}u)" if a["causal"] else f"{tk}u")
+    body.append(f"for (var t0 = {lo}; t0 < {hi}; t0 = t0 + {BT}u) {{")
+    loop = ["workgroupBarrier();"]
+    loop += stage(Y1, "Y1s", "t0", BT, dp, d) + stage(Y2, "Y2s", "t0", BT, dvp, dv)
+    loop += ["workgroupBarrier();"] + product("X1s", "Y1s", dp) + ["workgroupBarrier();"]
+
+    def element(lines: list[str]) -> list[str]:  # over this invocation's elements of the tile
+        out = [f"for (var u = 0u; u < {E}u; u = u + 1u) {{", f"  let e = li + u * {T}u;"]
+        out += [f"  let rr = r0 + e / {BT}u; let tt = t0 + e % {BT}u;"]
+        i, j = ("tt", "rr") if kv else ("rr", "tt")
+        out += [f"  let i = min({i}, {tq - 1}u); let j = min({j}, {tk - 1}u);"]
+        out += [f"  let live = {i} < {tq}u && {j} < {tk}u;"]
+        return out + ["  " + x for x in lines] + ["}"]
+
+    step = [f"var s = Ss[e] * {f32_lit(a['scale'])};"]
+    if a["mask"] == "add":
+        step.append(f"s = s + {R.mask.at('i', 'j')};")
+    step += ["var p = 0.0;", f"if (live && !({R.hidden('i', 'j', 's')})) {{"]
+    step += [f"  p = exp(s - {saved.at('i', saved.cols - 1)});", "}", "pv[u] = p;"]
+    keep = R.keep("i", "j") if R.seed is not None else None
+    if kv:
+        step.append(f"Ps[e] = f16(p{' * ' + keep if keep else ''});")
+    loop += element(step) + ["workgroupBarrier();"]
+    loop += product("X2s", "Y2s", dvp) + ["workgroupBarrier();"]
+    step = ["var dp = Ss[e];"] + ([f"dp = dp * {keep};"] if keep else [])
+    step += [f"Ds[e] = f16(pv[u] * (dp - {delta.at('i', 0)}));"]
+    loop += element(step) + ["workgroupBarrier();"]
+    if kv:
+        loop += accumulate("dk", "Ds", "Y1s", dp) + accumulate("dv", "Ps", "Y2s", dvp)
+    else:
+        loop += accumulate("dq", "Ds", "Y1s", dp)
+    body += ["  " + x for x in loop] + ["}"]
+    # the results through Ss, N columns at a time: dK (or dQ) times scale, then dV
+    body += [f"let lr = li / {P}u;", f"let lh = li % {P}u;", "let rw = r0 + lr;"]
+    first = 0
+    for name, width in accs:
+        cols, mul = (d, f" * {f32_lit(a['scale'])}") if name != "dv" else (dv, "")
+        for c in range(width // N):
+            body += ["workgroupBarrier();"]
+            body += mx.store("Ss", f"sg * {M * BT}u", f"{name}{c}", False, BT)
+            body += ["workgroupBarrier();", f"for (var cc = lh; cc < {N}u; cc = cc + {P}u) {{"]
+            body += [f"  let col = {c * N}u + cc;", f"  if (rw < {R.rows}u && col < {cols}u) {{"]
+            at = R.out.index("rw", f"(col + {first}u)" if first else "col")
+            body += ["    " + kc.store(node, at, f"Ss[lr * {BT}u + cc]{mul}"), "  }", "}"]
+        first += d
     return R.head + body, R.disp, T
 
 
