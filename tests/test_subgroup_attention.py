@@ -1,8 +1,8 @@
-"""Fused attention on subgroup matrices (ops/attention.py, _emit_forward_matrices):
-where the target has an f16 -> f32 configuration and the graph is mixed, sdpa's forward
-runs Q K^T and P V on matrices. Here the emulated kernel (Target.emulate_matrices) runs
-on lavapipe against the f16-rounded reference, forward and backward (the backward keeps
-the plain kernels), and the real kernel's WGSL is checked; the real builtins run only
+"""Fused attention on subgroup matrices (ops/attention.py, _emit_forward_matrices and
+_emit_grad_matrices): where the target has an f16 -> f32 configuration and the graph is
+mixed, sdpa's forward runs Q K^T and P V on matrices, and its backward S, dP, dQ, dK and
+dV (head dims up to 64). Here the emulated kernels (Target.emulate_matrices) run on
+lavapipe against the f16-rounded reference, and the real kernels' WGSL is checked; the real builtins run only
 where an adapter offers them: tests/browser/test_subgroup_matrix.py."""
 
 from __future__ import annotations
@@ -28,6 +28,12 @@ def attn_kernels(prog, matrices=True):
     """The attention forward kernels on matrices (or, matrices=False, the plain ones)."""
     ks = [k for k in prog.kernels if "sdpa" in k.ops]
     return [k for k in ks if ("var<workgroup> Ps: array<f16" in k.wgsl) == matrices]
+
+
+def grad_kernels(prog, matrices=True):
+    """The backward kernels (sdpa_grad_q, sdpa_grad_kv) on matrices (or the plain ones)."""
+    ks = [k for k in prog.kernels if any(o.startswith("sdpa_grad") for o in k.ops)]
+    return [k for k in ks if ("var<workgroup> Ds: array<f16" in k.wgsl) == matrices]
 
 
 def _sdpa(**kw):
@@ -72,9 +78,9 @@ CASES = {
 def test_emulated_matrix_attention_matches_reference(name):
     """The forward against the reference rounding the same operands to binary16: the
     probabilities enter P V rounded to f16 too (2^-11 of each weight), rtol 2e-3 and atol
-    5e-4 of the largest value. Then forward and backward (the plain backward kernels, on
-    O's f16 copy and the lse of the matrix forward): the f16 weights reach dQ and dK
-    through delta = rowsum(dO O), where p (dp - delta) cancels, measured at 1.5e-3 of the
+    5e-4 of the largest value. Then forward and backward (on matrices too, dS and P
+    entering their products as f16): the f16 weights of the forward also reach dQ and dK
+    through delta = rowsum(dO O), where p (dp - delta) cancels, measured at 1.8e-3 of the
     largest gradient for the fused case (the plain mixed kernels: 3e-4), so atol 3e-3."""
     fn, specs = CASES[name]
     prog = run_case(fn, specs, grad=False, target=EMU, precision="mixed", rtol=2e-3, atol=5e-4)
@@ -82,6 +88,9 @@ def test_emulated_matrix_attention_matches_reference(name):
     assert not any("subgroupMatrix" in k.wgsl for k in prog.kernels)
     prog = run_case(fn, specs, target=EMU, precision="mixed", rtol=2e-3, atol=3e-3)
     assert len(attn_kernels(prog)) == 1
+    # the backward on matrices too, but past head dims of 64 (no block fits 16 KiB)
+    assert len(grad_kernels(prog)) == (0 if name == "d128" else 2)
+    assert len(grad_kernels(prog, matrices=False)) == (2 if name == "d128" else 0)
 
 
 def test_dropout_draws_the_plain_kernels_stream():
@@ -123,7 +132,7 @@ SHAKESPEARE = {"q": f(2, 6, 256, 64), "k": f(2, 6, 256, 64), "v": f(2, 6, 256, 6
 
 
 def test_real_wgsl_uses_the_builtins_and_uniform_offsets():
-    prog = _lowered(_sdpa(is_causal=True), SHAKESPEARE, REAL)
+    prog = _lowered(_sdpa(is_causal=True), SHAKESPEARE, REAL, grad=True)
     (k,) = attn_kernels(prog)
     assert MATRIX in prog.meta["features"]
     text = k.wgsl
@@ -138,8 +147,24 @@ def test_real_wgsl_uses_the_builtins_and_uniform_offsets():
     assert len(calls) > 20
     for line in calls:
         assert not re.search(r"\b(li|lid|lr|lh|i|r)\b", line), line
+    # the backward's: the same builtins, offsets and directives
+    grads = grad_kernels(prog)
+    assert len(grads) == 2
+    for g in grads:
+        assert g.wgsl.startswith(
+            "enable chromium_experimental_subgroup_matrix;\nenable f16;\nenable subgroups;\n"
+        )
+        assert "@workgroup_size(64, 1, 1)" in g.wgsl and "var<workgroup> Ss: array<f32, 512>;" in g.wgsl
+        assert (
+            "dk3 = subgroupMatrixMultiplyAccumulate(" in g.wgsl
+            or "dq3 = subgroupMatrixMultiplyAccumulate(" in g.wgsl
+        )
+        for line in (ln for ln in g.wgsl.splitlines() if "subgroupMatrix" in ln):
+            assert not re.search(r"\b(li|lid|lr|lh|i|j|e|rw)\b", line), line
     # 16 KiB of workgroup memory at most
     assert attention.matrix_bytes(2, 32, 64, 64, 16) == 14336
+    assert attention.grad_matrix_bytes("sdpa_grad_q", 2, 16, 64, 64, 16) == 15360
+    assert attention.grad_matrix_bytes("sdpa_grad_kv", 2, 16, 64, 64, 16) == 16384
 
 
 def test_emulated_text_is_the_real_text_but_the_builtins():
@@ -160,8 +185,9 @@ def test_emulated_text_is_the_real_text_but_the_builtins():
     ids=lambda x: x if isinstance(x, str) else "",
 )
 def test_otherwise_the_plain_kernel_runs(target, fn, specs, why):
-    prog = _lowered(fn, specs, target)
+    prog = _lowered(fn, specs, target, grad=True)
     assert not attn_kernels(prog) and len(attn_kernels(prog, matrices=False)) == 1, why
+    assert not grad_kernels(prog) and len(grad_kernels(prog, matrices=False)) == 2, why
 
 
 def test_float32_attention_keeps_the_plain_kernel():
@@ -182,6 +208,7 @@ def test_tiny_gpt_mixed_on_emulated_matrices_follows_the_plain_kernels(monkeypat
         monkeypatch.setattr(native, "device_target", lambda t=target: t)
         t = tg.compile(s.Model(), sh.loss_fn, s.INPUTS, s.OPTIMIZER, backend="native", precision="mixed")
         assert len(attn_kernels(t.program, matrices=name == "matrices")) == 1
+        assert len(grad_kernels(t.program, matrices=name == "matrices")) == 2
         losses[name] = [float(t.step(**s.batch(i)).loss) for i in range(5)]
         t.close()
     assert losses["matrices"][-1] < losses["matrices"][0]
