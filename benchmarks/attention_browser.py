@@ -1,8 +1,8 @@
 """GPU time of attention's kernels in precision="mixed" in this machine's Chromium: the
 forward (sdpa) and the two backward kernels (sdpa_grad_q, sdpa_grad_kv), through the
 plain mixed kernels and, where the adapter offers chromium-experimental-subgroup-matrix
-with an f16 -> f32 configuration, with the forward on subgroup matrices
-(ops/attention.py; else it says so and skips that column). Each kernel is timed alone
+with an f16 -> f32 configuration, on subgroup matrices (ops/attention.py: the forward up
+to head dims of 128, the backward up to 64; else it says so and skips that column). Each kernel is timed alone
 on the output of one run of the whole program (median of 5 passes of R dispatches,
 timestamp queries), at shakespeare's shape by default (B 64, H 6, T 256, D 64,
 causal). Then each variant is checked against the reference (NumPy) at batch 2 of the
@@ -71,7 +71,7 @@ def graph(B: int, H: int, T: int, D: int, causal: bool, dropout: float):
 
 
 def variants(target):
-    """(label, target) of each column: the plain mixed kernels, and the forward on subgroup
+    """(label, target) of each column: the plain mixed kernels, and the kernels on subgroup
     matrices where the target has them (else a line saying why not)."""
     from tgweb.codegen import sgmat
     from tgweb.codegen.target import MATRIX_FEATURE

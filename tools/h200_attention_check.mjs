@@ -23,7 +23,8 @@
     d.addEventListener("uncapturederror", (e) => errs.push(e.error.message));
     return [p, d, errs];
   }
-  for (const c of data.cases) {
+  for (const c0 of data.cases) for (const [label, program] of Object.entries(c0.programs)) {
+    const c = { ...c0, name: `${c0.name} ${label}`, program };
     try {
       const [p, d, errs] = await device(c.program);
       d.pushErrorScope("validation");

@@ -82,27 +82,29 @@ def prepare(out: str) -> None:
     cases = []
     rng = np.random.default_rng(0)
     for name, g in (
-        ("causal 1x2x256x64", graph(1, 2, 256, 64, True, 0.0)),
-        ("masked 2x2x70x128", masked(2, 2, 70, 128)),
+        ("causal 1x1x200x64", graph(1, 1, 200, 64, True, 0.0)),
+        ("masked 1x2x70x128", masked(1, 2, 70, 128)),
         ("causal 2x3x45x16 dropout", graph(2, 3, 45, 16, True, 0.2)),
     ):
         feeds = {n: rng.standard_normal(x.shape).astype(np.float32) for n, x in g.inputs.items()}
         cx = Context()
         cx.scalars = {n: 1234567 for n in g.scalars}
         want = evaluate(g, list(g.outputs.values()), {g.inputs[n].id: v for n, v in feeds.items()}, cx)
+        programs = {}
         for label, t in (("plain", plain), ("matrices", target)):
             prog = lower(g, target=t)
             mx = any("sdpa" in k.ops and "subgroupMatrix" in k.wgsl for k in prog.kernels)
             assert mx == (label == "matrices"), (name, label)
-            cases.append(
-                {
-                    "name": f"{name} {label}",
-                    "program": prog.to_json(),
-                    "inputs": {n: _b64(v) for n, v in feeds.items()},
-                    "scalars": {s.name: 1234567 for s in prog.scalars},
-                    "want": {n: _b64(w) for n, w in zip(g.outputs, want)},
-                }
-            )
+            programs[label] = prog.to_json()
+        cases.append(
+            {
+                "name": name,
+                "programs": programs,
+                "inputs": {n: _b64(v) for n, v in feeds.items()},
+                "scalars": {s.name: 1234567 for s in prog.scalars},
+                "want": {n: _b64(w) for n, w in zip(g.outputs, want)},
+            }
+        )
     timing = []
     for label, t in (("plain", plain), ("matrices", target)):
         prog = lower(graph(64, 6, 256, 64, True, 0.0), target=t)

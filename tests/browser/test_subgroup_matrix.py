@@ -4,8 +4,8 @@ Chromium's vulkan_enable_f16_on_nvidia), the real kernel, compiled for the page'
 adapter info (its configurations and subgroup size), runs through web/gpu.mjs against
 the reference, forward and backward; elsewhere that test skips, naming the feature.
 Where the adapter offers shader-f16, the emulated kernel (tests/test_subgroup_matrix.py)
-runs through Chromium's WGSL compiler too. The same for attention's forward on matrices
-(tests/test_subgroup_attention.py)."""
+runs through Chromium's WGSL compiler too. The same for attention on matrices,
+forward and backward (tests/test_subgroup_attention.py)."""
 
 from __future__ import annotations
 
@@ -82,8 +82,9 @@ def test_emulated_matrices_compile_and_match_in_chromium(page, info):
         run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
 
 
-# attention's forward on matrices (ops/attention.py), the backward's plain kernels after it;
-# no dropout here (the page's reference has no seed)
+# attention on matrices (ops/attention.py): the forward, and the backward up to head dims
+# of 64 (d128's backward: the plain kernels); no dropout here (the page's reference has no
+# seed)
 ATTN = ["plain-d16", "causal-d64", "d128", "odd-dims", "add-mask", "bool-mask", "fused-qkv"]
 
 

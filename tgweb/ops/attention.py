@@ -33,18 +33,23 @@ the other side; on the GPU class the workgroup's rows share tiles of that side s
 in workgroup memory, on the CPU class (emulators: barriers are expensive) every
 invocation reads straight from memory. codegen/target.py's "attention" knobs.
 
-Subgroup matrices (codegen/sgmat.py): the forward of a mixed graph runs both products
-on matrices (_emit_forward_matrices) where matrix_plan finds a layout, that is where
+Subgroup matrices (codegen/sgmat.py): in a mixed graph the forward runs both products
+on matrices (_emit_forward_matrices) and each backward kernel its S, dP and gradient
+products (_emit_grad_matrices) where matrix_plan finds a layout, that is where
 (1) the target has an f16 -> f32 configuration (M, N, K) (sgmat.config: the feature,
 subgroups, one subgroup size S; or the emulated matrices of the tests), (2) q, k and v
 are f16 copies (precision="mixed"), (3) S is a multiple of M and M N of S, and (4) a
 block of MATRIX_BLOCKS fits 16 KiB of workgroup memory with the head dims padded to
-whole matrices (D to K, Dv to N): up to 128 with 16 x 16 x 16. Every mask (bool or
+whole matrices: up to 128 for the forward, 64 for the backward with 16 x 16 x 16
+(past them the plain kernel, which the others' results do not depend on: each kernel
+reads only q, k, v, dO and the lse column). Every mask (bool or
 additive, broadcast), causality, dropout (the same stream and bits as the plain
 kernel), odd lengths and head dims, leading dims and strided views take it. On the
 H200 (16 x 16 x 16, S = 32) at D = Dv = 64: 2 subgroups, 32 query rows and 32-key tiles
 per workgroup, 14,336 bytes (Qs 4096, KVs 4096, Ss 4096, Ps 2048); D = 128: 2
-subgroups, 16-key tiles, 15,360 bytes. The backward kernels stay the plain ones.
+subgroups, 16-key tiles, 15,360 bytes. The backward at D = Dv = 64: 2 subgroups of 32
+rows (queries for dQ, keys for dK and dV) and tiles of 16 of the other side, 15,360
+bytes (dQ) and 16,384 (dK, dV: grad_matrix_bytes).
 """
 
 from __future__ import annotations
