@@ -93,6 +93,16 @@ def test_emulated_matrix_attention_matches_reference(name):
     assert len(grad_kernels(prog, matrices=False)) == (2 if name == "d128" else 0)
 
 
+@pytest.mark.parametrize("cfg", [("f16", "f32", 16, 8, 16), ("f16", "f32", 16, 8, 8)], ids=str)
+def test_emulated_other_configurations_match_reference(cfg):
+    """M16 N8 K16 and M16 N8 K8: results of 16 x 8, head dims padded to 16 (8 for K8)."""
+    t = gpu(emulate=True, features=("shader-f16", MATRIX), configs=(cfg,))
+    fn, specs = CASES["odd-dims"]
+    prog = run_case(fn, specs, target=t, precision="mixed", rtol=2e-3, atol=3e-3)
+    assert len(attn_kernels(prog)) == 1 and len(grad_kernels(prog)) == 2
+    assert all("array<f32, 4>;" in k.wgsl for k in attn_kernels(prog) + grad_kernels(prog))
+
+
 def test_dropout_draws_the_plain_kernels_stream():
     """Dropout on matrices keeps exactly the weights the plain mixed kernel keeps: with
     p = 0.5 a different stream would move O far past f16's rounding."""

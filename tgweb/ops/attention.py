@@ -579,7 +579,8 @@ def matrix_plan(kc, node):
     else:  # both dims are contracted (S, dP) and produced (dQ, dK, dV)
         dp, dvp = ceil_div(d, max(N, K)) * max(N, K), ceil_div(dv, max(N, K)) * max(N, K)
     for W, BT in MATRIX_BLOCKS:
-        if W * S > 256 or BT % N or BT % K or (W * M * BT) % (W * S):
+        # the forward's row statistics (2 per invocation) pass through its M x BT of Ss
+        if W * S > 256 or BT % N or BT % K or (M * BT) % S or 2 * S > M * BT:
             continue
         if node.kind == "sdpa":
             used = matrix_bytes(W, BT, dp, dvp, M)
