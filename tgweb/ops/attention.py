@@ -665,7 +665,11 @@ def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
 
     # pass 1: each row's max and sum
     body += [f"var m = {NEG_INF};", "var l = 0.0;"]
-    step = [f"for (var jj = lh; jj < n; jj = jj + {P}u) {{", "  let j = j0 + jj;"]
+    # each row's keys in an order rotated by the row, so that the invocations of a
+    # subgroup (rows BKV words apart in Ss) read different banks at once
+    rotated = f"let jj = (lh + {P}u * (t + lr)) % {BKV}u;"
+    step = [f"for (var t = 0u; t < {BKV // P}u; t = t + 1u) {{", "  " + rotated]
+    step += ["  if (jj >= n) { continue; }", "  let j = j0 + jj;"]
     step += ["  " + x for x in score("j")]
     step += [f"  if ({R.hidden('i', 'j', 's')}) {{ continue; }}"]
     step += ["  if (s > m) { l = l * exp(m - s); m = s; }", "  l = l + exp(s - m);", "}"]
@@ -682,7 +686,8 @@ def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
     body += ["}", f"let lse = select({POS_INF}, mm + log(ll), ll > 0.0);"]
     # pass 2: P = exp(s - lse) (dropped out) as f16, O += P V
     body += [mx.result(f"oacc{c}") for c in range(dvp // N)]
-    step = [f"for (var jj = lh; jj < {BKV}u; jj = jj + {P}u) {{", "  let j = j0 + jj;", "  var p = 0.0;"]
+    step = [f"for (var t = 0u; t < {BKV // P}u; t = t + 1u) {{", "  " + rotated]
+    step += ["  let j = j0 + jj;", "  var p = 0.0;"]
     step += ["  if (jj < n) {"] + ["    " + x for x in score("j")]
     keep = f" * {R.keep('i', 'j')}" if R.seed is not None else ""
     step += [f"    if (!({R.hidden('i', 'j', 's')})) {{ p = exp(s - lse){keep}; }}", "  }"]
