@@ -746,6 +746,8 @@ def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
     if kv:
         kc.decls.append(f"var<workgroup> Ps: array<f16, {BR * BT}>;")
     body = [f"let sg = {mx.subgroup()};", f"var pv: array<f32, {E}>;"]
+    if R.seed is not None:
+        body.append(f"var fv: array<f32, {E}>;")
 
     def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
         return [
@@ -811,11 +813,13 @@ def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
     step += ["var p = 0.0;", f"if (live && !({R.hidden('i', 'j', 's')})) {{"]
     step += [f"  p = exp(s - {saved.at('i', saved.cols - 1)});", "}", "pv[u] = p;"]
     keep = R.keep("i", "j") if R.seed is not None else None
+    if keep:  # drawn once per element: the dP pass reads it back
+        step.append(f"fv[u] = {keep};")
     if kv:
-        step.append(f"Ps[e] = f16(p{' * ' + keep if keep else ''});")
+        step.append(f"Ps[e] = f16(p{' * fv[u]' if keep else ''});")
     loop += element(step) + ["workgroupBarrier();"]
     loop += product("X2s", "Y2s", dvp) + ["workgroupBarrier();"]
-    step = ["var dp = Ss[e];"] + ([f"dp = dp * {keep};"] if keep else [])
+    step = ["var dp = Ss[e];"] + (["dp = dp * fv[u];"] if keep else [])
     step += [f"Ds[e] = f16(pv[u] * (dp - {delta.at('i', 0)}));"]
     loop += element(step) + ["workgroupBarrier();"]
     if kv:
