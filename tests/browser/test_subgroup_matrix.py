@@ -4,12 +4,15 @@ Chromium's vulkan_enable_f16_on_nvidia), the real kernel, compiled for the page'
 adapter info (its configurations and subgroup size), runs through web/gpu.mjs against
 the reference, forward and backward; elsewhere that test skips, naming the feature.
 Where the adapter offers shader-f16, the emulated kernel (tests/test_subgroup_matrix.py)
-runs through Chromium's WGSL compiler too."""
+runs through Chromium's WGSL compiler too. The same for attention on matrices,
+forward and backward (tests/test_subgroup_attention.py)."""
 
 from __future__ import annotations
 
 import pytest
 from test_kernels import build
+from test_subgroup_attention import CASES as ATTN_CASES
+from test_subgroup_attention import attn_kernels
 from test_subgroup_matrix import CASES, EMU, H200, MATRIX, _matrix_kernels
 
 from tgweb.codegen import sgmat
@@ -48,8 +51,7 @@ def test_adapter_info_carries_the_configs(page):
     assert sgmat.config(classify(info[0])) == (16, 16, 16) and sgmat.config(classify(info[1])) is None
 
 
-@pytest.mark.parametrize("j", range(len(CASES)))
-def test_real_matrices_match_reference(page, info, j):
+def _need_matrices(info):
     target = classify(info)
     if sgmat.config(target) is None:
         pytest.skip(
@@ -57,6 +59,12 @@ def test_real_matrices_match_reference(page, info, j):
             f"{MATRIX} with an f16 -> f32 configuration, shader-f16, subgroups and one subgroup "
             f"size (features {info.get('features')}, configurations {info.get('subgroupMatrixConfigs')})"
         )
+    return target
+
+
+@pytest.mark.parametrize("j", range(len(CASES)))
+def test_real_matrices_match_reference(page, info, j):
+    target = _need_matrices(info)
     fn, specs = CASES[j]
     g = build(fn, specs, precision="mixed")
     prog = lower(g, target=target)
@@ -72,3 +80,34 @@ def test_emulated_matrices_compile_and_match_in_chromium(page, info):
         prog = lower(g, target=EMU)
         assert _matrix_kernels(prog)
         run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
+
+
+# attention on matrices (ops/attention.py): the forward, and the backward up to head dims
+# of 64 (d128's backward: the plain kernels); no dropout here (the page's reference has no
+# seed)
+ATTN = ["plain-d16", "causal-d64", "d128", "odd-dims", "add-mask", "bool-mask", "fused-qkv"]
+
+
+@pytest.mark.parametrize("name", ATTN)
+def test_real_matrix_attention_matches_reference(page, info, name):
+    """The real kernel compiled for the page's adapter: forward (rtol 2e-3, atol 5e-4 of
+    the largest value: P enters P V as f16), then forward and backward (atol 3e-3:
+    tests/test_subgroup_attention.py says why)."""
+    target = _need_matrices(info)
+    fn, specs = ATTN_CASES[name]
+    for grad, atol in ((False, 5e-4), (True, 3e-3)):
+        g = build(fn, specs, grad=grad, precision="mixed")
+        prog = lower(g, target=target)
+        assert len(attn_kernels(prog)) == 1 and MATRIX in prog.meta["features"]
+        assert MATRIX in run_against_reference(page, g, prog, rtol=2e-3, atol=atol)
+
+
+def test_emulated_matrix_attention_compiles_and_matches_in_chromium(page, info):
+    if "shader-f16" not in info.get("features", []):
+        pytest.skip("this Chromium's adapter does not offer shader-f16")
+    for name in ("causal-d64", "bool-mask"):
+        fn, specs = ATTN_CASES[name]
+        g = build(fn, specs, grad=False, precision="mixed")
+        prog = lower(g, target=EMU)
+        assert attn_kernels(prog)
+        run_against_reference(page, g, prog, rtol=2e-3, atol=5e-4)

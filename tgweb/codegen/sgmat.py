@@ -99,9 +99,12 @@ class Matrices:
         return self.kc.builtin("subgroup_id")
 
     def result(self, name: str) -> str:
-        """A result matrix of zeros."""
+        """A result matrix of zeros (emulated: zeroed explicitly, as wgpu's Naga gives a
+        variable declared in a loop body its zeros once, not on every iteration)."""
         if self.emulated:
-            return f"var {name}: array<f32, {self.M * self.N // self.S}>;"
+            E = self.M * self.N // self.S
+            zero = f"for (var mz = 0u; mz < {E}u; mz = mz + 1u) {{ {name}[mz] = 0.0; }}"
+            return f"var {name}: array<f32, {E}>; {zero}"
         t = FORMS["result"].format(t="f32", n=self.N, m=self.M)
         return f"var {name} = {t}();"
 

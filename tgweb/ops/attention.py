@@ -32,12 +32,31 @@ The kernels give each invocation one row (a query, or a key for dK/dV) and loop 
 the other side; on the GPU class the workgroup's rows share tiles of that side staged
 in workgroup memory, on the CPU class (emulators: barriers are expensive) every
 invocation reads straight from memory. codegen/target.py's "attention" knobs.
+
+Subgroup matrices (codegen/sgmat.py): in a mixed graph the forward runs both products
+on matrices (_emit_forward_matrices) and each backward kernel its S, dP and gradient
+products (_emit_grad_matrices) where matrix_plan finds a layout, that is where
+(1) the target has an f16 -> f32 configuration (M, N, K) (sgmat.config: the feature,
+subgroups, one subgroup size S; or the emulated matrices of the tests), (2) q, k and v
+are f16 copies (precision="mixed"), (3) S is a multiple of M and M N of S, and (4) a
+block of MATRIX_BLOCKS fits 16 KiB of workgroup memory with the head dims padded to
+whole matrices: up to 128 for the forward, 64 for the backward with 16 x 16 x 16
+(past them the plain kernel, which the others' results do not depend on: each kernel
+reads only q, k, v, dO and the lse column). Every mask (bool or
+additive, broadcast), causality, dropout (the same stream and bits as the plain
+kernel), odd lengths and head dims, leading dims and strided views take it. On the
+H200 (16 x 16 x 16, S = 32) at D = Dv = 64: 2 subgroups, 32 query rows and 32-key tiles
+per workgroup, 14,336 bytes (Qs 4096, KVs 4096, Ss 4096, Ps 2048); D = 128: 2
+subgroups, 16-key tiles, 15,360 bytes. The backward at D = Dv = 64: 2 subgroups of 32
+rows (queries for dQ, keys for dK and dV) and tiles of 16 of the other side, 15,360
+bytes (dQ) and 16,384 (dK, dV: grad_matrix_bytes).
 """
 
 from __future__ import annotations
 
 import math
 
+from ..codegen import sgmat
 from ..codegen.common import (
     add_idx,
     ceil_div,
@@ -51,6 +70,7 @@ from ..codegen.common import (
     umod,
 )
 from ..codegen.common import strides as row_major
+from ..codegen.kernel import stored_half
 from ..ir import NO_GRAD, OpError, Tensor, make, prod, register
 from . import random as rnd
 from .base import as_tensor, broadcast_shapes, op
@@ -365,7 +385,7 @@ class _Rows:
     a workgroup per `wg` consecutive rows of one batch (r0 the first), r the row (clamped
     where barriers forbid returning early), the mask and dropout of pair (query, key)."""
 
-    def __init__(self, kc, node, rows: int) -> None:
+    def __init__(self, kc, node, rows: int, block: int = 0) -> None:
         self.kc, self.node, a = kc, node, node.attrs
         shapes = _logical_shapes(node)
         mpos, spos = _extras(node.kind, a)
@@ -374,8 +394,8 @@ class _Rows:
         self.mask = self.sides[mpos] if mpos is not None else None
         self.seed = node.inputs[spos] if spos is not None else None
         self.tq, self.tk = shapes[0][-2], shapes[1][-2]
-        tile = kc.target.knob("attention_tile")
-        nb, most = prod(self.lead), kc.target.knob("attention_rows")
+        tile = block or kc.target.knob("attention_tile")
+        nb, most = prod(self.lead), block or kc.target.knob("attention_rows")
         self.wg = most if tile else group_size(nb * rows, most)
         self.tile, self.rows = tile, rows
         nblk = ceil_div(rows, self.wg)
@@ -426,6 +446,9 @@ class _Rows:
 
 def _emit_forward(kc, node):
     a = node.attrs
+    plan = matrix_plan(kc, node)
+    if plan:
+        return _emit_forward_matrices(kc, node, *plan)
     R = _Rows(kc, node, _logical_shapes(node)[0][-2])
     q, k, v = R.sides[:3]
     walk = _Walk(kc, R.tile, R.wg, [k, v], [])
@@ -456,6 +479,9 @@ def _emit_forward(kc, node):
 
 def _emit_grad_q(kc, node):
     a = node.attrs
+    plan = matrix_plan(kc, node)
+    if plan:
+        return _emit_grad_matrices(kc, node, *plan)
     R = _Rows(kc, node, _logical_shapes(node)[0][-2])
     q, k, v, saved, do, delta = R.sides[:6]
     walk = _Walk(kc, R.tile, R.wg, [k, v], [])
@@ -481,6 +507,9 @@ def _emit_grad_q(kc, node):
 
 def _emit_grad_kv(kc, node):
     a = node.attrs
+    plan = matrix_plan(kc, node)
+    if plan:
+        return _emit_grad_matrices(kc, node, *plan)
     R = _Rows(kc, node, _logical_shapes(node)[1][-2])
     q, k, v, saved, do, delta = R.sides[:6]
     walk = _Walk(kc, R.tile, R.wg, [q, do], [(saved, saved.cols - 1), (delta, 0)])
@@ -504,6 +533,314 @@ def _emit_grad_kv(kc, node):
     stores = _stores(R.out, "r", dks, k.cols, mul=f" * {f32_lit(a['scale'])}")
     body += R.live(stores + _stores(R.out, "r", dvs, v.cols, first=k.cols))
     return R.kernel(body)
+
+
+# ---------------------------------------------------------------- on subgroup matrices
+
+# (subgroups per workgroup, keys per tile), most preferred first: the first whose
+# workgroup memory fits WORKGROUP_BYTES for the head dims is taken
+MATRIX_BLOCKS = ((4, 32), (2, 32), (4, 16), (2, 16), (1, 32), (1, 16))
+
+
+def matrix_bytes(W: int, BKV: int, dp: int, dvp: int, M: int) -> int:
+    """Workgroup memory of the matrix forward: Q's block (W M rows of dp, f16), one tile
+    of K or V (BKV rows, f16), the scores (f32) and the probabilities (f16) of the block."""
+    BQ = W * M
+    return 2 * BQ * dp + 2 * BKV * max(dp, dvp) + 4 * BQ * BKV + 2 * BQ * BKV
+
+
+def grad_matrix_bytes(kind: str, W: int, BT: int, dp: int, dvp: int, M: int) -> int:
+    """Workgroup memory of a backward kernel on matrices: the block's two operands (W M
+    rows of dp and dvp, f16), one tile of the other side's two (BT rows, f16), the scores
+    or dP (f32), dS (f16) and, for dK/dV, the dropped-out probabilities (f16)."""
+    BR = W * M
+    return 2 * (BR + BT) * (dp + dvp) + 4 * BR * BT + 2 * BR * BT * (2 if kind == "sdpa_grad_kv" else 1)
+
+
+def matrix_plan(kc, node):
+    """(dims, S, W, BT, dp, dvp) of a kernel on subgroup matrices, or None where the plain
+    kernel runs: the target has no f16 -> f32 configuration (codegen/sgmat.py), q, k, v
+    (and dO) are not f16 copies (precision="mixed"), the subgroup size S is not a
+    multiple of the configuration's M, or no block of MATRIX_BLOCKS (W subgroups, BT
+    rows of the other side per tile) fits 16 KiB with the head dims padded to whole
+    matrices (the forward: up to 128 with 16 x 16 x 16; the backward: up to 64)."""
+    dims = sgmat.config(kc.target)
+    operands = node.inputs[:3] if node.kind == "sdpa" else node.inputs[:3] + node.inputs[4:5]
+    if dims is None or not all(stored_half(x) for x in operands):
+        return None
+    M, N, K = dims
+    S = sgmat.subgroup_size(kc.target)
+    shapes = _logical_shapes(node)
+    d, dv = shapes[0][-1], shapes[2][-1]
+    if S % M or (M * N) % S:
+        return None
+    if node.kind == "sdpa":
+        dp, dvp = ceil_div(d, K) * K, ceil_div(dv, N) * N
+    else:  # both dims are contracted (S, dP) and produced (dQ, dK, dV)
+        dp, dvp = ceil_div(d, max(N, K)) * max(N, K), ceil_div(dv, max(N, K)) * max(N, K)
+    for W, BT in MATRIX_BLOCKS:
+        # the forward's row statistics (2 per invocation) pass through its M x BT of Ss
+        if W * S > 256 or BT % N or BT % K or (M * BT) % S or 2 * S > M * BT:
+            continue
+        if node.kind == "sdpa":
+            used = matrix_bytes(W, BT, dp, dvp, M)
+        else:
+            used = grad_matrix_bytes(node.kind, W, BT, dp, dvp, M)
+        if used <= WORKGROUP_BYTES:
+            return dims, S, W, BT, dp, dvp
+    return None
+
+
+def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
+    """The forward with both products on subgroup matrices (matrix_plan says when).
+
+    A workgroup of W subgroups owns BQ = W M consecutive query rows of one batch z
+    (subgroup g rows g M .. g M + M - 1), staged once as f16 in Qs (zeros past Tq and D).
+    Result matrices are opaque (no per-row rescale of an accumulator), so instead of an
+    online softmax the kernel walks the keys twice, BKV at a time, each tile staged as
+    f16 in KVs: pass 1 computes the scores S = Q K^T (matrices, into the f32 area Ss),
+    where invocations apply scale, mask and causality and keep each row's running max
+    and sum in f32 (S / M invocations per row, each on every (S/M)-th key, combined at
+    the end through Ss) to the row's log-sum-exp; pass 2 recomputes S and writes the
+    normalized, dropped-out probabilities exp(s - lse) (x keep) as f16 into Ps, stages V
+    into KVs and accumulates O += P V in result matrices (f32), which the end stores
+    through Ss to O. Matrix offsets come from the subgroup id, loop counters and
+    constants only. Three products instead of two, against no rescaling and f32
+    statistics throughout; the probabilities enter P V rounded to f16."""
+    a = node.attrs
+    M, N, K = dims
+    BQ, T, P = W * M, W * S, S // M
+    R = _Rows(kc, node, _logical_shapes(node)[0][-2], block=BQ)
+    q, k, v = R.sides[:3]
+    d, dv = q.cols, v.cols
+    mx = sgmat.Matrices(kc, dims, S)
+    kc.decls.append(f"var<workgroup> Qs: array<f16, {BQ * dp}>;")
+    kc.decls.append(f"var<workgroup> KVs: array<f16, {BKV * max(dp, dvp)}>;")
+    kc.decls.append(f"var<workgroup> Ss: array<f32, {BQ * BKV}>;")
+    kc.decls.append(f"var<workgroup> Ps: array<f16, {BQ * BKV}>;")
+    tq, tk = R.tq, R.tk
+    body = [f"let sg = {mx.subgroup()};", f"let lr = li / {P}u;", f"let lh = li % {P}u;"]
+    body.append(f"let i = min(r0 + lr, {tq - 1}u);")  # this invocation's query row (clamped)
+
+    def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
+        return [
+            f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
+            f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
+            "  var x = 0.0;",
+            f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
+            f"  {arr}[e] = f16(x);",
+            "}",
+        ]
+
+    body += stage(q, "Qs", "r0", BQ, dp, d)
+    hi = f"{tk}u"
+    if a["causal"]:  # keys past the block's last query are hidden from all its rows
+        hi = f"min(min(r0 + {BQ}u, {tq}u), {tk}u)"
+    body.append(f"let hi = {hi};")
+
+    def scores() -> list[str]:  # S of the tile: each subgroup its M rows, N keys at a time
+        out = []
+        for nb in range(BKV // N):
+            out += ["{", "  " + mx.result("sacc")]
+            for kk in range(dp // K):
+                out.append("  " + mx.load("left", f"ql{kk}", "Qs", f"sg * {M * dp}u + {kk * K}u", False, dp))
+                out.append("  " + mx.load("right", f"kr{kk}", "KVs", f"{nb * N * dp + kk * K}u", True, dp))
+                out += ["  " + x for x in mx.mma("sacc", f"ql{kk}", f"kr{kk}")]
+            out += ["  " + x for x in mx.store("Ss", f"sg * {M * BKV}u + {nb * N}u", "sacc", False, BKV)]
+            out.append("}")
+        return out
+
+    def score(j: str) -> list[str]:
+        out = [f"var s = Ss[lr * {BKV}u + jj] * {f32_lit(a['scale'])};"]
+        if a["mask"] == "add":
+            out.append(f"s = s + {R.mask.at('i', j)};")
+        return out
+
+    def walk(inner: list[str]) -> list[str]:
+        out = [f"for (var j0 = 0u; j0 < hi; j0 = j0 + {BKV}u) {{", "  workgroupBarrier();"]
+        out += ["  " + x for x in stage(k, "KVs", "j0", BKV, dp, d)]
+        out += ["  workgroupBarrier();"] + ["  " + x for x in scores()] + ["  workgroupBarrier();"]
+        out += [f"  let n = min({BKV}u, hi - j0);"]
+        return out + ["  " + x for x in inner] + ["}"]
+
+    # pass 1: each row's max and sum
+    body += [f"var m = {NEG_INF};", "var l = 0.0;"]
+    # each row's keys in an order rotated by the row, so that the invocations of a
+    # subgroup (rows BKV words apart in Ss) read different banks at once
+    rotated = f"let jj = (lh + {P}u * (t + lr)) % {BKV}u;"
+    step = [f"for (var t = 0u; t < {BKV // P}u; t = t + 1u) {{", "  " + rotated]
+    step += ["  if (jj >= n) { continue; }", "  let j = j0 + jj;"]
+    step += ["  " + x for x in score("j")]
+    step += [f"  if ({R.hidden('i', 'j', 's')}) {{ continue; }}"]
+    step += ["  if (s > m) { l = l * exp(m - s); m = s; }", "  l = l + exp(s - m);", "}"]
+    body += walk(step)
+    # the S / M partial statistics of a row combined through Ss
+    body += ["workgroupBarrier();", "Ss[li] = m;", f"Ss[{T}u + li] = l;", "workgroupBarrier();"]
+    body += [f"var mm = {NEG_INF};"]
+    body += [f"for (var t = 0u; t < {P}u; t = t + 1u) {{ mm = max(mm, Ss[lr * {P}u + t]); }}"]
+    body += ["var ll = 0.0;", f"for (var t = 0u; t < {P}u; t = t + 1u) {{"]
+    body += [
+        f"  let mt = Ss[lr * {P}u + t];",
+        f"  if (mt > {NEG_INF}) {{ ll = ll + Ss[{T}u + lr * {P}u + t] * exp(mt - mm); }}",
+    ]
+    body += ["}", f"let lse = select({POS_INF}, mm + log(ll), ll > 0.0);"]
+    # pass 2: P = exp(s - lse) (dropped out) as f16, O += P V
+    body += [mx.result(f"oacc{c}") for c in range(dvp // N)]
+    step = [f"for (var t = 0u; t < {BKV // P}u; t = t + 1u) {{", "  " + rotated]
+    step += ["  let j = j0 + jj;", "  var p = 0.0;"]
+    step += ["  if (jj < n) {"] + ["    " + x for x in score("j")]
+    keep = f" * {R.keep('i', 'j')}" if R.seed is not None else ""
+    step += [f"    if (!({R.hidden('i', 'j', 's')})) {{ p = exp(s - lse){keep}; }}", "  }"]
+    step += [f"  Ps[lr * {BKV}u + jj] = f16(p);", "}"]
+    step += stage(v, "KVs", "j0", BKV, dvp, dv) + ["workgroupBarrier();"]
+    for c in range(dvp // N):
+        step.append("{")
+        for kk in range(BKV // K):
+            step.append("  " + mx.load("left", f"pl{kk}", "Ps", f"sg * {M * BKV}u + {kk * K}u", False, BKV))
+            step.append("  " + mx.load("right", f"vr{kk}", "KVs", f"{kk * K * dvp + c * N}u", False, dvp))
+            step += ["  " + x for x in mx.mma(f"oacc{c}", f"pl{kk}", f"vr{kk}")]
+        step.append("}")
+    body += ["workgroupBarrier();"] + walk(step)
+    # O through Ss, N columns at a time, and the log-sum-exp
+    live = f"r0 + lr < {tq}u"
+    for c in range(dvp // N):
+        body += ["workgroupBarrier();"]
+        body += mx.store("Ss", f"sg * {M * BKV}u", f"oacc{c}", False, BKV)
+        body += ["workgroupBarrier();", f"for (var cc = lh; cc < {N}u; cc = cc + {P}u) {{"]
+        body += [f"  let col = {c * N}u + cc;", f"  if ({live} && col < {dv}u) {{"]
+        body += ["    " + R.out.kc.store(node, R.out.index("i", "col"), f"Ss[lr * {BKV}u + cc]"), "  }", "}"]
+    body += [f"if ({live} && lh == 0u) {{", "  " + R.out.kc.store(node, R.out.index("i", dv), "lse"), "}"]
+    return R.head + body, R.disp, T
+
+
+def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
+    """A backward kernel with its products on subgroup matrices (matrix_plan says when).
+
+    The workgroup's W subgroups own BR = W M rows of one side (queries for dQ, keys for
+    dK and dV) and stage its two operands once as f16: X1, X2 = (q, dO) or (k, v). The
+    other side's two, Y1, Y2 = (k, v) or (q, dO), come BT rows a tile. Both kernels
+    then compute, per tile, S = X1 Y1^T and dP = X2 Y2^T on matrices (for dK/dV these
+    are the transposes, keys by queries) through the f32 area Ss, and the invocations,
+    each on fixed elements of the BR x BT tile, recompute p = exp(s - lse) and
+    ds = p (dp keep - delta) in f32 (mask, causality and dropout as the plain kernels),
+    writing ds (and, for dV, p keep) as f16; then dQ += dS K, or dK += dS^T Q and
+    dV += (P keep)^T dO, accumulate in result matrices, stored through Ss at the end."""
+    a = node.attrs
+    kind = node.kind
+    M, N, K = dims
+    BR, T = W * M, W * S
+    E = BR * BT // T  # elements of the tile per invocation
+    P = S // M
+    shapes = _logical_shapes(node)
+    tq, tk = shapes[0][-2], shapes[1][-2]
+    kv = kind == "sdpa_grad_kv"
+    R = _Rows(kc, node, tk if kv else tq, block=BR)
+    q, k, v, saved, do, delta = R.sides[:6]
+    d, dv = q.cols, v.cols
+    X1, X2, Y1, Y2 = (k, v, q, do) if kv else (q, do, k, v)
+    mx = sgmat.Matrices(kc, dims, S)
+    for name, rows, w in (("X1s", BR, dp), ("X2s", BR, dvp), ("Y1s", BT, dp), ("Y2s", BT, dvp)):
+        kc.decls.append(f"var<workgroup> {name}: array<f16, {rows * w}>;")
+    kc.decls.append(f"var<workgroup> Ss: array<f32, {BR * BT}>;")
+    kc.decls.append(f"var<workgroup> Ds: array<f16, {BR * BT}>;")
+    if kv:
+        kc.decls.append(f"var<workgroup> Ps: array<f16, {BR * BT}>;")
+    body = [f"let sg = {mx.subgroup()};", f"var pv: array<f32, {E}>;"]
+    if R.seed is not None:
+        body.append(f"var fv: array<f32, {E}>;")
+
+    def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
+        return [
+            f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
+            f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
+            "  var x = 0.0;",
+            f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
+            f"  {arr}[e] = f16(x);",
+            "}",
+        ]
+
+    def product(left: str, right: str, width: int) -> list[str]:  # left right^T -> Ss
+        out = []
+        for nb in range(BT // N):
+            out += ["{", "  " + mx.result("pacc")]
+            for kk in range(width // K):
+                lo = f"sg * {M * width}u + {kk * K}u"
+                out.append("  " + mx.load("left", f"xl{kk}", left, lo, False, width))
+                out.append(
+                    "  " + mx.load("right", f"yr{kk}", right, f"{nb * N * width + kk * K}u", True, width)
+                )
+                out += ["  " + x for x in mx.mma("pacc", f"xl{kk}", f"yr{kk}")]
+            out += ["  " + x for x in mx.store("Ss", f"sg * {M * BT}u + {nb * N}u", "pacc", False, BT)]
+            out.append("}")
+        return out
+
+    def accumulate(acc: str, left: str, right: str, width: int) -> list[str]:  # acc_c += left right
+        out = []
+        for c in range(width // N):
+            out.append("{")
+            for kk in range(BT // K):
+                out.append("  " + mx.load("left", f"al{kk}", left, f"sg * {M * BT}u + {kk * K}u", False, BT))
+                ro = f"{kk * K * width + c * N}u"
+                out.append("  " + mx.load("right", f"br{kk}", right, ro, False, width))
+                out += ["  " + x for x in mx.mma(f"{acc}{c}", f"al{kk}", f"br{kk}")]
+            out.append("}")
+        return out
+
+    body += stage(X1, "X1s", "r0", BR, dp, d) + stage(X2, "X2s", "r0", BR, dvp, dv)
+    accs = [("dk", dp), ("dv", dvp)] if kv else [("dq", dp)]
+    for name, width in accs:
+        body += [mx.result(f"{name}{c}") for c in range(width // N)]
+    if kv:  # queries before the block's first key see none of its keys
+        lo, hi = (f"(r0 / {BT}u) * {BT}u" if a["causal"] else "0u"), f"{tq}u"
+    else:
+        lo, hi = "0u", (f"min(min(r0 + {BR}u, {tq}u), {tk}u)" if a["causal"] else f"{tk}u")
+    body.append(f"for (var t0 = {lo}; t0 < {hi}; t0 = t0 + {BT}u) {{")
+    loop = ["workgroupBarrier();"]
+    loop += stage(Y1, "Y1s", "t0", BT, dp, d) + stage(Y2, "Y2s", "t0", BT, dvp, dv)
+    loop += ["workgroupBarrier();"] + product("X1s", "Y1s", dp) + ["workgroupBarrier();"]
+
+    def element(lines: list[str]) -> list[str]:  # over this invocation's elements of the tile
+        out = [f"for (var u = 0u; u < {E}u; u = u + 1u) {{", f"  let e = li + u * {T}u;"]
+        out += [f"  let rr = r0 + e / {BT}u; let tt = t0 + e % {BT}u;"]
+        i, j = ("tt", "rr") if kv else ("rr", "tt")
+        out += [f"  let i = min({i}, {tq - 1}u); let j = min({j}, {tk - 1}u);"]
+        out += [f"  let live = {i} < {tq}u && {j} < {tk}u;"]
+        return out + ["  " + x for x in lines] + ["}"]
+
+    step = [f"var s = Ss[e] * {f32_lit(a['scale'])};"]
+    if a["mask"] == "add":
+        step.append(f"s = s + {R.mask.at('i', 'j')};")
+    step += ["var p = 0.0;", f"if (live && !({R.hidden('i', 'j', 's')})) {{"]
+    step += [f"  p = exp(s - {saved.at('i', saved.cols - 1)});", "}", "pv[u] = p;"]
+    keep = R.keep("i", "j") if R.seed is not None else None
+    if keep:  # drawn once per element: the dP pass reads it back
+        step.append(f"fv[u] = {keep};")
+    if kv:
+        step.append(f"Ps[e] = f16(p{' * fv[u]' if keep else ''});")
+    loop += element(step) + ["workgroupBarrier();"]
+    loop += product("X2s", "Y2s", dvp) + ["workgroupBarrier();"]
+    step = ["var dp = Ss[e];"] + (["dp = dp * fv[u];"] if keep else [])
+    step += [f"Ds[e] = f16(pv[u] * (dp - {delta.at('i', 0)}));"]
+    loop += element(step) + ["workgroupBarrier();"]
+    if kv:
+        loop += accumulate("dk", "Ds", "Y1s", dp) + accumulate("dv", "Ps", "Y2s", dvp)
+    else:
+        loop += accumulate("dq", "Ds", "Y1s", dp)
+    body += ["  " + x for x in loop] + ["}"]
+    # the results through Ss, N columns at a time: dK (or dQ) times scale, then dV
+    body += [f"let lr = li / {P}u;", f"let lh = li % {P}u;", "let rw = r0 + lr;"]
+    first = 0
+    for name, width in accs:
+        cols, mul = (d, f" * {f32_lit(a['scale'])}") if name != "dv" else (dv, "")
+        for c in range(width // N):
+            body += ["workgroupBarrier();"]
+            body += mx.store("Ss", f"sg * {M * BT}u", f"{name}{c}", False, BT)
+            body += ["workgroupBarrier();", f"for (var cc = lh; cc < {N}u; cc = cc + {P}u) {{"]
+            body += [f"  let col = {c * N}u + cc;", f"  if (rw < {R.rows}u && col < {cols}u) {{"]
+            at = R.out.index("rw", f"(col + {first}u)" if first else "col")
+            body += ["    " + kc.store(node, at, f"Ss[lr * {BT}u + cc]{mul}"), "  }", "}"]
+        first += d
+    return R.head + body, R.disp, T
 
 
 # ---------------------------------------------------------------- the kinds
