@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -138,12 +137,7 @@ def main(argv: list[str]) -> int:
     a = ap.parse_args(argv)
     B, H, T, D = (int(x) for x in a.shape.split("x"))
     causal = not a.not_causal
-    build = bench._build_module()
-    if not (build.SITE / "manifest.json").exists():
-        build.bundle_site()
-    srv = bench.make_server(build, build.SITE)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    srv, url = bench.serve_bench_site()
     from playwright.sync_api import sync_playwright
 
     failed = 0

@@ -264,6 +264,17 @@ def initial_params(model: str, seed: int = 0) -> dict[str, dict]:
 # The server: the bundled site, plus node_modules at /nm/ and benchmarks/peers at /peers/
 
 
+def serve_bench_site():
+    """The bundled site (bundled first where it is missing) and the peers' files, served
+    from a thread on a free port of 127.0.0.1: (server, its URL)."""
+    build = _build_module()
+    if not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    srv = make_server(build, build.SITE)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}"
+
+
 def make_server(build, site: Path):
     import http.server
 

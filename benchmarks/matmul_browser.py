@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -107,12 +106,7 @@ def main(argv: list[str]) -> int:
 
         TUNING["cpu"]["direct_block"], matmul.DIRECT_U = (int(x) for x in a.block.split("x"))
     shapes = a.shape or SHAPES
-    build = bench._build_module()
-    if not (build.SITE / "manifest.json").exists():
-        build.bundle_site()
-    srv = bench.make_server(build, build.SITE)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    srv, url = bench.serve_bench_site()
     from playwright.sync_api import sync_playwright
 
     rnd = random.Random(0)

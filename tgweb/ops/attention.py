@@ -591,6 +591,19 @@ def matrix_plan(kc, node):
     return None
 
 
+def _stage(side, arr: str, first: str, rows: int, width: int, cols: int, T: int) -> list[str]:
+    """The T invocations copy rows first .. first + rows - 1 of side (cols wide, zero past
+    its edges) into the f16 workgroup array arr, `width` elements a row."""
+    return [
+        f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
+        f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
+        "  var x = 0.0;",
+        f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
+        f"  {arr}[e] = f16(x);",
+        "}",
+    ]
+
+
 def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
     """The forward with both products on subgroup matrices (matrix_plan says when).
 
@@ -622,17 +635,7 @@ def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
     body = [f"let sg = {mx.subgroup()};", f"let lr = li / {P}u;", f"let lh = li % {P}u;"]
     body.append(f"let i = min(r0 + lr, {tq - 1}u);")  # this invocation's query row (clamped)
 
-    def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
-        return [
-            f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
-            f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
-            "  var x = 0.0;",
-            f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
-            f"  {arr}[e] = f16(x);",
-            "}",
-        ]
-
-    body += stage(q, "Qs", "r0", BQ, dp, d)
+    body += _stage(q, "Qs", "r0", BQ, dp, d, T)
     hi = f"{tk}u"
     if a["causal"]:  # keys past the block's last query are hidden from all its rows
         hi = f"min(min(r0 + {BQ}u, {tq}u), {tk}u)"
@@ -658,7 +661,7 @@ def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
 
     def walk(inner: list[str]) -> list[str]:
         out = [f"for (var j0 = 0u; j0 < hi; j0 = j0 + {BKV}u) {{", "  workgroupBarrier();"]
-        out += ["  " + x for x in stage(k, "KVs", "j0", BKV, dp, d)]
+        out += ["  " + x for x in _stage(k, "KVs", "j0", BKV, dp, d, T)]
         out += ["  workgroupBarrier();"] + ["  " + x for x in scores()] + ["  workgroupBarrier();"]
         out += [f"  let n = min({BKV}u, hi - j0);"]
         return out + ["  " + x for x in inner] + ["}"]
@@ -692,7 +695,7 @@ def _emit_forward_matrices(kc, node, dims, S, W, BKV, dp, dvp):
     keep = f" * {R.keep('i', 'j')}" if R.seed is not None else ""
     step += [f"    if (!({R.hidden('i', 'j', 's')})) {{ p = exp(s - lse){keep}; }}", "  }"]
     step += [f"  Ps[lr * {BKV}u + jj] = f16(p);", "}"]
-    step += stage(v, "KVs", "j0", BKV, dvp, dv) + ["workgroupBarrier();"]
+    step += _stage(v, "KVs", "j0", BKV, dvp, dv, T) + ["workgroupBarrier();"]
     for c in range(dvp // N):
         step.append("{")
         for kk in range(BKV // K):
@@ -749,16 +752,6 @@ def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
     if R.seed is not None:
         body.append(f"var fv: array<f32, {E}>;")
 
-    def stage(side, arr: str, first: str, rows: int, width: int, cols: int) -> list[str]:
-        return [
-            f"for (var e = li; e < {rows * width}u; e = e + {T}u) {{",
-            f"  let er = {first} + e / {width}u; let ec = e % {width}u;",
-            "  var x = 0.0;",
-            f"  if (er < {side.rows}u && ec < {cols}u) {{ x = {side.at('er', 'ec')}; }}",
-            f"  {arr}[e] = f16(x);",
-            "}",
-        ]
-
     def product(left: str, right: str, width: int) -> list[str]:  # left right^T -> Ss
         out = []
         for nb in range(BT // N):
@@ -786,7 +779,7 @@ def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
             out.append("}")
         return out
 
-    body += stage(X1, "X1s", "r0", BR, dp, d) + stage(X2, "X2s", "r0", BR, dvp, dv)
+    body += _stage(X1, "X1s", "r0", BR, dp, d, T) + _stage(X2, "X2s", "r0", BR, dvp, dv, T)
     accs = [("dk", dp), ("dv", dvp)] if kv else [("dq", dp)]
     for name, width in accs:
         body += [mx.result(f"{name}{c}") for c in range(width // N)]
@@ -796,7 +789,7 @@ def _emit_grad_matrices(kc, node, dims, S, W, BT, dp, dvp):
         lo, hi = "0u", (f"min(min(r0 + {BR}u, {tq}u), {tk}u)" if a["causal"] else f"{tk}u")
     body.append(f"for (var t0 = {lo}; t0 < {hi}; t0 = t0 + {BT}u) {{")
     loop = ["workgroupBarrier();"]
-    loop += stage(Y1, "Y1s", "t0", BT, dp, d) + stage(Y2, "Y2s", "t0", BT, dvp, dv)
+    loop += _stage(Y1, "Y1s", "t0", BT, dp, d, T) + _stage(Y2, "Y2s", "t0", BT, dvp, dv, T)
     loop += ["workgroupBarrier();"] + product("X1s", "Y1s", dp) + ["workgroupBarrier();"]
 
     def element(lines: list[str]) -> list[str]:  # over this invocation's elements of the tile
