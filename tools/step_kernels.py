@@ -3,7 +3,7 @@ and an estimate of the bytes they read and write, in all and grouped by the op k
 each kernel computes.
 
     .venv/bin/python tools/step_kernels.py [--sample shakespeare] [--size full|small]
-        [--target gpu|cpu] [--top 30] [--kernels]
+        [--target gpu|cpu] [--precision float32|mixed] [--top 30] [--kernels]
 
 The bytes are each kernel's compulsory traffic: every stored tensor it reads, once
 (the part it reads: a slice's elements, not the whole tensor; a broadcast operand's
@@ -64,12 +64,13 @@ def kernel_traffic(g, sched) -> tuple[int, int]:
     return total, sum(nbytes(m) for m in written.values())
 
 
-def step(sample: str, size: str | None, cls: str):
-    """(Program, [(kernel name, op kinds, bytes read, bytes written)]) of a sample's step."""
+def step(sample: str, size: str | None, cls: str, precision: str = "float32"):
+    """(Program, [(kernel name, op kinds, bytes read, bytes written)]) of a sample's step
+    (precision="mixed": planned for the class with shader-f16)."""
     mod = samples.get(sample)
     if size is not None:
         mod = mod.sized(size)
-    tr = samples.compile(mod, backend="reference", seed=0, max_memory=None)
+    tr = samples.compile(mod, backend="reference", seed=0, max_memory=None, precision=precision)
     caught = []
     emit = lowering.emit
 
@@ -79,7 +80,9 @@ def step(sample: str, size: str | None, cls: str):
 
     lowering.emit = keep
     try:
-        prog = lowering.lower(tr.graph, target=Target(cls), max_memory=getattr(mod, "MAX_MEMORY", None))
+        features = ("shader-f16",) if precision == "mixed" else ()
+        target = Target(cls, features=features)
+        prog = lowering.lower(tr.graph, target=target, max_memory=getattr(mod, "MAX_MEMORY", None))
     finally:
         lowering.emit = emit
     sched, ups = caught[-1]
@@ -103,13 +106,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--size", default="full", help="a sample with sizes (shakespeare): its size; 'none' else")
     ap.add_argument("--target", default="gpu", choices=("gpu", "cpu"))
     ap.add_argument("--top", type=int, default=30, help="op-kind groups to list")
+    ap.add_argument("--precision", default="float32", choices=("float32", "mixed"))
     ap.add_argument("--kernels", action="store_true", help="list every kernel too")
     a = ap.parse_args(argv)
-    prog, rows = step(a.sample, None if a.size == "none" else a.size, a.target)
+    prog, rows = step(a.sample, None if a.size == "none" else a.size, a.target, a.precision)
     total_r, total_w = sum(r[2] for r in rows), sum(r[3] for r in rows)
     mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
     print(
-        f"{a.sample} {a.size}, {a.target} class: {len(rows)} kernels, {prog.pipelines()} pipelines; "
+        f"{a.sample} {a.size}, {a.target} class, {a.precision}: {len(rows)} kernels, "
+        f"{prog.pipelines()} pipelines; "
         f"read {mb(total_r)} + written {mb(total_w)} = {mb(total_r + total_w)}"
     )
     by: dict[str, list] = defaultdict(lambda: [0, 0, 0])
