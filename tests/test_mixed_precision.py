@@ -108,6 +108,35 @@ def test_saved_activations_and_pair_epilogues_match_reference(j, cls):
     assert len(pairs) == paired and all(k.wgsl.startswith("enable f16;") for k in pairs)
 
 
+def _ln_between(a, w1, g, w2):
+    return tg.layer_norm(a @ w1, g) @ w2
+
+
+# a layer norm whose output a product reads: its f16 copy is stored by the normalize
+# kernel's epilogue, two values a word, where the rows are even (40: a workgroup a row in
+# the GPU class, one invocation a row in the CPU class); its gradient's copy, which the
+# backward's product reads, likewise by normalize_grad; odd rows (15) from a kernel of its own
+LN_CASES = [
+    (
+        _ln_between,
+        {"a": f(6, 12), "w1": f(12, 40), "g": f(40), "w2": f(40, 5)},
+        {"normalize", "normalize_grad"},
+    ),
+    (_ln_between, {"a": f(6, 12), "w1": f(12, 15), "g": f(15), "w2": f(15, 5)}, set()),
+]
+LN_RUNS = [(j, c) for j in range(len(LN_CASES)) for c in ("cpu", "gpu")]
+
+
+@pytest.mark.parametrize("j,cls", LN_RUNS, ids=[f"{j}-{c}" for j, c in LN_RUNS])
+def test_layer_norm_stores_its_f16_copy_in_pairs(j, cls):
+    fn, specs, paired = LN_CASES[j]
+    prog = run_case(fn, specs, target=GPU16 if cls == "gpu" else None, precision="mixed", rtol=1e-3)
+    hosts = {
+        op for k in prog.kernels if "to_f16" in k.ops for op in ("normalize", "normalize_grad") if op in k.ops
+    }
+    assert hosts == paired, [k.ops for k in prog.kernels]
+
+
 def _run(prog, graph, feeds):
     rt = native.Runtime(prog)
     try:

@@ -327,12 +327,12 @@ def emit_normalize(kc: KernelCtx, node, grad: bool):
     ]
     body += _row_total(kc, serial, wg, "q", "sum")
     body.append(f"let rstd = inverseSqrt(q_t * {inv_n} + {eps});")
+
+    def xhat(i: str) -> str:  # element i of the row normalized
+        return f"({kc.load(x, f'(base + {i})')} - mean) * rstd"
+
     if not grad:
-        return (
-            body + [loop, *_indent(kc.result(node, "(base + r)", f"({ld(x)} - mean) * rstd")), "}"],
-            disp,
-            wg,
-        )
+        return body + _normalized_stores(kc, node, loop, first, stride, xhat), disp, wg
     g = node.inputs[1]
     body += [
         "var a = 0.0;",
@@ -340,10 +340,29 @@ def emit_normalize(kc: KernelCtx, node, grad: bool):
         f"{loop} let gv = {ld(g)}; a = a + gv; b = b + gv * ({ld(x)} - mean) * rstd; }}",
     ]
     body += _row_total(kc, serial, wg, "a", "sum") + _row_total(kc, serial, wg, "b", "sum")
-    body += [f"let ma = a_t * {inv_n};", f"let mb = b_t * {inv_n};", loop]
-    body.append(f"  let xh = ({ld(x)} - mean) * rstd;")
-    body += _indent(kc.result(node, "(base + r)", f"rstd * ({ld(g)} - ma - xh * mb)"))
-    return body + ["}"], disp, wg
+    body += [f"let ma = a_t * {inv_n};", f"let mb = b_t * {inv_n};"]
+
+    def dx(i: str) -> str:
+        return f"rstd * ({kc.load(g, f'(base + {i})')} - ma - ({xhat(i)}) * mb)"
+
+    return body + _normalized_stores(kc, node, loop, first, stride, dx), disp, wg
+
+
+def _normalized_stores(kc: KernelCtx, node, loop: str, first: str, stride: str, value) -> list[str]:
+    """The row's results stored through the epilogue, value(i) the expression of element
+    i. Where the epilogue stores f16 values (kc.pairs; the row's length is even, so a row
+    starts a word), each invocation takes two neighbours at a time and stores them
+    through result_pair."""
+    if not kc.pairs:
+        return [loop, *_indent(kc.result(node, "(base + r)", value("r"))), "}"]
+    length = node.shape[-1]
+    pfirst, pstride = ("0u", "2u") if first == "0u" else (f"({first} * 2u)", f"({stride} * 2u)")
+    return [
+        f"for (var r = {pfirst}; r < {length}u; r = r + {pstride}) {{",
+        "  let rb = r + 1u;",
+        *_indent(kc.result_pair(node, "(base + r)", value("r"), value("rb"))),
+        "}",
+    ]
 
 
 def _indent(lines: list[str]) -> list[str]:

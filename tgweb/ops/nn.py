@@ -190,12 +190,18 @@ def _torch_normalize_grad(tc, a, n):
     return rstd * (g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True))
 
 
+def _even_rows(t) -> bool:
+    """Whether a row kernel's rows start words of an f16 tensor (an even row length)."""
+    return t.shape[-1] % 2 == 0
+
+
 register(
     "normalize",
     family="nn",
     role="kernel",
     emit=normalize(),
     epilogue=True,  # the gain (and a bias) multiplied in before x_hat is stored
+    pairs=_even_rows,  # its f16 copy (a product's operand, mixed) stored two a word
     infer=_infer_normalize,
     grad=lambda t, g: [make("normalize_grad", (t.inputs[0], g), eps=t.attrs["eps"])],
     ref=lambda ctx, args, t: _np_normalized(ctx.np, args[0], t.attrs["eps"])[0],
@@ -208,6 +214,7 @@ register(
     role="kernel",
     emit=normalize(grad=True),
     epilogue=True,  # the residual's gradient added before dx is stored
+    pairs=_even_rows,
     infer=_infer_normalize_grad,
     grad=NO_GRAD,
     ref=_ref_normalize_grad,
