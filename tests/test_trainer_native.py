@@ -95,7 +95,10 @@ def test_raw_recording_matches_wgpu_py_methods():
         assert v.tobytes() == slow.params()[k].tobytes(), k
 
 
-def _train(name: str, backend: str, steps: int):
+def _train(name: str, backend: str, steps: int, jitter: int | None = None):
+    """Losses and final parameters (float64) of `steps` steps. jitter=k first moves every
+    initial parameter by one float32 rounding step (a relative 2**-24, signs drawn from
+    seed k): a float32 run that differs from the plain one only in rounding."""
     s = get(name)
     prec = "float64" if backend == "reference64" else "float32"
     tr = tg.compile(
@@ -107,7 +110,15 @@ def _train(name: str, backend: str, steps: int):
         precision=prec,
         backend="reference" if backend == "reference64" else backend,
     )
-    losses = [float(tr.step(**s.batch(i)).loss) for i in range(steps)]
+    if jitter is not None:
+        signs = np.random.default_rng(jitter)
+        tr.load_params(
+            {
+                k: np.float32(v) * (1 + signs.choice([-1, 1], size=np.shape(v)) * 2.0**-24).astype(np.float32)
+                for k, v in tr.params().items()
+            }
+        )
+    losses = np.array([float(tr.step(**s.batch(i)).loss) for i in range(steps)])
     return tr, losses, {k: np.asarray(v, np.float64) for k, v in tr.params().items()}
 
 
@@ -122,23 +133,26 @@ def test_sin_20_steps_native_equals_reference():
 
 
 def test_addition_20_steps_native_equals_reference():
-    _, l_ref, p_ref = _train("addition", "reference", 20)
-    _, l_nat, p_nat = _train("addition", "native", 20)
+    """addition's trajectory amplifies float32 rounding (Adam divides a gradient that is
+    rounding noise by its own size, so such entries move by up to lr a step, whatever the
+    precision of the rest): after step 8 two float32 runs that differ only in rounding (NumPy
+    with another BLAS kernel, or one ulp in the initial values) stray from the float64 run by
+    1e-4 to 7e-4 in the loss and 0.1 to 0.25 in the parameters, by CPU and by chance. So:
+    the first 8 steps, before that, are arithmetic and agree to 1e-4; over 20 steps native
+    must stay within twice the largest stray of four float32 NumPy runs measured here."""
     _, l_64, p_64 = _train("addition", "reference64", 20)
-    # addition's trajectory is sensitive to float32 rounding itself: the reference in
-    # float32 and in float64 already differ by 1.6e-4 in the loss at step 10, and in
-    # about 38 % of the parameters at 1e-4 after 20 steps (Adam divides each gradient
-    # by its own magnitude, so entries whose gradient is rounding noise move by up to
-    # lr per step). So: the losses agree to 1e-4 for the first steps, both float32 runs stay
-    # within 5e-4 of the float64 trajectory over 20 (they may stray from it on opposite sides:
-    # with numpy 2.4 and Mesa 22.3.6, reference 1.9e-4 and native 4.0e-4 at steps 9 and 18),
-    # and native must be about as close to the float64 trajectory as float32 NumPy is.
-    np.testing.assert_allclose(l_nat[:5], l_ref[:5], rtol=1e-4)
-    np.testing.assert_allclose(l_ref, l_64, rtol=5e-4)
-    np.testing.assert_allclose(l_nat, l_64, rtol=5e-4)
-    d_nat = np.sqrt(sum(((p_nat[k] - p_64[k]) ** 2).sum() for k in p_64))
-    d_ref = np.sqrt(sum(((p_ref[k] - p_64[k]) ** 2).sum() for k in p_64))
-    assert d_nat <= 2.0 * d_ref + 1e-6, (d_nat, d_ref)
+    _, l_nat, p_nat = _train("addition", "native", 20)
+    np.testing.assert_allclose(l_nat[:8], l_64[:8], rtol=1e-4)
+
+    def stray(losses, params):
+        far = float(np.sqrt(sum(((params[k] - p_64[k]) ** 2).sum() for k in p_64)))
+        return float(np.abs(losses / l_64 - 1).max()), far
+
+    spread = [stray(*_train("addition", "reference", 20, jitter)[1:]) for jitter in (None, 1, 2, 3)]
+    loss_spread, param_spread = (max(s[i] for s in spread) for i in (0, 1))
+    got = stray(l_nat, p_nat)
+    assert got[0] <= 2 * loss_spread, (got, spread)
+    assert got[1] <= 2 * param_spread, (got, spread)
 
 
 def test_sin_trains_natively_to_success():

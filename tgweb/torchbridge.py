@@ -102,10 +102,12 @@ def _module_class():
                 getattr(parent, leaf).copy_(value)
 
         def load_params(self, params: dict[str, Any]) -> None:
-            """Set parameters from tgweb (Trainer.params(), safetensors): name -> array."""
+            """Set parameters from tgweb (Trainer.params(), safetensors): name -> array, in the
+            module's float type (a float64 trainer's values reach a .double() module unrounded)."""
+            own = dict(self.named_parameters())
             for name, value in params.items():
                 t = self._graph.params[name]
-                self.set(name, torch.tensor(_floats(value), dtype=torch.float32).reshape(t.shape))
+                self.set(name, torch.tensor(_floats(value), dtype=own[name].dtype).reshape(t.shape))
 
         def _graph_for(self, inputs) -> tuple[Graph, Any]:
             """The graph traced for these inputs' sizes on the free (None) axes."""
@@ -237,6 +239,15 @@ def _groups(trainer, named):
     ]
 
 
+def _host(t):
+    """A PyTorch tensor as a NumPy array: float64 stays float64 (a float64 trainer takes it
+    unrounded; a float32 one rounds it on loading), every other float type becomes float32."""
+    import torch
+
+    t = t.detach().cpu()
+    return (t if t.dtype == torch.float64 else t.float()).numpy()
+
+
 def _lr_from(trainer):
     """lr(k): the trainer's lr k steps on (k scheduler.step() calls on, for a tgweb.torch
     scheduler), as a LambdaLR factor of each group's lr share."""
@@ -256,8 +267,8 @@ def load_from_torch(trainer, module, optimizer, scheduler) -> None:
     for p, st in optimizer.state.items():
         for k, v in st.items():
             if k != "step":
-                states[f"{names[id(p)]}.{k}"] = v.detach().cpu().float().numpy()
-    params = {n: p.detach().cpu().float().numpy() for n, p in module.named_parameters()}
+                states[f"{names[id(p)]}.{k}"] = _host(v)
+    params = {n: _host(p) for n, p in module.named_parameters()}
     trainer._checked("params", params, trainer._pshape, "load_from_torch", "parameter")  # before either write
     trainer.load_states(states, steps=trainer.steps + scheduler.last_epoch)
     trainer.load_params(params)
