@@ -269,15 +269,30 @@ async function init(options) {
   };
 }
 
+/** A value the page hands Python (tg.run's globals, a view's call arguments). Typed arrays
+ * stay JS: tgweb takes them as inputs without a copy through Python lists. Everything else
+ * becomes Python data, with JavaScript's null as None wherever it stands: toPy alone makes
+ * it pyodide.ffi.jsnull, which Python code does not take for None. */
+function fromPage(v) {
+  if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return v;
+  return pyodide.toPy(withoutNull(v));
+}
+
+function withoutNull(v) {
+  if (v === null) return undefined; // Pyodide makes undefined None
+  if (Array.isArray(v)) return v.map(withoutNull);
+  const proto = v !== undefined && typeof v === "object" ? Object.getPrototypeOf(v) : undefined;
+  if (proto === Object.prototype || proto === null) {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, withoutNull(x)]));
+  }
+  return v;
+}
+
 async function runSource(id, source, filename, globals) {
   if (fatal) throw new Error(fatal);
   stopRequested = false;
   if (interrupt) Atomics.store(interrupt, 0, 0);
-  // values handed in by the page: typed arrays stay JS (tgweb accepts them as inputs
-  // without a copy through Python lists), everything else becomes Python data
-  for (const [name, v] of Object.entries(globals || {})) {
-    ns.set(name, ArrayBuffer.isView(v) || v instanceof ArrayBuffer ? v : pyodide.toPy(v));
-  }
+  for (const [name, v] of Object.entries(globals || {})) ns.set(name, fromPage(v));
   // micropip is bundled, but loaded only for a source that uses it
   if (/\bmicropip\b/.test(source)) await pyodide.loadPackage("micropip", { messageCallback: () => {} });
   let value = await pyodide.runPythonAsync(source, { globals: ns, filename });

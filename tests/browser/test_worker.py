@@ -35,6 +35,30 @@ def test_result_is_json_of_last_expression(page):
     ]
 
 
+def test_javascript_null_from_the_page_is_none(page):
+    """Issue 36: null handed to Python (tg.run's globals, a view's call arguments: alone, in
+    objects, in arrays) is None, not pyodide.ffi.jsnull; a config with a null in it, such as
+    max_memory, reaches tgweb as None. Typed arrays still arrive as JS, without a copy."""
+    got = page.evaluate(
+        """async () => window.tg.run(
+            `[x is None, o["a"] is None, o["b"] == [1, None], o["c"]["d"] is None, type(o).__name__,
+              type(t).__name__, cfg["max_memory"] is None]`,
+            {globals: {x: null, o: {a: null, b: [1, null], c: {d: null}}, t: new Float32Array([1, 2]),
+                       cfg: {max_memory: null}}})"""
+    )
+    assert got == [True, True, True, True, "dict", "JsProxy", True]
+    # the config's None is taken as "no budget" where a jsnull was refused
+    assert (
+        py(
+            page,
+            "import tgweb as tg\nfrom tgweb import samples\n"
+            "tr = samples.compile('sin', backend='browser', max_memory=cfg['max_memory'])\n"
+            "tr.close()\n'ok'",
+        )
+        == "ok"
+    )
+
+
 def test_top_level_await(page):
     assert py(page, "import asyncio\nawait asyncio.sleep(0.01)\n'slept'") == "slept"
     # a JS promise awaited synchronously (JSPI): what the browser backend does on readback
