@@ -59,6 +59,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip(f"{NO_ADAPTER}; set {REQUIRE_GPU}=1 to make this a failure")
 
 
+@pytest.fixture(autouse=True)
+def _torch_init_stream_from_its_start():
+    """tgweb.torch draws initial values from one host stream, as PyTorch does: each test
+    starts it where a fresh process would (seed 0), so that no test's values depend on
+    which tests ran before it in the same process."""
+    host = sys.modules.get("tgweb.torch._host")
+    if host is not None:
+        host.GENERATOR.seed(0)
+
+
 @pytest.fixture
 def native_adapter() -> bool:
     """Whether the native backend has an adapter, for a test whose native part is optional;
