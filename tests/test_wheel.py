@@ -129,8 +129,13 @@ from tgweb import export, samples
 s = samples.get("sin")
 t = samples.compile("sin", seed=0)
 losses = [float(t.step(**s.batch(i)).loss) for i in range(8)]
+try:  # left out of the wheel: the site serves it beside
+    samples.get("shakespeare").text()
+    missing = None
+except FileNotFoundError as e:
+    missing = str(e)
 print(json.dumps({"file": tgweb.__file__, "backend": t.backend, "losses": losses,
-                  "gpu_mjs": len(export._gpu_source())}))
+                  "gpu_mjs": len(export._gpu_source()), "missing": missing}))
 """
 
 
@@ -172,6 +177,7 @@ def test_wheel_installs_into_a_fresh_venv_and_trains(wheel, tmp_path):
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert Path(out["file"]).is_relative_to(purelib), out["file"]  # the installed copy ran
     assert out["gpu_mjs"] == len((ROOT / "web" / "gpu.mjs").read_text(encoding="utf-8"))
+    assert "tinyshakespeare.txt" in out["missing"] and "pip install ." in out["missing"], out["missing"]
     losses = out["losses"]
     assert all(v == v and v < 10 for v in losses) and losses[-1] < losses[0], losses
 
