@@ -9,6 +9,8 @@
                                     WebGPU adapter (TGWEB_REQUIRE_GPU=1; tests/conftest.py)
     python3 build.py bundle         setup, then assemble the site into site/
     python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
+    python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
+                                    for pip install (and micropip)
     python3 build.py disk           setup, then rebuild web/disk/ even when nothing changed
     python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
@@ -109,7 +111,7 @@ def setup() -> None:
 
 # the repo's Python; README.md's code blocks and web/page/ (the samples shown on the page)
 # are not linted
-LINT_PATHS = ["tgweb", "tests", "benchmarks", "tools", "examples", "build.py"]
+LINT_PATHS = ["tgweb", "tests", "benchmarks", "tools", "examples", "build.py", "setup.py"]
 LINT_EXCLUDE = ".venv,node_modules,site,build"
 
 
@@ -142,6 +144,7 @@ def test(args: list[str]) -> int:
 # PyPI (pinned by hash) and the tgweb wheel, plus a manifest of versions and hashes.
 
 SITE = ROOT / "site"
+DIST = ROOT / "dist"  # git-ignored: the wheel and the one-file page
 CACHE = ROOT / "build" / "cache"  # git-ignored; survives rebuilds of the site
 # Pyodide's own lock names these two; PyPI's builds of the same versions differ in
 # hash, so the bundled lock file is rewritten to the files below.
@@ -216,29 +219,46 @@ def _pyodide_wheel(name: str) -> Path:
 LAZY_DATA = ["tinyshakespeare.txt"]
 
 
+# what the wheel is built from besides tgweb/: setup.py packages web/gpu.mjs as tgweb/_gpu.mjs
+WHEEL_SOURCES = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "web/gpu.mjs"]
+
+
 def _tgweb_wheel(out: Path) -> Path:
-    """The tgweb wheel, built from a private copy of the sources: setuptools builds through
-    <source>/build/lib, and two builds sharing the checkout's build/ (setup writing web/disk/
-    while a test bundles site/) packaged each other's half-deleted trees."""
+    """The tgweb wheel, written into out in place of any tgweb wheel there: the one the
+    site bundles and `build.py wheel` hands out. Built from a private copy of the sources:
+    setuptools builds through <source>/build/lib, and two builds sharing the checkout's
+    build/ (setup writing web/disk/ while a test bundles site/) packaged each other's
+    half-deleted trees."""
     import tempfile
     import zipfile
 
-    # tgweb.export_page writes gpu.mjs into the pages it exports, in the browser too
-    shutil.copyfile(ROOT / "web" / "gpu.mjs", ROOT / "tgweb" / "_gpu.mjs")
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wheel.", dir=ROOT / "build") as tmp:
-        src = Path(tmp)
-        for name in ("pyproject.toml", "README.md"):
+        src, built = Path(tmp) / "src", Path(tmp) / "wheel"
+        for name in WHEEL_SOURCES:
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
-        shutil.copytree(
-            ROOT / "tgweb", src / "tgweb", ignore=shutil.ignore_patterns("__pycache__", *LAZY_DATA)
-        )
-        run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", out, src])
-    (whl,) = out.glob("tgweb-*.whl")
-    with zipfile.ZipFile(whl) as z:
-        lacks = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")} - set(z.namelist())
-    if lacks:
-        sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5]}")
+        # an older build.py left tgweb/_gpu.mjs in the checkout: setup.py makes it afresh
+        skip = shutil.ignore_patterns("__pycache__", "_gpu.mjs", *LAZY_DATA)
+        shutil.copytree(ROOT / "tgweb", src / "tgweb", ignore=skip)
+        run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", built, src])
+        (whl,) = built.glob("tgweb-*.whl")
+        with zipfile.ZipFile(whl) as z:
+            names = set(z.namelist())
+        lacks = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")} - names
+        if lacks or "tgweb/_gpu.mjs" not in names:
+            sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5] or 'tgweb/_gpu.mjs'}")
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob("tgweb-*.whl"):
+            old.unlink()
+        return Path(shutil.move(whl, out / whl.name))
+
+
+def wheel(out: Path = DIST) -> Path:
+    """dist/tgweb-VERSION-py3-none-any.whl: the wheel the site bundles, for pip (its
+    dependencies, NumPy and wgpu-py, are CPython's only) and micropip alike."""
+    whl = _tgweb_wheel(out)
+    print(f"wrote {whl} ({whl.stat().st_size / 1e3:.0f} kB)", flush=True)
     return whl
 
 
@@ -335,7 +355,6 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
 # these and the page into one HTML file.
 
 DISK = ROOT / "web" / "disk"
-DIST = ROOT / "dist"
 FILES_BASE = "https://tgweb.invalid/"  # worker.mjs's made-up base of the in-memory files
 # site files the disk worker does not need (it gets Pyodide's module code as pyodide.asm.js)
 DISK_SKIP = {"pyodide/pyodide.mjs", "pyodide/pyodide.asm.mjs", "pyodide/package.json"}
@@ -343,10 +362,11 @@ DISK_SKIP = {"pyodide/pyodide.mjs", "pyodide/pyodide.asm.mjs", "pyodide/package.
 
 def _disk_inputs() -> str:
     """What web/disk/ is made from, as one line per file (path, size, mtime)."""
-    skip = {DISK, ROOT / "tgweb" / "_gpu.mjs"}
+    skip = {DISK}
     paths = [
         ROOT / "build.py",
         ROOT / "pyproject.toml",
+        ROOT / "setup.py",
         ROOT / "package-lock.json",
         ROOT / "tools" / "disk_bundle.mjs",
     ]
@@ -543,6 +563,9 @@ def main(argv: list[str]) -> int:
     elif cmd == "standalone":
         setup()
         standalone()
+    elif cmd == "wheel":
+        setup()
+        wheel()
     elif cmd == "serve":
         serve(rest)
     elif cmd == "bench":

@@ -317,68 +317,83 @@ class _Run:
             print(f"checkpoint: {saver.path} (step {saver.step})", file=out, flush=True)
 
 
+def _backends() -> dict[str, dict]:
+    """{backend: {"available", "detail"}}: the detail of an unavailable backend says why,
+    and what to install where a package is missing."""
+    import importlib
+
+    from . import backends
+
+    found: dict[str, dict] = {}
+    try:
+        numpy = importlib.import_module("numpy")
+        found["reference"] = {"available": True, "detail": f"NumPy {numpy.__version__}"}
+    except ImportError as e:
+        found["reference"] = {"available": False, "detail": backends.missing_message("reference", e)}
+    why = backends.why_not_native()
+    if why:
+        found["native"] = {"available": False, "detail": why}
+    else:
+        import wgpu
+
+        from .backends import native
+
+        ai = native.adapter_info()
+        found["native"] = {
+            "available": True,
+            "detail": f"wgpu-py {wgpu.__version__} on {ai.get('device', '?')} "
+            f"({ai.get('adapter_type', '?')}, {ai.get('backend_type', '?')})",
+        }
+    found["browser"] = {
+        "available": sys.platform == "emscripten",
+        "detail": "WebGPU through Pyodide in the page's worker",
+    }
+    return found
+
+
+def _adapters() -> tuple[list[dict], str]:
+    """(every adapter wgpu-py lists, the error listing them raised or ""); none without wgpu-py."""
+    try:
+        import wgpu
+
+        listed = wgpu.gpu.enumerate_adapters_sync()
+    except ImportError:
+        return [], ""
+    except Exception as e:  # pragma: no cover - depends on the machine
+        return [], str(e)
+    out = []
+    for a in listed:
+        i = dict(a.info)
+        out.append(
+            {
+                "summary": a.summary,
+                "vendor": i.get("vendor", ""),
+                "device": i.get("device", ""),
+                "description": i.get("description", ""),
+                "type": i.get("adapter_type", ""),
+                "backend": i.get("backend_type", ""),
+            }
+        )
+    return out, ""
+
+
 def info(out=None) -> dict[str, Any]:
-    """Print and return the backends and adapters found."""
+    """Print and return tgweb's and Python's versions, the backends (why one is
+    unavailable), the default one and the adapters wgpu-py finds."""
     from . import __version__
     from .compile import default_backend
 
     out = out or sys.stdout
+    adapters, adapter_error = _adapters()
     found: dict[str, Any] = {
         "version": __version__,
         "python": platform.python_version(),
-        "backends": {},
-        "adapters": [],
+        "backends": _backends(),
+        "adapters": adapters,
+        "default": default_backend(),
+        "samples": list(_samples.SAMPLES),
+        **({"adapter_error": adapter_error} if adapter_error else {}),
     }
-    try:
-        import numpy
-
-        found["backends"]["reference"] = {"available": True, "detail": f"NumPy {numpy.__version__}"}
-    except ImportError:
-        found["backends"]["reference"] = {"available": False, "detail": "needs NumPy"}
-    try:
-        import wgpu
-    except ImportError as e:
-        wgpu = None
-        found["backends"]["native"] = {"available": False, "detail": f"needs wgpu-py ({e})"}
-    if wgpu is not None:
-        try:
-            adapters = wgpu.gpu.enumerate_adapters_sync()
-        except Exception as e:  # pragma: no cover - depends on the machine
-            adapters = []
-            found["adapter_error"] = str(e)
-        for a in adapters:
-            i = dict(a.info)
-            found["adapters"].append(
-                {
-                    "summary": a.summary,
-                    "vendor": i.get("vendor", ""),
-                    "device": i.get("device", ""),
-                    "description": i.get("description", ""),
-                    "type": i.get("adapter_type", ""),
-                    "backend": i.get("backend_type", ""),
-                }
-            )
-        try:
-            from .backends import native
-
-            ok = native.available()
-            ai = native.adapter_info() if ok else {}
-            detail = (
-                f"wgpu-py {wgpu.__version__} on {ai.get('device', '?')} "
-                f"({ai.get('adapter_type', '?')}, {ai.get('backend_type', '?')})"
-                if ok
-                else "no WebGPU adapter could be opened"
-            )
-        except Exception as e:  # the backend module itself failed
-            ok, detail = False, f"{type(e).__name__}: {e}"
-        found["backends"]["native"] = {"available": ok, "detail": detail}
-    found["backends"]["browser"] = {
-        "available": sys.platform == "emscripten",
-        "detail": "WebGPU through Pyodide in the page's worker",
-    }
-    found["default"] = default_backend()
-    found["samples"] = list(_samples.SAMPLES)
-
     print(
         f"tgweb {found['version']} (Python {found['python']}, {platform.system()} {platform.machine()})",
         file=out,
@@ -388,7 +403,8 @@ def info(out=None) -> dict[str, Any]:
         mark = "yes" if d["available"] else "no "
         print(f"  {b:<10} {mark}  {d['detail']}", file=out)
     print(f"default backend: {found['default']}", file=out)
-    print("adapters (wgpu-py):" if found["adapters"] else "adapters (wgpu-py): none found", file=out)
+    listed = "none found" + (f" ({adapter_error})" if adapter_error else "")
+    print(f"adapters (wgpu-py): {'' if adapters else listed}".rstrip(), file=out)
     for a in found["adapters"]:
         print(f"  - {a['summary']}  [{a['description']}]", file=out)
     print("samples: " + ", ".join(found["samples"]), file=out, flush=True)
@@ -505,7 +521,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tgweb train {args.sample}: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        if type(e).__name__ not in ("NativeError", "KernelCompileError", "InputError", "SafetensorsError"):
+        if type(e).__name__ not in (
+            "NativeError",
+            "KernelCompileError",
+            "InputError",
+            "SafetensorsError",
+            "MissingDependency",
+        ):
             raise
         print(f"tgweb train {args.sample}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

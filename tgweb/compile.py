@@ -33,7 +33,7 @@ import sys
 from typing import Any, Callable
 
 from . import ops, progcache
-from .backends import lowering_for
+from .backends import chosen_reason, lowering_for, require
 from .grad import append_grad
 from .ir import PRECISIONS, REGISTRY, Graph, Tensor, root, tracing, user_site
 from .lower import lower
@@ -65,6 +65,16 @@ def default_backend() -> str:
         return "native" if available() else "reference"
     except Exception:
         return "reference"
+
+
+def _backend(asked: str | None) -> str:
+    """The backend compile runs on: the one asked for, else the default; a missing NumPy
+    or wgpu-py is said (what to install, why that backend) before anything is traced."""
+    backend = asked or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    require(backend, "" if asked else chosen_reason)
+    return backend
 
 
 def compile(
@@ -127,9 +137,7 @@ def compile(
             raise ValueError(f"clip_grad_norm must be a finite number > 0, got {clip_grad_norm!r}")
         clip_grad_norm = float(clip_grad_norm)
     which = _clip.name_filter(normalize_grads) if normalize_grads not in (None, False) else None
-    backend = backend or default_backend()
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    backend = _backend(backend)
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     if precision == "float64" and backend != "reference":

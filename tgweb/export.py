@@ -135,11 +135,11 @@ def _f32_bytes(value, shape) -> bytes:
 
 
 def _gpu_source() -> str:
-    """web/gpu.mjs: packaged into the wheel as tgweb/_gpu.mjs (build.py bundle), or read
-    from the source checkout."""
-    for p in (Path(__file__).with_name("_gpu.mjs"), Path(__file__).resolve().parents[1] / "web" / "gpu.mjs"):
+    """web/gpu.mjs, read from the source checkout first (an older build.py left copies in
+    tgweb/ that go stale), else the copy that setup.py packages into the wheel."""
+    for p in (Path(__file__).resolve().parents[1] / "web" / "gpu.mjs", Path(__file__).with_name("_gpu.mjs")):
         if p.exists():
             return p.read_text(encoding="utf-8")
     raise FileNotFoundError(
-        "web/gpu.mjs is not in this installation of tgweb (build it with build.py bundle)"
+        "gpu.mjs is not in this installation of tgweb (a wheel built with setup.py carries it)"
     )

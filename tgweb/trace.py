@@ -71,6 +71,9 @@ def scalar_loss(out: Any) -> Tensor:
 def value_and_grad(loss_fn: Callable, model, *, precision: str = "float32", **inputs):
     """(loss, {parameter name: gradient array}) for loss_fn(model, **inputs), evaluated by the
     reference backend. Float arrays become f32 inputs, integer arrays i32."""
+    from .backends import require
+
+    require("reference", "tg.value_and_grad computes on the reference backend")
     import numpy as np
 
     from .backends.reference import Context, evaluate

@@ -10,11 +10,66 @@ from __future__ import annotations
 
 import array
 import importlib
-from typing import Any
+from typing import Any, Callable
 
 from ..arrays import to_user
 from ..ir import Graph
 from ..program import Program
+
+# the package each CPython backend runs on: (module, its name, what installs it)
+PACKAGES = {
+    "reference": ("numpy", "NumPy", "pip install numpy"),
+    "native": ("wgpu", "wgpu-py", "pip install wgpu"),
+}
+
+
+class MissingDependency(ImportError):
+    """The package a backend runs on is not installed; the message names the backend and
+    the pip command that installs what it needs."""
+
+
+def missing_message(backend: str, error: BaseException) -> str:
+    """What to tell a user whose `backend` cannot import its package (error: the import's
+    own error): the backend, the package and the pip command."""
+    _, name, install = PACKAGES[backend]
+    return (
+        f"the {backend} backend needs {name}, which is not installed "
+        f"({type(error).__name__}: {error}): {install}"
+    )
+
+
+def require(backend: str, why: str | Callable[[], str] = "") -> None:
+    """Raise MissingDependency, before any work, when `backend` runs on a package that
+    does not import. why: a sentence on why this backend runs, added to the message (a
+    function is called only then). The browser backend needs no package."""
+    if backend not in PACKAGES:
+        return
+    try:
+        importlib.import_module(PACKAGES[backend][0])
+    except ImportError as e:
+        text = why() if callable(why) else why
+        raise MissingDependency(missing_message(backend, e) + (f". {text}" if text else "")) from None
+
+
+def chosen_reason() -> str:
+    """Why the default backend is the reference one: require's `why` when the user named none."""
+    return f"tgweb chose the reference backend because the native one is unavailable: {why_not_native()}"
+
+
+def why_not_native() -> str:
+    """Why the native backend is unavailable here (for messages and `tgweb info`): wgpu-py
+    missing, or the reason no adapter could be opened; "" when it is available."""
+    try:
+        importlib.import_module("wgpu")
+    except ImportError as e:
+        return missing_message("native", e)
+    from . import native
+
+    try:
+        native.device_limits()  # opens the device, or raises NativeError saying why not
+    except Exception as e:
+        return str(e)
+    return ""
 
 
 def lowering_for(backend: str) -> dict | None:
@@ -33,6 +88,7 @@ def make_engine(graph: Graph, program: Program | None, backend: str, precision: 
     it only when asked for its plan, or reports `program` when given). share: another
     engine whose parameters this one uses (an inference program attached to a trainer)."""
     if backend == "reference":
+        require("reference")
         from .reference import Engine  # NumPy: imported only when asked for
 
         return Engine(graph, precision, "step" if graph.updates else "forward", share, program)

@@ -22,7 +22,7 @@ from ..arrays import TYPECODE
 from ..codegen.target import FEATURES, Target, classify
 from ..program import LIMITS, Program, limits_of, unmet_features, unmet_limits, wgpu_limit_name
 from ..step_data import ScalarWords
-from . import base
+from . import base, missing_message
 
 _DEVICE: Any = None
 _ADAPTER: Any = None
@@ -77,7 +77,7 @@ def _device():
     try:
         import wgpu
     except Exception as e:  # pragma: no cover - depends on the machine
-        _ERROR = f"the native backend needs wgpu-py (pip install wgpu): {e}"
+        _ERROR = missing_message("native", e)
         raise NativeError(_ERROR) from None
     try:
         adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")

@@ -15,7 +15,11 @@ def data_bytes(name: str) -> bytes:
         return (resources.files(__package__) / "data" / name).read_bytes()
     except FileNotFoundError:
         if not web.in_browser():
-            raise
+            raise FileNotFoundError(
+                f"tgweb/samples/data/{name} is not in this installation: the wheel that the site "
+                "bundles (build.py wheel) leaves the big data files out; install tgweb from a "
+                "clone (pip install .) for every sample's data"
+            ) from None
     return web.fetch_data(name)
 
 
