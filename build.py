@@ -6,7 +6,11 @@
     python3 build.py lint           setup, then ruff check + ruff format --check (no changes made)
     python3 build.py test [ARGS]    setup, lint, then the whole test suite (pytest ARGS); a lint
                                     failure fails it, and so does a kernel test that finds no
-                                    WebGPU adapter (TGWEB_REQUIRE_GPU=1; tests/conftest.py)
+                                    WebGPU adapter (TGWEB_REQUIRE_GPU=1; tests/conftest.py);
+                                    without ARGS, then the numerics below
+    python3 build.py numerics [ARGS]  setup, then the float32-sensitive tests (NUMERICS, or pytest
+                                    ARGS) again under each OpenBLAS core type and ATen capability
+                                    this CPU can run (AVX-512, AVX2, SSE): other CPUs round so
     python3 build.py bundle         setup, then assemble the site into site/
     python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
     python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
@@ -136,7 +140,51 @@ def test(args: list[str]) -> int:
     # kernel tests fail instead of skipping when wgpu-py finds no adapter (tests/conftest.py)
     env = dict(os.environ)
     env.setdefault("TGWEB_REQUIRE_GPU", "1")
-    return subprocess.run([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT, env=env).returncode
+    rc = subprocess.run([str(PY), "-m", "pytest", "--durations=15", *args], cwd=ROOT, env=env).returncode
+    return rc | (numerics() if not args else 0)
+
+
+# The tests whose float32 results depend on the CPU's kernels: NumPy's OpenBLAS picks its
+# kernels by CPU (AVX-512, AVX2, SSE) and PyTorch's ATen its vector width, and each rounds
+# differently. The suite ran under this machine's own; these run again under the kernels
+# other x86-64 CPUs get, so that a suite that passes here passes on any of them.
+NUMERICS = [
+    "tests/test_trainer_native.py",
+    "tests/test_torch_bridge.py",
+    "tests/test_optim_torch.py",
+    "tests/test_torch_models.py",
+    "tests/test_mixed_precision.py",
+    "tests/test_ops_torch_parity.py",
+    "tests/test_samples_grad.py",
+    "tests/test_resume.py",
+]
+
+
+def cpu_kernel_sets() -> list[dict[str, str]]:
+    """The OpenBLAS core types and ATen capabilities this CPU can run, oldest last: AVX-512
+    (SkylakeX; a newer CPU's own default may be another), AVX2 (Haswell) and SSE (Prescott,
+    with ATen's plain C++ kernels)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        flags = set()
+    sets = []
+    if "avx512f" in flags:
+        sets.append({"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx512"})
+    if "avx2" in flags:
+        sets.append({"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2"})
+    return sets + [{"OPENBLAS_CORETYPE": "Prescott", "ATEN_CPU_CAPABILITY": "default"}]
+
+
+def numerics(args: list[str] = ()) -> int:
+    """NUMERICS (or pytest ARGS) under each of cpu_kernel_sets(); 0 when all pass."""
+    rc = 0
+    for kernels in cpu_kernel_sets():
+        env = dict(os.environ, TGWEB_REQUIRE_GPU=os.environ.get("TGWEB_REQUIRE_GPU", "1"), **kernels)
+        print("+ numerics under", " ".join(f"{k}={v}" for k, v in kernels.items()), flush=True)
+        cmd = [str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider", *(args or NUMERICS)]
+        rc |= subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    return rc
 
 
 # --------------------------------------------------------------------------
@@ -554,6 +602,9 @@ def main(argv: list[str]) -> int:
         return lint()
     elif cmd == "test":
         return test(rest)
+    elif cmd == "numerics":
+        setup()
+        return numerics(rest)
     elif cmd == "bundle":
         setup()
         bundle_site()
