@@ -123,7 +123,7 @@ def _raw_step(trainer, data, read):
     trainer._calls += 1
     trainer._applied += 1
     trainer._in_flight.applied_read += 1
-    return trainer._engine.rt.run(data, sc, read)
+    return trainer.engine.rt.run(data, sc, read)
 
 def _program_stats(trainer):
     p = trainer.program
@@ -423,7 +423,7 @@ def profile(browser, url, model, cfg) -> None:
     ctx, page, logs = _new_page(browser, url)
     t = time.perf_counter()
     trainer, _ = ns["_compile"](model, "reference")
-    trainer._engine._program = lower(trainer.graph, target=page_target(page))
+    trainer.engine._program = lower(trainer.graph, target=page_target(page))
     compile_s = time.perf_counter() - t
     rep = ns["replica_args"](trainer)
     params = {n: v["data"] for n, v in initial_params(model).items()}

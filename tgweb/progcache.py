@@ -200,7 +200,7 @@ class Lookup:
     def attach(cls, trainer, forward_fn, inputs: dict, device) -> "Lookup | None":
         """The Lookup of trainer.attach(forward_fn, inputs), or None where it is not cached
         (outside a keyed() scope, no store, or a trainer whose Program is not cached)."""
-        scope, tkey = _scope.get(), getattr(trainer, "cache_key", None)
+        scope, tkey = _scope.get(), trainer.cache_key
         store = current_store() if scope is not None and tkey is not None and device is not None else None
         if store is None:
             return None

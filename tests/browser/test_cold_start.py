@@ -38,7 +38,7 @@ import tgweb as tg
 from tgweb import samples
 sin = samples.get("sin")
 _t = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER)
-_rt = _t._engine.rt._rt
+_rt = _t.engine.rt._rt
 _out = [float(_rt.pipelinesMs), float(_rt.setupMs), int(_rt.pipelineCount)]
 _t.close()
 _out
