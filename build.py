@@ -214,6 +214,8 @@ def _pyodide_wheel(name: str) -> Path:
 # the samples' data files that the site ships beside its wheel, fetched when a sample first
 # reads them (tgweb.web.fetch_data): no first step of another sample waits for them
 LAZY_DATA = ["tinyshakespeare.txt"]
+# what tgweb.export_page inlines (tgweb/export.py's SHIM), copied into the wheel as tgweb/_<name>
+EXPORT_SHIM = ["device.mjs", "gpu.mjs"]
 
 
 def _tgweb_wheel(out: Path) -> Path:
@@ -223,8 +225,9 @@ def _tgweb_wheel(out: Path) -> Path:
     import tempfile
     import zipfile
 
-    # tgweb.export_page writes gpu.mjs into the pages it exports, in the browser too
-    shutil.copyfile(ROOT / "web" / "gpu.mjs", ROOT / "tgweb" / "_gpu.mjs")
+    # tgweb.export_page writes the shim into the pages it exports, in the browser too
+    for name in EXPORT_SHIM:
+        shutil.copyfile(ROOT / "web" / name, ROOT / "tgweb" / ("_" + name))
     (ROOT / "build").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wheel.", dir=ROOT / "build") as tmp:
         src = Path(tmp)
@@ -343,7 +346,7 @@ DISK_SKIP = {"pyodide/pyodide.mjs", "pyodide/pyodide.asm.mjs", "pyodide/package.
 
 def _disk_inputs() -> str:
     """What web/disk/ is made from, as one line per file (path, size, mtime)."""
-    skip = {DISK, ROOT / "tgweb" / "_gpu.mjs"}
+    skip = {DISK, *(ROOT / "tgweb" / ("_" + name) for name in EXPORT_SHIM)}
     paths = [
         ROOT / "build.py",
         ROOT / "pyproject.toml",

@@ -20,7 +20,7 @@
 // and for GPU failures error.kernel, error.ops, error.site). Sources run one after
 // another in one persistent namespace, like cells of a notebook.
 
-import { noWebGPU } from "./gpu.mjs";
+import { noWebGPU } from "./device.mjs";
 import { openStore } from "./store.mjs";
 
 export { CorruptRun, openStore } from "./store.mjs";
@@ -60,7 +60,7 @@ export class TgwebError extends Error {
  */
 export async function start(options = {}) {
   const t0 = performance.now();
-  // fail at once, before a worker loads Pyodide (gpu.mjs says why, for the worker too)
+  // fail at once, before a worker loads Pyodide (device.mjs says why, for the worker too)
   if (noWebGPU()) throw new TgwebError({ name: "NoWebGPU", message: `tgweb needs WebGPU: ${noWebGPU()}` });
   const files = options.files || (globalThis.tgwebDisk && globalThis.tgwebDisk.files);
   const tg = new Tgweb(files ? classicWorker(files) : moduleWorker(options));

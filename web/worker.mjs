@@ -23,7 +23,8 @@
 // Runs are executed one after another, in the order received.
 
 import * as bulk from "./bulk.mjs";
-import * as gpu from "./gpu.mjs";
+import { adapterInfo, COMPUTE_LIMITS, requestAdapter, requestDevice } from "./device.mjs";
+import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
 import { bootPython, openProgramCache, snapshotKey } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
@@ -103,8 +104,8 @@ async function setupGpu(options) {
 // adapter can run fits (gpu.instantiate checks each Program against them). The adapter
 // is asked for afresh: one that has made a device may not make another.
 async function newDevice(options) {
-  adapter = await gpu.requestAdapter(options); // says why when there is no WebGPU or no adapter
-  const d = await gpu.requestDevice({
+  adapter = await requestAdapter(options); // says why when there is no WebGPU or no adapter
+  const d = await requestDevice({
     adapter,
     onLost: (why) => replaceDevice(why, options),
     onError: (err) => post({ type: "event", event: "log", data: { stream: "gpu", level: "error", text: err.message } }),
@@ -113,7 +114,7 @@ async function newDevice(options) {
   return d;
 }
 
-// A lost device is reported to the page (in gpu.mjs's words, as every later call on it
+// A lost device is reported to the page (in device.mjs's words, as every later call on it
 // fails), and replaced: trainers made with recover_every continue on the new one from
 // their last host copy; other work fails naming the loss.
 function replaceDevice(message, options) {
@@ -240,7 +241,7 @@ async function init(options) {
     stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
     gpu,
     device,
-    adapterInfo: gpu.adapterInfo(adapter),
+    adapterInfo: adapterInfo(adapter),
     nextDevice: () => deviceReady || Promise.resolve(device),
     programCache: await cache, // tgweb.progcache's store (progcache.mjs)
     bulk, // parameter-sized work Python would do value by value: initial values, finite checks
@@ -261,10 +262,10 @@ async function init(options) {
   timings.ready_at = performance.timeOrigin + performance.now(); // epoch ms, to compare with the page
   timings.worker_created_at = performance.timeOrigin;
   timings.worker_started_at = performance.timeOrigin + t0;
-  const limits = Object.fromEntries(gpu.COMPUTE_LIMITS.map((k) => [k, device.limits[k]]));
+  const limits = Object.fromEntries(COMPUTE_LIMITS.map((k) => [k, device.limits[k]]));
   return {
     tgweb: version, pyodide: pyodide.version, python: manifest.python, manifest: { built: manifest.built },
-    adapter: gpu.adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,
+    adapter: adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,
     stopFlag: interrupt !== null, interrupt: interrupt !== null && !!options.interrupt,
   };
 }
