@@ -145,17 +145,15 @@ _IMPORTS = re.compile(r'^(?:import|export) \{[^}]*\} from "\./device\.mjs";\n', 
 
 
 def _gpu_source() -> str:
-    """web/device.mjs and web/gpu.mjs as one module's text: each packaged into the wheel
-    (build.py bundle), or read from the source checkout."""
-    parts = []
-    for name in SHIM:
-        here = Path(__file__)
-        for p in (here.with_name("_" + name), here.resolve().parents[1] / "web" / name):
-            if p.exists():
-                parts.append(_IMPORTS.sub("", p.read_text(encoding="utf-8")))
-                break
-        else:
-            raise FileNotFoundError(
-                f"web/{name} is not in this installation of tgweb (build it with build.py bundle)"
-            )
-    return "\n".join(parts)
+    """web/device.mjs and web/gpu.mjs as one module's text: the copies packaged into the
+    wheel (build.py bundle) when both are there, else the source checkout's."""
+    here = Path(__file__)
+    for files in (
+        [here.with_name("_" + n) for n in SHIM],
+        [here.resolve().parents[1] / "web" / n for n in SHIM],
+    ):
+        if all(p.exists() for p in files):
+            return "\n".join(_IMPORTS.sub("", p.read_text(encoding="utf-8")) for p in files)
+    raise FileNotFoundError(
+        f"web/{' and web/'.join(SHIM)} are not in this installation of tgweb (build it with build.py bundle)"
+    )
