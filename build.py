@@ -212,7 +212,7 @@ def _pyodide_wheel(name: str) -> Path:
 
 
 # the samples' data files that the site ships beside its wheel, fetched when a sample first
-# reads them (tgweb.web.fetch_data): no first step of another sample waits for them
+# reads them (tgweb.worker.fetch_data): no first step of another sample waits for them
 LAZY_DATA = ["tinyshakespeare.txt"]
 # what tgweb.export_page inlines (tgweb/export.py's SHIM), copied into the wheel as tgweb/_<name>
 EXPORT_SHIM = ["device.mjs", "gpu.mjs"]

@@ -30,7 +30,7 @@ from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
 from .program import Program, memory_text
 from .step_data import check_inputs, index_bounds
-from .web import hooks as _js_hooks
+from .worker import hooks as _js_hooks
 
 
 class StepResult:

@@ -16,9 +16,9 @@
 //     {type: "result", id, value}           JSON value of the source's last expression
 //     {type: "error", id, error}            error: {name, message, pyType, traceback, line, ...};
 //                                           id null: fatal (startup failed, device lost)
-//     {type: "event", event, data}          from Python (tgweb.web.emit/progress/metric/log)
+//     {type: "event", event, data}          from Python (tgweb.worker.emit/progress/metric/log)
 //                                           and print() output as "log" events; from
-//                                           tgweb.web.emit_bytes, data.bytes is a Uint8Array;
+//                                           tgweb.worker.emit_bytes, data.bytes is a Uint8Array;
 //                                           while starting, "startup" events ({text}: the phase)
 // Runs are executed one after another, in the order received.
 
@@ -42,7 +42,7 @@ let ready = null;
 let fatal = null;
 let hooks = null; // what Python sees as the module tgweb_js
 let deviceReady = null; // after a loss: the promise of the replacement device
-let dataBase = null; // where the samples' data files are (tgweb.web.fetch_data)
+let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_data)
 
 function mark(name, since) {
   timings[name] = Math.round(performance.now() - since);
@@ -235,7 +235,7 @@ async function init(options) {
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
-    // binary data (tgweb.web.emit_bytes: an autosave's checkpoint) is moved, not copied
+    // binary data (tgweb.worker.emit_bytes: an autosave's checkpoint) is moved, not copied
     emitBytes: (event, json, bytes) => self.postMessage({ type: "event", event, data: { ...JSON.parse(json), bytes } },
       [bytes.buffer]),
     stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
@@ -245,15 +245,14 @@ async function init(options) {
     nextDevice: () => deviceReady || Promise.resolve(device),
     programCache: await cache, // tgweb.progcache's store (progcache.mjs)
     bulk, // parameter-sized work Python would do value by value: initial values, finite checks
-    fetchData: (name) => fetchBytes(new URL(name, dataBase)), // tgweb.web.fetch_data
+    fetchData: (name) => fetchBytes(new URL(name, dataBase)), // tgweb.worker.fetch_data
   };
   pyodide.registerJsModule("tgweb_js", hooks);
-  // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide
+  // the shared flag is always read by tgweb.worker.stop_requested(); making it a Pyodide
   // interrupt too (KeyboardInterrupt anywhere, even in the middle of a step) is opt-in
   if (interrupt && options.interrupt) pyodide.setInterruptBuffer(interrupt);
   startup("importing tgweb");
-  const web = pyodide.pyimport("tgweb.web");
-  toJson = web.to_json;
+  toJson = pyodide.pyimport("tgweb.worker").to_json;
   ns = pyodide.runPython("{'__name__': '__main__'}");
   const version = pyodide.runPython("import tgweb; tgweb.__version__");
   mark("import_tgweb", s2);
