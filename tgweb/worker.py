@@ -43,8 +43,9 @@ class Stopped(Exception):
 
 @functools.cache
 def hooks():
-    """The worker's JS hooks (emit, stopRequested, gpu, device, adapterInfo, bulk), or None
-    outside it; looked up once (a failed import searches the whole path again)."""
+    """The worker's JS hooks (web/worker.mjs: emit, emitBytes, stopRequested, gpu, device,
+    nextDevice, adapterInfo, programCache, bulk, fetchData), or None outside it; looked up
+    once (a failed import searches the whole path again)."""
     try:
         import tgweb_js  # registered by web/worker.mjs before any tgweb code runs
 
