@@ -263,12 +263,11 @@ def _pyodide_wheel(name: str) -> Path:
 
 
 # the samples' data files that the site ships beside its wheel, fetched when a sample first
-# reads them (tgweb.web.fetch_data): no first step of another sample waits for them
+# reads them (tgweb.worker.fetch_data): no first step of another sample waits for them
 LAZY_DATA = ["tinyshakespeare.txt"]
-
-
-# what the wheel is built from besides tgweb/: setup.py packages web/gpu.mjs as tgweb/_gpu.mjs
-WHEEL_SOURCES = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "web/gpu.mjs"]
+# what the wheel is built from besides tgweb/: setup.py packages the shim that
+# tgweb.export_page inlines (web/device.mjs, web/gpu.mjs) as tgweb/_device.mjs, tgweb/_gpu.mjs
+WHEEL_SOURCES = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "web/device.mjs", "web/gpu.mjs"]
 
 
 def _tgweb_wheel(out: Path) -> Path:
@@ -286,16 +285,17 @@ def _tgweb_wheel(out: Path) -> Path:
         for name in WHEEL_SOURCES:
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
-        # an older build.py left tgweb/_gpu.mjs in the checkout: setup.py makes it afresh
-        skip = shutil.ignore_patterns("__pycache__", "_gpu.mjs", *LAZY_DATA)
+        # an older build.py left copies of the shim in tgweb/: setup.py makes them afresh
+        skip = shutil.ignore_patterns("__pycache__", "_device.mjs", "_gpu.mjs", *LAZY_DATA)
         shutil.copytree(ROOT / "tgweb", src / "tgweb", ignore=skip)
         run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", built, src])
         (whl,) = built.glob("tgweb-*.whl")
         with zipfile.ZipFile(whl) as z:
             names = set(z.namelist())
         lacks = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")} - names
-        if lacks or "tgweb/_gpu.mjs" not in names:
-            sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5] or 'tgweb/_gpu.mjs'}")
+        lacks |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs"} - names
+        if lacks:
+            sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5]}")
         out.mkdir(parents=True, exist_ok=True)
         for old in out.glob("tgweb-*.whl"):
             old.unlink()

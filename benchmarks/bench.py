@@ -21,7 +21,7 @@ Figures (per model and framework):
                 before its figures: a GPU idle through a compile stays at its lowest
                 clock for a while after work resumes (H200: 345 against 1980 MHz)
   ms/step       median of >= 20 steps after warm-up, every step's loss read back (tgweb:
-                each once it is back, as web.metric("loss", r) in a page's loop takes
+                each once it is back, as worker.metric("loss", r) in a page's loop takes
                 it, since steps are pipelined, up to 8 unread: so the time of the whole
                 loop, its last losses waited for, per step); tgweb also reading each loss
                 before sending the next step; and with the loss read every 10th step
@@ -123,7 +123,7 @@ def _raw_step(trainer, data, read):
     trainer._calls += 1
     trainer._applied += 1
     trainer._in_flight.applied_read += 1
-    return trainer._engine.rt.run(data, sc, read)
+    return trainer.engine.rt.run(data, sc, read)
 
 def _program_stats(trainer):
     p = trainer.program
@@ -147,7 +147,7 @@ def bench_steps(trainer, batches, warmup, steps, blocks, warmup_s=0.0):
         warm.append(trainer.step(**batches[(len(warm) + 1) % len(batches)]))
     losses = [r.loss for r in warm]
     warmup = len(warm)
-    # every loss read, as a page's loop does (web.metric("loss", r) each step): each
+    # every loss read, as a page's loop does (worker.metric("loss", r) each step): each
     # step's loss is taken once it is back, in order, without waiting for it; step()
     # itself waits once DEPTH steps are unread (pipelined steps)
     # (the figure: the whole loop, the last losses waited for, per step; a median of
@@ -423,7 +423,7 @@ def profile(browser, url, model, cfg) -> None:
     ctx, page, logs = _new_page(browser, url)
     t = time.perf_counter()
     trainer, _ = ns["_compile"](model, "reference")
-    trainer._engine._program = lower(trainer.graph, target=page_target(page))
+    trainer.engine._program = lower(trainer.graph, target=page_target(page))
     compile_s = time.perf_counter() - t
     rep = ns["replica_args"](trainer)
     params = {n: v["data"] for n, v in initial_params(model).items()}

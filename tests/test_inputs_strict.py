@@ -68,7 +68,7 @@ def snapshot(t):
         {k: v.tobytes() for k, v in t.params().items()},
         {k: v.tobytes() for k, v in t.states().items()},
         t.steps,
-        t._calls,
+        t.calls,
     )
 
 

@@ -2,7 +2,7 @@
 is read back, and the GPU picks the optimizer scalars (t, lr) for that step's outcome.
 Skips in the middle of a pipelined run must give bit for bit the parameters, states,
 step counts and learning rates of a run that reads every step back at once; reading
-waits lazily; web.metric(name, StepResult) sends each loss once it is in, in order."""
+waits lazily; worker.metric(name, StepResult) sends each loss once it is in, in order."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tgweb as tg
-from tgweb import nn, web
+from tgweb import nn, worker
 from tgweb.optim import schedules
 from tgweb.pipeline import DEPTH
 
@@ -105,18 +105,18 @@ def test_results_wait_lazily_and_methods_settle_the_step_in_flight(backend):
 def test_metric_of_a_step_result_is_sent_in_order_once_read_back():
     tr = make("reference")
     seen = []
-    web.set_handler(lambda event, data: seen.append((data["step"], data["value"])))
+    worker.set_handler(lambda event, data: seen.append((data["step"], data["value"])))
     try:
         rs = []
         for b in batches(DEPTH + 4, bad=(2,)):
             r = tr.step(**b)
             rs.append(r)
-            web.metric("loss", r)
+            worker.metric("loss", r)
             # at most DEPTH steps are still unread
             assert len(seen) >= len(rs) - DEPTH
-        web.flush()
+        worker.flush()
     finally:
-        web.set_handler(None)
+        worker.set_handler(None)
     assert [s for s, _ in seen] == [1, 2, *range(2, DEPTH + 4)]
     assert seen[2][1] is None  # the skipped step's NaN loss goes out as null
     assert [v for _, v in seen if v is not None] == [r.loss for r in rs if r.ok]

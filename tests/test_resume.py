@@ -100,7 +100,7 @@ def test_set_lr_mid_run_and_older_checkpoints():
     ref_next = run(a, 15, 10)
     b = make("adamw", 0.3)
     checkpoint.load(b, mid)
-    assert b.lr == pytest.approx(0.01 * (1 - 5 / 20)) and b._origin == 10
+    assert b.lr == pytest.approx(0.01 * (1 - 5 / 20)) and b.schedule_origin == 10
     assert run(b, 15, 10) == ref_next
     # the older checkpoint, restored into a trainer that has since had set_lr: its own
     # schedule and origin come back (no negative t, no wrong lr)
@@ -124,7 +124,7 @@ def test_older_files_without_the_new_metadata():
     b.set_lr(0.5)
     run(b, 0, 2)
     b.restore(tensors, old_meta)
-    assert b.steps == 5 and b.calls == 5 and b._origin == 0 and b.lr == a.lr
+    assert b.steps == 5 and b.calls == 5 and b.schedule_origin == 0 and b.lr == a.lr
     assert run(a, 5, 8) == run(b, 5, 8)
     # parameters only: the optimizer restarts
     c = make("adam", SCHEDS["step"], loss=loss_plain)
@@ -208,17 +208,17 @@ def test_bad_checkpoints_are_refused_by_name_and_change_nothing():
     victim = make("adam", 0.1, seed=9)
     run(victim, 0, 2)
     victim.set_lr(0.05)
-    before = state(victim) + (victim._schedule, victim._origin)
+    before = state(victim) + (victim.schedule, victim.schedule_origin)
     for tensors, meta, match in cases:
         with pytest.raises(tg.InputError, match=match):
             victim.restore(tensors, meta)
-        assert state(victim) + (victim._schedule, victim._origin) == before, match
+        assert state(victim) + (victim.schedule, victim.schedule_origin) == before, match
     # bytes that are not a file, and a file with a NaN: SafetensorsError / InputError
     blob = checkpoint.save(tr)
     for bad in (blob[:-3], b"garbage!", blob[:8] + b"[" + blob[9:]):
         with pytest.raises(tg.io.SafetensorsError):
             checkpoint.load(victim, bad)
-    assert state(victim) + (victim._schedule, victim._origin) == before
+    assert state(victim) + (victim.schedule, victim.schedule_origin) == before
 
 
 def test_load_params_and_load_states_refuse_nonfinite_values_by_name():

@@ -35,7 +35,7 @@ def snapshot(t):
         {k: np.asarray(v).tobytes() for k, v in t.params().items()},
         {k: np.asarray(v).tobytes() for k, v in t.states().items()},
         t.steps,
-        t._calls,
+        t.calls,
         repr(t.lr),
     )
 
@@ -156,7 +156,7 @@ def test_set_lr_refuses_bad_rates_and_changes_nothing(lr, match):
     before = snapshot(tr)
     with pytest.raises(tg.InputError, match=match):
         tr.set_lr(lr)
-    assert snapshot(tr) == before and tr._schedule == schedules.Cosine(0.01, 10) and tr._origin == 0
+    assert snapshot(tr) == before and tr.schedule == schedules.Cosine(0.01, 10) and tr.schedule_origin == 0
 
 
 @pytest.mark.parametrize(

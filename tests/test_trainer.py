@@ -109,7 +109,9 @@ def test_set_lr_starts_schedule_on_next_step():
     tr = make(tg.optim.SGD(0.1))
     tr.step(**batch(0))
     tr.step(**batch(1))
+    assert tr.schedule == schedules.Constant(0.1) and tr.schedule_origin == 0
     tr.set_lr(schedules.Linear(0.2, 0.0, 4))
+    assert tr.schedule == schedules.Linear(0.2, 0.0, 4) and tr.schedule_origin == 2
     assert [tr.step(**batch(s)).lr for s in range(5)] == pytest.approx([0.2, 0.15, 0.1, 0.05, 0.0])
     tr.set_lr({"kind": "constant", "lr": 0.3})
     assert tr.step(**batch(9)).lr == 0.3
@@ -167,7 +169,13 @@ def test_load_params_is_strict_and_atomic():
         with pytest.raises(tg.InputError, match=match):
             tr.load_params(bad)
         assert snapshot(tr) == before
+        # check_params says the same, naming its caller, and never writes
+        with pytest.raises(tg.InputError, match="^load_from_x: .*" + match):
+            tr.check_params(bad, "load_from_x")
+        assert snapshot(tr) == before
     new = {k: v * 0.5 for k, v in p.items()}
+    tr.check_params(new)
+    assert snapshot(tr) == before
     tr.load_params(new)
     assert all(np.array_equal(tr.params()[k], new[k]) for k in p)
 

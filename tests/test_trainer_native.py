@@ -81,7 +81,7 @@ def test_raw_recording_matches_wgpu_py_methods():
     kw = dict(inputs={"x": (16, 3), "y": (16, 2)}, seed=3, optimizer=tg.optim.Adam(1e-2))
     raw = tg.compile(MLP(), loss_fn, backend="native", **kw)
     slow = tg.compile(MLP(), loss_fn, backend="native", **kw)
-    rt = slow._engine.rt
+    rt = slow.engine.rt
     assert rt._record is not native._method_recorder
     rt._record = native._method_recorder
     rt._steps = [(p, g, *k.dispatch) for k, p, g in zip(rt.program.kernels, rt.pipes, rt.groups)]

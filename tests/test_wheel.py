@@ -65,18 +65,18 @@ def test_wheel_name_contents_and_version(wheel):
     info = f"tgweb-{version}.dist-info/"
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        gpu = z.read("tgweb/_gpu.mjs")
+        shim = {n: z.read(f"tgweb/_{n}") for n in ("device.mjs", "gpu.mjs")}
         tag = z.read(info + "WHEEL").decode()
     assert "Tag: py3-none-any" in tag and "Root-Is-Purelib: true" in tag
     assert _metadata(wheel)["Version"] == version
-    # the package's modules and data, and web/gpu.mjs (export_page writes it into pages);
+    # the package's modules and data, and the shim (export_page writes it into pages);
     # not the big data files the site serves beside the wheel, nor tests or the site's files
     data = ROOT / "tgweb" / "samples" / "data"
     want = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")}
     want |= {f"tgweb/samples/data/{f.name}" for f in data.iterdir() if f.name not in build.LAZY_DATA}
-    want.add("tgweb/_gpu.mjs")
+    want |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs"}
     assert {n for n in names if not n.startswith(info)} == want
-    assert gpu == (ROOT / "web" / "gpu.mjs").read_bytes()
+    assert all(text == (ROOT / "web" / n).read_bytes() for n, text in shim.items())
     assert not [
         n for n in names if re.match(r"(tests|web|site|node_modules|build)/", n) or "__pycache__" in n
     ]

@@ -174,7 +174,7 @@ def compile(
     trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds)
     trainer.recover_every = recover_every
     trainer.cache_key = cache.key if cache is not None else None
-    trainer._keep_host_copy()
+    trainer.keep_host_copy()
     return trainer
 
 

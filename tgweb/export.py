@@ -1,9 +1,10 @@
 """A trained model as one small HTML file that runs without Python.
 
-export_page() writes the inference Program (plain data), the trained weights and
-web/gpu.mjs into one page: it opens from disk (file:// is a secure context, so
-WebGPU is there) or from any static host, takes its inputs from a form, and runs
-the model on the device's GPU. No Pyodide, no compiler, no network.
+export_page() writes the inference Program (plain data), the trained weights and the
+shim (web/device.mjs and web/gpu.mjs, as one module script) into one page: it opens
+from disk (file:// is a secure context, so WebGPU is there) or from any static host,
+takes its inputs from a form, and runs the model on the device's GPU. No Pyodide, no
+compiler, no network.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +77,10 @@ def export_page(
     example: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write one HTML file that runs `inference` (from Trainer.attach) with the trainer's
-    current weights through web/gpu.mjs alone. `example`: input name -> values the form
-    starts with (default zeros). The kernels are the CPU class's, which run on any
-    adapter. Returns {"path", "bytes", "html"}; path=None only returns the text."""
+    current weights through the shim alone (web/device.mjs and web/gpu.mjs). `example`:
+    input name -> values the form starts with (default zeros). The kernels are the CPU
+    class's, which run on any adapter. Returns {"path", "bytes", "html"}; path=None only
+    returns the text."""
     from .lower import lower
 
     graph = inference.traced()  # the whole graph, also where the Program came from the cache
@@ -134,12 +137,24 @@ def _f32_bytes(value, shape) -> bytes:
     return from_user(value, tuple(shape), "f32", "parameter").tobytes()
 
 
+# the shim's files, in the order the page's one script holds them (gpu.mjs imports
+# device.mjs); build.py packages each into the wheel as tgweb/_<name>
+SHIM = ("device.mjs", "gpu.mjs")
+# gpu.mjs's imports of device.mjs, and its re-exports of it: one script needs neither
+_IMPORTS = re.compile(r'^(?:import|export) \{[^}]*\} from "\./device\.mjs";\n', re.M)
+
+
 def _gpu_source() -> str:
-    """web/gpu.mjs, read from the source checkout first (an older build.py left copies in
-    tgweb/ that go stale), else the copy that setup.py packages into the wheel."""
-    for p in (Path(__file__).resolve().parents[1] / "web" / "gpu.mjs", Path(__file__).with_name("_gpu.mjs")):
-        if p.exists():
-            return p.read_text(encoding="utf-8")
+    """web/device.mjs and web/gpu.mjs as one module's text: the source checkout's when both
+    are there, else the copies setup.py packages into the wheel (tgweb/_<name>)."""
+    here = Path(__file__)
+    for files in (
+        [here.resolve().parents[1] / "web" / n for n in SHIM],
+        [here.with_name("_" + n) for n in SHIM],
+    ):
+        if all(p.exists() for p in files):
+            return "\n".join(_IMPORTS.sub("", p.read_text(encoding="utf-8")) for p in files)
     raise FileNotFoundError(
-        "gpu.mjs is not in this installation of tgweb (a wheel built with setup.py carries it)"
+        f"web/{' and web/'.join(SHIM)} are not in this installation of tgweb "
+        "(a wheel built with setup.py carries them)"
     )

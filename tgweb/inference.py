@@ -64,7 +64,7 @@ class Inference:
             if cache is not None:
                 cache.save(graph, self._bounds, program, single=self._single)
         self.graph = graph
-        self._engine = make_engine(graph, program, trainer.backend, trainer.precision, share=trainer._engine)
+        self._engine = make_engine(graph, program, trainer.backend, trainer.precision, share=trainer.engine)
         self.runs = 0  # run() calls: the position of its random stream
 
     def traced(self) -> Graph:

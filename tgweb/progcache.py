@@ -20,7 +20,7 @@ the inputs. A FreeInference's sizes, compiled on first use outside any scope, ar
 An entry is text: a format line, the SHA-256 of the body, the body (JSON). An entry
 whose checksum, JSON, Program or key does not hold is discarded and rebuilt, never run.
 Stores: the browser worker's IndexedDB (web/progcache.mjs, reached through
-tgweb.web.hooks()), or a DirStore / MemoryStore set with use(); none in CPython unless
+tgweb.worker.hooks()), or a DirStore / MemoryStore set with use(); none in CPython unless
 set. `last` records what the latest lookup did ("hit", "miss", "corrupt: ...").
 """
 
@@ -104,9 +104,9 @@ def use(store: Any) -> None:
 def current_store() -> Any:
     if _store is not None:
         return _store
-    from . import web
+    from . import worker
 
-    js = web.hooks().programCache if web.in_browser() else None
+    js = worker.hooks().programCache if worker.in_browser() else None
     return BrowserStore(js) if hasattr(js, "get") else None  # none (or jsnull): not cached
 
 
@@ -200,7 +200,7 @@ class Lookup:
     def attach(cls, trainer, forward_fn, inputs: dict, device) -> "Lookup | None":
         """The Lookup of trainer.attach(forward_fn, inputs), or None where it is not cached
         (outside a keyed() scope, no store, or a trainer whose Program is not cached)."""
-        scope, tkey = _scope.get(), getattr(trainer, "cache_key", None)
+        scope, tkey = _scope.get(), trainer.cache_key
         store = current_store() if scope is not None and tkey is not None and device is not None else None
         if store is None:
             return None

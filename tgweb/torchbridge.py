@@ -251,7 +251,7 @@ def _host(t):
 def _lr_from(trainer):
     """lr(k): the trainer's lr k steps on (k scheduler.step() calls on, for a tgweb.torch
     scheduler), as a LambdaLR factor of each group's lr share."""
-    schedule, origin, t = trainer._schedule, trainer._origin, trainer.steps
+    schedule, origin, t = trainer.schedule, trainer.schedule_origin, trainer.steps
     follow = getattr(schedule, "scheduler", None)
     if follow is not None:
         return lambda k: follow.schedule(follow.last_epoch + k)
@@ -269,9 +269,9 @@ def load_from_torch(trainer, module, optimizer, scheduler) -> None:
             if k != "step":
                 states[f"{names[id(p)]}.{k}"] = _host(v)
     params = {n: _host(p) for n, p in module.named_parameters()}
-    trainer._checked("params", params, trainer._pshape, "load_from_torch", "parameter")  # before either write
+    trainer.check_params(params, "load_from_torch")  # before either write
     trainer.load_states(states, steps=trainer.steps + scheduler.last_epoch)
     trainer.load_params(params)
-    follow = getattr(trainer._schedule, "scheduler", None)
+    follow = getattr(trainer.schedule, "scheduler", None)
     if follow is not None:  # a tgweb.torch scheduler goes on from where PyTorch's stopped
         follow.step(follow.last_epoch + scheduler.last_epoch)

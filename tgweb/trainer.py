@@ -30,7 +30,7 @@ from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
 from .program import Program, memory_text
 from .step_data import check_inputs, index_bounds
-from .web import hooks as _js_hooks
+from .worker import hooks as _js_hooks
 
 
 class StepResult:
@@ -138,6 +138,24 @@ class Trainer:
         return self._engine.program
 
     @property
+    def engine(self):
+        """The engine (tgweb.backends.make_engine) holding this trainer's parameters and
+        optimizer state on its device; inference programs attached to the trainer share
+        its parameters through it."""
+        return self._engine
+
+    @property
+    def schedule(self) -> Schedule:
+        """The learning-rate schedule in force: the optimizer's, set_lr's or a restored
+        checkpoint's. The next step's lr is schedule(steps - schedule_origin)."""
+        return self._schedule
+
+    @property
+    def schedule_origin(self) -> int:
+        """The applied-step count at which the schedule in force started (see schedule)."""
+        return self._origin
+
+    @property
     def steps(self) -> int:
         """Applied (finite) steps so far; Adam's bias correction uses steps + 1 next."""
         self._wait_in_flight()
@@ -180,6 +198,12 @@ class Trainer:
         nothing changes."""
         self._wait_in_flight()
         self._write(self._checked("params", d, self._pshape, "load_params", "parameter"))
+
+    def check_params(self, d: dict[str, Any], what: str = "check_params") -> None:
+        """Raise InputError (naming `what`) where load_params(d) would: a missing or extra
+        name, a wrong shape, a value that is not finite. Changes nothing: for a caller that
+        must know every part of a change is good before it writes any."""
+        self._checked("params", d, self._pshape, what, "parameter")
 
     def load_states(self, d: dict[str, Any], steps: int | None = None) -> None:
         """Set every optimizer state (strict, finite), and optionally the applied-step
@@ -387,7 +411,7 @@ class Trainer:
         if ok:
             self._applied += 1
             if self.recover_every and self._applied % self.recover_every == 0:
-                self._keep_host_copy()
+                self.keep_host_copy()
         elif not math.isfinite(loss):
             reason = f"non-finite loss ({loss}); step skipped, parameters unchanged"
         elif not math.isfinite(norm):
@@ -401,7 +425,9 @@ class Trainer:
         r._captures = {n: got[("captures", n)] for n in caps}
         return ok
 
-    def _keep_host_copy(self) -> None:
+    def keep_host_copy(self) -> None:
+        """With recover_every set, take the host copy a lost device resumes from now
+        (compile takes the first; step() one every recover_every applied steps)."""
         if self.recover_every:
             self._host_copy = self.checkpoint()
 

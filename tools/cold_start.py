@@ -64,7 +64,7 @@ def _first_step(name):
     loss = float(trainer.step(**batch).loss)
     t4 = time.perf_counter()
     c = clock.t
-    rt = trainer._engine.rt._rt
+    rt = trainer.engine.rt._rt
     pipelines = float(getattr(rt, "pipelinesMs", float("nan")))
     ms = {
         "script's imports": t_imports,

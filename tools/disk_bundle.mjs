@@ -1,6 +1,7 @@
 // Bundles the trainer page (web/app.mjs and what it imports) and the tgweb worker
-// (web/worker.mjs and gpu.mjs) into classic scripts, for pages opened from disk,
-// where Chromium refuses module scripts and module workers. build.py runs it:
+// (web/worker.mjs and its imports: gpu.mjs, device.mjs, ...) into classic scripts, for
+// pages opened from disk, where Chromium refuses module scripts and module workers.
+// build.py runs it:
 //
 //   node tools/disk_bundle.mjs OUT_DIR [WEB_DIR]
 //

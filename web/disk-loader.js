@@ -8,7 +8,7 @@
 // `python3 build.py setup` writes web/disk/ (git-ignored), two classic scripts:
 //   data.js  tgwebDisk.files = {name: ["t", text] | ["z", base64 of gzip]}: every file
 //            the worker and the page would fetch (Pyodide, the wheels, manifest.json,
-//            page/*.py) and "worker.js" (worker.mjs + gpu.mjs as a classic script)
+//            page/*.py) and "worker.js" (worker.mjs and its imports as a classic script)
 //   app.js   tgwebDiskApp(): app.mjs and its imports as one classic script
 // tgweb.mjs then starts its worker from a Blob URL of worker.js and hands it the files;
 // the worker serves Pyodide's fetches from them (worker.mjs, serveFiles).

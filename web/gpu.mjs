@@ -6,140 +6,25 @@
 // the device can refuse (limits, features, WGSL) and the host data handed to run() and
 // write(), allocates the buffers, creates one pipeline per distinct WGSL text and every
 // bind group once, and runs a step as one compute pass and one submit, reading back only
-// the slots asked for. A saved Program runs with this file alone:
+// the slots asked for. Getting a device that can run the Program is device.mjs's work; this
+// module re-exports it, so a saved Program runs with these two files alone:
 //
 //   const device = await requestDevice({ program });
 //   const rt = await instantiate(device, program);
 //   rt.write("params", "l1.weight", new Float32Array([...]));
 //   const [loss] = await rt.run({ x, y }, { lr: 1e-3 }, [["outputs", "loss"]]);  // ArrayBuffers
 
+import { lostReason, parseProgram, ProgramError, programLimits, refusal, watchLoss } from "./device.mjs";
+// the device's side, for pages that import this file alone
+export {
+  adapterInfo, COMPUTE_LIMITS, noWebGPU, OPTIONAL_FEATURES, parseProgram, ProgramError, programLimits,
+  requestAdapter, requestDevice,
+} from "./device.mjs";
+
 const KINDS = ["inputs", "params", "states", "outputs", "captures"];
 const WRITABLE = ["inputs", "params", "states"];
 const ARRAYS = { f32: Float32Array, i32: Int32Array, bool: Uint32Array };
 const USAGE = () => GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-// the limits compute work depends on; a device for no Program in particular gets the adapter's maxima
-export const COMPUTE_LIMITS = ["maxBufferSize", "maxStorageBufferBindingSize", "maxStorageBuffersPerShaderStage",
-  "maxComputeWorkgroupsPerDimension", "maxComputeInvocationsPerWorkgroup", "maxComputeWorkgroupSizeX",
-  "maxComputeWorkgroupSizeY", "maxComputeWorkgroupSizeZ", "maxComputeWorkgroupStorageSize"];
-// the spec's guaranteed defaults: a device is asked only for raises over them
-const DEFAULTS = { maxBufferSize: 268435456, maxStorageBufferBindingSize: 134217728,
-  maxStorageBuffersPerShaderStage: 8, maxComputeWorkgroupsPerDimension: 65535 };
-
-/** An error from running a Program; `kernel`, `ops`, `site` say where when known. */
-export class ProgramError extends Error {
-  constructor(message, extra = {}) {
-    super(message);
-    this.name = "ProgramError";
-    Object.assign(this, extra);
-  }
-}
-
-export function parseProgram(program) {
-  if (typeof program === "string") program = JSON.parse(program);
-  const version = program && program.version;
-  if (version !== 2) throw new ProgramError(`not a tgweb Program of version 2 (got version ${version})`);
-  // one saved by an older tgweb: tgweb.program.Program.from_json(text).to_json() adds it
-  if (!program.layout) throw new ProgramError("the Program has no layout: load and save it again with tgweb");
-  return program;
-}
-
-/** The device limits a Program needs: what the compiler stated (meta.limits), its largest buffer. */
-export function programLimits(program) {
-  program = parseProgram(program);
-  const need = { ...(program.meta.limits || {}) };
-  const biggest = Math.max(4, ...program.buffers.map((b) => b.size));
-  for (const k of ["maxBufferSize", "maxStorageBufferBindingSize"]) need[k] = Math.max(need[k] || 0, biggest);
-  need.maxStorageBuffersPerShaderStage = Math.max(need.maxStorageBuffersPerShaderStage || 0,
-    ...program.kernels.map((k) => k.bindings.length));
-  need.maxComputeWorkgroupsPerDimension = Math.max(1, ...program.kernels.flatMap((k) => k.dispatch));
-  return need;
-}
-
-// why an adapter's or a device's (`what`) limits and features cannot run the Program, or
-// null: the first limit it needs beyond them, or the features its kernels use they lack
-function refusal(program, need, { limits, features }, what) {
-  for (const [name, value] of Object.entries(need)) {
-    if (!(name in limits) || value <= limits[name]) continue;
-    const b = program.buffers.reduce((a, x) => (x.size > a.size ? x : a));
-    const culprit = name.endsWith("Size") && b.size === value ? ` (buffer ${b.id} "${b.label}", ${b.size} bytes)` : "";
-    return `the Program needs ${name} = ${value}${culprit}, ${what} allows ${limits[name]}`;
-  }
-  const lack = (program.meta.features || []).filter((f) => !features.has(f));
-  if (!lack.length) return null;
-  const t = program.meta.target || {};
-  return `the Program's kernels use the WebGPU feature(s) ${lack.join(", ")} (compiled for ` +
-    `${t.description || t.vendor || "another adapter"}), which ${what} does not have; compile the ` +
-    "function again for this device (its kernels then do without)";
-}
-
-/** Why this context has no WebGPU, or null (tgweb.mjs asks before it starts a worker). */
-export function noWebGPU() {
-  return typeof navigator !== "undefined" && navigator.gpu ? null : "WebGPU is not available here " +
-    "(navigator.gpu is missing): use a browser with WebGPU enabled (Chrome/Edge 113+, Safari 26+, " +
-    "Firefox 141+), on a page served over https or from http://localhost";
-}
-
-/** The adapter, or a ProgramError saying why there is none (the worker asks here too). */
-export async function requestAdapter({ powerPreference } = {}) {
-  if (noWebGPU()) throw new ProgramError(noWebGPU());
-  const adapter = await navigator.gpu.requestAdapter(powerPreference ? { powerPreference } : {});
-  if (adapter) return adapter;
-  throw new ProgramError("WebGPU is present but no GPU adapter was found (navigator.gpu.requestAdapter() " +
-    "returned null): the GPU may be blocklisted or disabled in this browser");
-}
-
-// device -> the sentence saying why it was lost, set from its `lost` promise (nothing
-// else reports a loss): later calls fail with it, and onLost(sentence) hears it
-const LOST = new WeakMap();
-
-function watchLoss(device, onLost) {
-  if (LOST.has(device)) return;
-  LOST.set(device, null);
-  device.lost.then((info) => {
-    LOST.set(device, `the GPU device was lost (${info.reason || "unknown"}: ${info.message || "no message"})`);
-    if (onLost) onLost(LOST.get(device));
-  });
-}
-
-// the optional features tgweb's kernels may use (a Program lists those it does in meta.features)
-export const OPTIONAL_FEATURES = ["subgroups", "shader-f16", "chromium-experimental-subgroup-matrix"];
-
-// a device for `adapter` (or a new one), asking for the limits and features `program` needs
-// (naming the first the adapter lacks), or, for any Program, the adapter's maxima and features
-export async function requestDevice({ program, adapter, powerPreference, onLost, onError } = {}) {
-  adapter = adapter || await requestAdapter({ powerPreference });
-  program = program && parseProgram(program);
-  const need = program ? programLimits(program) : {};
-  const why = program && refusal(program, need, adapter, "this adapter");
-  if (why) throw new ProgramError(why);
-  const requiredLimits = {};
-  for (const name of program ? Object.keys(need) : COMPUTE_LIMITS) {
-    const value = program ? need[name] : adapter.limits[name];
-    if (name in adapter.limits && !(value <= (DEFAULTS[name] || 0))) requiredLimits[name] = value;
-  }
-  const has = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
-  const requiredFeatures = program ? [...(program.meta.features || [])] : has;
-  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
-  watchLoss(device, onLost);
-  if (onError) device.addEventListener("uncapturederror", (e) => onError(e.error));
-  return device;
-}
-
-/** The adapter's description, for display and tgweb's choice of kernels (with `features`). */
-export function adapterInfo(adapter) {
-  const i = adapter.info || {};
-  const out = { vendor: i.vendor || "", architecture: i.architecture || "", description: i.description || "",
-    device: i.device || "", isFallbackAdapter: i.isFallbackAdapter === true,
-    features: OPTIONAL_FEATURES.filter((f) => adapter.features.has(f)) };
-  for (const k of ["subgroupMinSize", "subgroupMaxSize"]) if (i[k] > 0) out[k] = i[k];
-  // the subgroup-matrix configurations (GPUSubgroupMatrixConfig objects, copied to plain
-  // data); tgweb.codegen.target.matrix_configs leaves out whatever is malformed
-  if (out.features.includes("chromium-experimental-subgroup-matrix")) {
-    out.subgroupMatrixConfigs = [...(i.subgroupMatrixConfigs || [])].map((c) => ({
-      componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K }));
-  }
-  return out;
-}
 
 const slotBytes = (slot) => 4 * slot.shape.reduce((a, d) => a * d, 1);
 
@@ -269,7 +154,7 @@ export class Runtime {
 
   _check() {
     if (this.closed) throw new ProgramError("this Program instance was destroyed");
-    const lost = LOST.get(this.device);
+    const lost = lostReason(this.device);
     if (lost) throw new ProgramError(lost, { lost: true });
   }
 
@@ -388,7 +273,7 @@ export class Runtime {
     } catch (e) {
       staging.destroy();
       await Promise.race([this.device.lost, new Promise((r) => setTimeout(r, 50))]); // a loss says why
-      const lost = LOST.get(this.device);
+      const lost = lostReason(this.device);
       const why = lost ? `${lost}; reading back results failed` : `reading back results failed: ${e.message}`;
       throw new ProgramError(why, { lost: !!lost });
     }

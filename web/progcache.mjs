@@ -20,7 +20,7 @@
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 // what the snapshot holds imported (the worker imports the rest of what it needs later)
-const PRELOAD = "import tgweb, tgweb.web, tgweb.progcache, tgweb.backends.browser";
+const PRELOAD = "import tgweb, tgweb.worker, tgweb.progcache, tgweb.backends.browser";
 
 const done = (req) => new Promise((resolve, reject) => {
   req.onsuccess = () => resolve(req.result);

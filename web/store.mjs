@@ -1,6 +1,6 @@
 // store.mjs: what a page keeps in the browser's storage (IndexedDB, one database per
 // origin and name): edited sources, and saved training runs (the checkpoints that
-// tgweb.web.autosave sends). Kept until deleted here or the site's data is cleared.
+// tgweb.worker.autosave sends). Kept until deleted here or the site's data is cleared.
 //
 //   const store = await openStore();          // or start({autosave: true}) and tg.store
 //   await store.keepSource("sin", text, original);  // null after restoring the original

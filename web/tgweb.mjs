@@ -7,12 +7,12 @@
 //   tg.on("metric", (m) => chart.add(m.step, m.value));
 //   tg.on("log", (l) => console.log(l.text));
 //   const loss = await tg.run(`
-//   from tgweb import web
+//   from tgweb import worker
 //   ...
-//   web.metric("loss", loss, step=i)
+//   worker.metric("loss", loss, step=i)
 //   loss                                            # the last expression is the result
 //   `);
-//   tg.stop();   // the running script raises tgweb.web.Stopped at its next check / GPU wait
+//   tg.stop();   // the running script raises tgweb.worker.Stopped at its next check / GPU wait
 //   tg.close();
 //
 // run() resolves to the JSON value of the source's last expression, or rejects
@@ -20,7 +20,7 @@
 // and for GPU failures error.kernel, error.ops, error.site). Sources run one after
 // another in one persistent namespace, like cells of a notebook.
 
-import { noWebGPU } from "./gpu.mjs";
+import { noWebGPU } from "./device.mjs";
 import { openStore } from "./store.mjs";
 
 export { CorruptRun, openStore } from "./store.mjs";
@@ -51,8 +51,8 @@ export class TgwebError extends Error {
  *             from disk or the single file); the worker is then a classic Blob worker,
  *   interrupt: true: stop() also interrupts Python anywhere (KeyboardInterrupt), even in
  *             the middle of a training step; needs a cross-origin isolated page. Default:
- *             stop() only sets the flag that tgweb.web.check_stop() and each GPU step read.
- *   autosave: true or {store, details}: keep the runs that Python's tgweb.web.autosave()
+ *             stop() only sets the flag that tgweb.worker.check_stop() and each GPU step read.
+ *   autosave: true or {store, details}: keep the runs that Python's tgweb.worker.autosave()
  *             sends in tg.store (store.mjs; default: openStore()), under their name, with
  *             details(event)'s fields added; each save then emits "autosaved" (the saved
  *             run's pointer) or "autosave-error" (an Error: quota exceeded, private mode).
@@ -60,7 +60,7 @@ export class TgwebError extends Error {
  */
 export async function start(options = {}) {
   const t0 = performance.now();
-  // fail at once, before a worker loads Pyodide (gpu.mjs says why, for the worker too)
+  // fail at once, before a worker loads Pyodide (device.mjs says why, for the worker too)
   if (noWebGPU()) throw new TgwebError({ name: "NoWebGPU", message: `tgweb needs WebGPU: ${noWebGPU()}` });
   const files = options.files || (globalThis.tgwebDisk && globalThis.tgwebDisk.files);
   const tg = new Tgweb(files ? classicWorker(files) : moduleWorker(options));
@@ -153,7 +153,7 @@ class Tgweb {
   }
 
   /** What the autosave option does, for a page that opens its store while tgweb starts:
-   *  keep the runs Python's tgweb.web.autosave() sends in store (default: openStore()). */
+   *  keep the runs Python's tgweb.worker.autosave() sends in store (default: openStore()). */
   async keepRuns({ store, details } = {}) {
     this.store = store || (await openStore());
     this.on("autosave", async (a) => {
@@ -240,7 +240,7 @@ class Tgweb {
     });
   }
 
-  /** Ask the running script to stop: it raises tgweb.web.Stopped at its next check_stop() or
+  /** Ask the running script to stop: it raises tgweb.worker.Stopped at its next check_stop() or
    *  GPU step (KeyboardInterrupt anywhere with start({interrupt: true})), and its run() rejects
    *  with error.stopped = true. Without cross-origin isolation the request reaches Python only
    *  while it waits (each GPU step waits), so a pure-Python loop cannot see it. */

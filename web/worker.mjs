@@ -16,14 +16,15 @@
 //     {type: "result", id, value}           JSON value of the source's last expression
 //     {type: "error", id, error}            error: {name, message, pyType, traceback, line, ...};
 //                                           id null: fatal (startup failed, device lost)
-//     {type: "event", event, data}          from Python (tgweb.web.emit/progress/metric/log)
+//     {type: "event", event, data}          from Python (tgweb.worker.emit/progress/metric/log)
 //                                           and print() output as "log" events; from
-//                                           tgweb.web.emit_bytes, data.bytes is a Uint8Array;
+//                                           tgweb.worker.emit_bytes, data.bytes is a Uint8Array;
 //                                           while starting, "startup" events ({text}: the phase)
 // Runs are executed one after another, in the order received.
 
 import * as bulk from "./bulk.mjs";
-import * as gpu from "./gpu.mjs";
+import { adapterInfo, COMPUTE_LIMITS, requestAdapter, requestDevice } from "./device.mjs";
+import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
 import { bootPython, openProgramCache, snapshotKey } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
@@ -41,7 +42,7 @@ let ready = null;
 let fatal = null;
 let hooks = null; // what Python sees as the module tgweb_js
 let deviceReady = null; // after a loss: the promise of the replacement device
-let dataBase = null; // where the samples' data files are (tgweb.web.fetch_data)
+let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_data)
 
 function mark(name, since) {
   timings[name] = Math.round(performance.now() - since);
@@ -103,8 +104,8 @@ async function setupGpu(options) {
 // adapter can run fits (gpu.instantiate checks each Program against them). The adapter
 // is asked for afresh: one that has made a device may not make another.
 async function newDevice(options) {
-  adapter = await gpu.requestAdapter(options); // says why when there is no WebGPU or no adapter
-  const d = await gpu.requestDevice({
+  adapter = await requestAdapter(options); // says why when there is no WebGPU or no adapter
+  const d = await requestDevice({
     adapter,
     onLost: (why) => replaceDevice(why, options),
     onError: (err) => post({ type: "event", event: "log", data: { stream: "gpu", level: "error", text: err.message } }),
@@ -113,7 +114,7 @@ async function newDevice(options) {
   return d;
 }
 
-// A lost device is reported to the page (in gpu.mjs's words, as every later call on it
+// A lost device is reported to the page (in device.mjs's words, as every later call on it
 // fails), and replaced: trainers made with recover_every continue on the new one from
 // their last host copy; other work fails naming the loss.
 function replaceDevice(message, options) {
@@ -234,25 +235,24 @@ async function init(options) {
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
-    // binary data (tgweb.web.emit_bytes: an autosave's checkpoint) is moved, not copied
+    // binary data (tgweb.worker.emit_bytes: an autosave's checkpoint) is moved, not copied
     emitBytes: (event, json, bytes) => self.postMessage({ type: "event", event, data: { ...JSON.parse(json), bytes } },
       [bytes.buffer]),
     stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
     gpu,
     device,
-    adapterInfo: gpu.adapterInfo(adapter),
+    adapterInfo: adapterInfo(adapter),
     nextDevice: () => deviceReady || Promise.resolve(device),
     programCache: await cache, // tgweb.progcache's store (progcache.mjs)
     bulk, // parameter-sized work Python would do value by value: initial values, finite checks
-    fetchData: (name) => fetchBytes(new URL(name, dataBase)), // tgweb.web.fetch_data
+    fetchData: (name) => fetchBytes(new URL(name, dataBase)), // tgweb.worker.fetch_data
   };
   pyodide.registerJsModule("tgweb_js", hooks);
-  // the shared flag is always read by tgweb.web.stop_requested(); making it a Pyodide
+  // the shared flag is always read by tgweb.worker.stop_requested(); making it a Pyodide
   // interrupt too (KeyboardInterrupt anywhere, even in the middle of a step) is opt-in
   if (interrupt && options.interrupt) pyodide.setInterruptBuffer(interrupt);
   startup("importing tgweb");
-  const web = pyodide.pyimport("tgweb.web");
-  toJson = web.to_json;
+  toJson = pyodide.pyimport("tgweb.worker").to_json;
   ns = pyodide.runPython("{'__name__': '__main__'}");
   const version = pyodide.runPython("import tgweb; tgweb.__version__");
   mark("import_tgweb", s2);
@@ -261,10 +261,10 @@ async function init(options) {
   timings.ready_at = performance.timeOrigin + performance.now(); // epoch ms, to compare with the page
   timings.worker_created_at = performance.timeOrigin;
   timings.worker_started_at = performance.timeOrigin + t0;
-  const limits = Object.fromEntries(gpu.COMPUTE_LIMITS.map((k) => [k, device.limits[k]]));
+  const limits = Object.fromEntries(COMPUTE_LIMITS.map((k) => [k, device.limits[k]]));
   return {
     tgweb: version, pyodide: pyodide.version, python: manifest.python, manifest: { built: manifest.built },
-    adapter: gpu.adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,
+    adapter: adapterInfo(adapter), limits, timings, crossOriginIsolated: self.crossOriginIsolated === true,
     stopFlag: interrupt !== null, interrupt: interrupt !== null && !!options.interrupt,
   };
 }

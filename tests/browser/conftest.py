@@ -32,7 +32,8 @@ def _build():
 CHROMIUM, ARGS = _build().chromium()
 COLD_START: dict = {}
 
-# the harness page: tgweb.mjs and gpu.mjs as globals, served at /__test__/ by a route
+# the harness page: tgweb.mjs and gpu.mjs (device.mjs's functions too: it re-exports them) as
+# globals, served at /__test__/ by a route
 HARNESS = """<!doctype html><meta charset="utf-8"><title>tgweb tests</title>
 <script type="module">
 import * as tgweb from "/tgweb.mjs";

@@ -38,7 +38,7 @@ import tgweb as tg
 from tgweb import samples
 sin = samples.get("sin")
 _t = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER)
-_rt = _t._engine.rt._rt
+_rt = _t.engine.rt._rt
 _out = [float(_rt.pipelinesMs), float(_rt.setupMs), int(_rt.pipelineCount)]
 _t.close()
 _out
@@ -97,7 +97,7 @@ t.close()
         assert sha == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
         assert 3.6 < losses[0] < 4.6 and losses[-1] < losses[0] - 0.3, losses  # ln 65 = 4.17
         assert py(page, FETCHED) == [SHAKESPEARE]
-        status, err = run_py(page, "from tgweb import web\nweb.fetch_data('no-such-file.txt')", "x.py")
+        status, err = run_py(page, "from tgweb import worker\nworker.fetch_data('no-such-file.txt')", "x.py")
         assert status == "error" and err["pyType"] == "FileNotFoundError", err
         assert "data/no-such-file.txt" in err["message"] and "HTTP 404" in err["message"], err
     finally:

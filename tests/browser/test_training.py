@@ -16,7 +16,7 @@ TIMINGS: dict = {}
 SIN = """
 import time
 import tgweb as tg
-from tgweb import samples, web
+from tgweb import samples, worker
 sin = samples.get("sin")
 t0 = time.perf_counter()
 trainer = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER,
@@ -33,7 +33,7 @@ while step < sin.STEPS:
         t1 = time.perf_counter()
     if step % 100 == 0:
         mse = sin.metric(lambda b: predict.run(**b).output)
-        web.metric("mse", mse, step=step)
+        worker.metric("mse", mse, step=step)
         if mse < sin.SUCCESS["below"]:
             break
 {"mse": mse, "steps": step, "loss": r.loss, "compile_s": compile_s, "first_step_s": first_step_s,

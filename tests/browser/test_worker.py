@@ -69,12 +69,12 @@ def test_events_reach_the_page(page):
     page.evaluate("window.events = []")
     py(
         page,
-        "from tgweb import web\n"
+        "from tgweb import worker\n"
         "for i in range(3):\n"
-        "    web.progress(i + 1, 3, loss=1.0 / (i + 1))\n"
-        "    web.metric('loss', 1.0 / (i + 1), step=i)\n"
-        "web.log('hello', 42)\n"
-        "web.emit('custom', {'k': [1, 2]})\n"
+        "    worker.progress(i + 1, 3, loss=1.0 / (i + 1))\n"
+        "    worker.metric('loss', 1.0 / (i + 1), step=i)\n"
+        "worker.log('hello', 42)\n"
+        "worker.emit('custom', {'k': [1, 2]})\n"
         "print('printed line')\n",
     )
     events = page.evaluate("window.events")
@@ -110,7 +110,8 @@ def test_syntax_error_is_reported(page):
 
 
 def test_stop_interrupts_a_running_script(page):
-    # a pure-Python loop that checks for the stop request (and is interruptible)
+    # a pure-Python loop that checks for the stop request (and is interruptible), written
+    # with tgweb.worker's older name, as scripts saved before the rename are
     page.evaluate("""() => { window.stopRun = window.tg.run(
         "from tgweb import web\\nimport time\\nn = 0\\nwhile True:\\n    n += 1\\n    web.check_stop()\\n"
       ).then(v => ['ok', v], e => ['error', {message: e.message, stopped: e.stopped, pyType: e.pyType}]); }""")

@@ -17,7 +17,7 @@ import functools
 import time
 from typing import Any
 
-from .. import web
+from .. import worker
 from ..arrays import TYPECODE
 from ..codegen.target import Target, classify
 from ..ir import prod
@@ -31,8 +31,8 @@ YIELD_EVERY_S = 0.004
 
 
 def _hooks():
-    """The worker's hooks (tgweb.web.hooks()); ImportError outside the worker."""
-    h = web.hooks()
+    """The worker's hooks (tgweb.worker.hooks()); ImportError outside the worker."""
+    h = worker.hooks()
     if h is None:
         raise ImportError("tgweb_js: not inside the tgweb worker (web/worker.mjs)")
     return h
@@ -40,7 +40,7 @@ def _hooks():
 
 def available() -> bool:
     """True inside the tgweb worker with a GPU device and JSPI (run_sync) support."""
-    h = web.hooks()
+    h = worker.hooks()
     if h is None:
         return False
     from pyodide.ffi import can_run_sync
@@ -50,7 +50,7 @@ def available() -> bool:
 
 def why_unavailable() -> str:
     """A sentence saying why available() is False ('' when it is True)."""
-    if web.hooks() is None:
+    if worker.hooks() is None:
         return "the browser backend runs only inside the tgweb worker (web/worker.mjs)"
     from pyodide.ffi import can_run_sync
 
@@ -216,7 +216,7 @@ class Runtime(base.Runtime):
         return plan
 
     def submit(self, inputs, scalars, read):
-        web.check_stop()  # before the step: a stopped script changes nothing on the GPU
+        worker.check_stop()  # before the step: a stopped script changes nothing on the GPU
         if self._rt is None:
             raise BrowserError("this Program instance was closed")
         packed = self._packed

@@ -322,12 +322,25 @@ class Runtime(base.Runtime):
         self._wgpu = wgpu
         self.program = program
         self.device = _device()
-        limits = self.device.limits
-        unmet = unmet_limits(program, limits) + unmet_features(program, _FEATURES)
+        unmet = unmet_limits(program, self.device.limits) + unmet_features(program, _FEATURES)
         if unmet:
             raise NativeError("; ".join(unmet))
+        self._allocate(shared or {})
+        self._init_states()
+        self._scalar_words = ScalarWords(program.scalars)
+        layouts = self._create_pipelines()
+        self._bind(layouts)
+        self._claim_pipelines()
+        self._staging = None
+
+    # ------------------------------------------------------------ instantiation
+
+    def _allocate(self, shared: dict[str, Any]) -> None:
+        """The Program's buffers (a param in `shared`, another Runtime's buffer, is used as
+        it is) and every kernel's offsets in one uniform buffer, in the slices of the
+        Program's layout; _owned lists what close() destroys."""
+        wgpu, program = self._wgpu, self.program
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        shared = shared or {}
         param_buf = {s.buffer: n for n, s in program.params.items()}
         self.buffers = []
         self._owned = []
@@ -339,15 +352,6 @@ class Runtime(base.Runtime):
             buf = self.device.create_buffer(size=b.size, usage=usage, label=b.label[:60])
             self.buffers.append(buf)
             self._owned.append(buf)
-        # optimizer states that start at a constant other than zero
-        for n, v in program.meta.get("state_init", {}).items():
-            if v and n in program.states:
-                s = program.states[n]
-                cnt = 1
-                for d in s.shape:
-                    cnt *= d
-                self.write("states", n, array.array("f", [float(v)]) * cnt)
-        # every kernel's offsets in one uniform buffer, a slice per kernel (the Program's layout)
         layout = program.layout
         self._uniform = self.device.create_buffer(
             size=layout.uniform_bytes,
@@ -359,12 +363,30 @@ class Runtime(base.Runtime):
             data[o : o + 4 * len(k.offsets)] = array.array("I", k.offsets).tobytes()
         self.device.queue.write_buffer(self._uniform, 0, data)
         self._owned.append(self._uniform)
-        self._scalar_words = ScalarWords(program.scalars)
-        self.pipes = []
+
+    def _init_states(self) -> None:
+        """Optimizer states that start at a constant other than zero (new buffers are zeros)."""
+        for n, v in self.program.meta.get("state_init", {}).items():
+            if v and n in self.program.states:
+                cnt = 1
+                for d in self.program.states[n].shape:
+                    cnt *= d
+                self.write("states", n, array.array("f", [float(v)]) * cnt)
+
+    def _create_pipelines(self) -> list:
+        """self.pipes: each kernel's pipeline (shared by WGSL text, new ones compiled on
+        threads); returns each kernel's bind group layout."""
+        create_pipelines(self.program.kernels)
+        made = [pipeline_for(k) for k in self.program.kernels]
+        self.pipes = [pipe for pipe, _ in made]
+        return [bgl for _, bgl in made]
+
+    def _bind(self, layouts: list) -> None:
+        """Every kernel's bind group, made once, and a step's dispatches as one list
+        (self._steps, for self._record): C handles where wgpu-native's C functions can be
+        called directly (self.pipes and self.groups keep the objects alive)."""
         self.groups = []
-        create_pipelines(program.kernels)
-        for k, (o, size) in zip(program.kernels, layout.uniform):
-            pipe, bgl = pipeline_for(k)
+        for k, (o, size), bgl in zip(self.program.kernels, self.program.layout.uniform, layouts):
             entries = [
                 {
                     "binding": i,
@@ -383,21 +405,20 @@ class Runtime(base.Runtime):
                         "resource": {"buffer": self._uniform, "offset": o, "size": size},
                     }
                 )
-            self.pipes.append(pipe)
             self.groups.append(self.device.create_bind_group(layout=bgl, entries=entries))
-        # a step's dispatches, recorded as one list: C handles where wgpu-native's C
-        # functions can be called directly (self.pipes and self.groups keep them alive)
         raw = _raw_recorder()
         self._record = raw or _method_recorder
         self._steps = [
             (pipe._internal, group._internal, *k.dispatch) if raw else (pipe, group, *k.dispatch)
-            for k, pipe, group in zip(program.kernels, self.pipes, self.groups)
+            for k, pipe, group in zip(self.program.kernels, self.pipes, self.groups)
         ]
-        self._wgsl = {k.wgsl for k in program.kernels}
+
+    def _claim_pipelines(self) -> None:
+        """Count this Runtime among the users of its pipelines: the last to close frees them."""
+        self._wgsl = {k.wgsl for k in self.program.kernels}
         self._generation = _GENERATION
         for w in self._wgsl:
             _PIPELINE_USERS[w] = _PIPELINE_USERS.get(w, 0) + 1
-        self._staging = None
 
     # ------------------------------------------------------------ helpers
 

@@ -84,9 +84,9 @@ def _bulk(rng, method: str, n: int):
     np = _numpy()
     if np is not None:
         return _NumpyDraw(np)
-    from .. import web
+    from .. import worker
 
-    js = getattr(web.hooks(), "bulk", None)
+    js = getattr(worker.hooks(), "bulk", None)
     return _JsDraw(js) if js is not None else None
 
 

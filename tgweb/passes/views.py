@@ -10,9 +10,9 @@ carry the views: "views" {input index: (shape, strides, offset) of the stored te
 read}, "out_view" (logical shape, strides into the permuted layout). A permute that no
 strided kind absorbs but that reads such a chain itself reads the stored tensor through
 the chain's view (attrs "view"): one copy instead of a slice and a permute. The chains
-then have no readers and dead-code elimination drops them. A part of a node that its
-gradient keeps (graph.kept) stays a copy of its own: read through a view, it would keep
-the whole node alive until the backward pass.
+then have no readers, and lowering drops them as dead code (tgweb.lower.computed_nodes).
+A part of a node that its gradient keeps (graph.kept) stays a copy of its own: read
+through a view, it would keep the whole node alive until the backward pass.
 """
 
 from __future__ import annotations

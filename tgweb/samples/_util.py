@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import resources
 
-from .. import web
+from .. import worker
 
 
 def data_bytes(name: str) -> bytes:
@@ -14,13 +14,13 @@ def data_bytes(name: str) -> bytes:
     try:
         return (resources.files(__package__) / "data" / name).read_bytes()
     except FileNotFoundError:
-        if not web.in_browser():
+        if not worker.in_browser():
             raise FileNotFoundError(
                 f"tgweb/samples/data/{name} is not in this installation: the wheel that the site "
                 "bundles (build.py wheel) leaves the big data files out; install tgweb from a "
                 "clone (pip install .) for every sample's data"
             ) from None
-    return web.fetch_data(name)
+    return worker.fetch_data(name)
 
 
 def flatten(x) -> list:

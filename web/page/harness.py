@@ -10,7 +10,7 @@ import array
 import base64
 import time
 
-from tgweb import progcache, web
+from tgweb import progcache, worker
 from tgweb.io import checkpoint, safetensors
 
 _spaces = {}
@@ -78,24 +78,24 @@ def _show(ns):
 
 def page_train(name, steps, autosave_s=None):
     """train(steps); a stop request ends it quietly. Then show(). autosave_s: the run's
-    checkpoint goes to the page that often (web.autosave), and once more at the end."""
+    checkpoint goes to the page that often (worker.autosave), and once more at the end."""
     ns = _ns(name)
     t0, s0 = time.perf_counter(), ns["trainer"].steps
-    saver = web.autosave(ns["trainer"], every_s=autosave_s, name=name) if autosave_s else None
+    saver = worker.autosave(ns["trainer"], every_s=autosave_s, name=name) if autosave_s else None
     stopped, n = False, int(steps)
     try:
         if ns.pop("__unshown__", False) and n > 1:  # compiled by Start: the view after step 1
             ns["train"](1)
-            web.flush()  # the first loss reaches the page now
+            worker.flush()  # the first loss reaches the page now
             _show(ns)
             n -= 1
         ns["train"](n)
-    except web.Stopped:
+    except worker.Stopped:
         stopped = True
     finally:
         if saver is not None:
             saver.close()
-    web.flush()  # the metrics of the last steps (train() may leave them waiting)
+    worker.flush()  # the metrics of the last steps (train() may leave them waiting)
     secs = time.perf_counter() - t0
     if saver is not None:
         saver.save()

@@ -3,7 +3,7 @@
 # show() reports greedy exact-match accuracy on 250 of those held-out pairs and
 # the first block's attention ("attn0", captured in the forward pass).
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import addition as add
 
 trainer = tg.compile(add.Model(), add.loss_fn, inputs=add.INPUTS,
@@ -30,7 +30,7 @@ def show():
         examples.append(f"{a:2d} + {c:2d} = {s:3d}  {'ok' if ok else 'wrong'}")
     first = seen["attn"].tolist()[0]          # the first pair's four heads
     tokens = list(seen["tokens"][:8])
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"held-out accuracy": sum(right) / len(right), "pairs": len(right),
                     "goal": ">= 0.95"},
         "heatmaps": {"title": "block 1 attention, {} + {} (rows: query, columns: key)".format(*HELD_OUT[0]),
@@ -43,7 +43,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**add.batch(trainer.calls, rng=2))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 100 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -3,7 +3,7 @@
 # an 8x8 image as the data set's were made (canvas.rasterize) and runs the attached
 # inference graph (no dropout) for the ten probabilities the view shows as bars.
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import canvas
 
 trainer = tg.compile(canvas.Model(), canvas.loss_fn, inputs=canvas.INPUTS,
@@ -18,7 +18,7 @@ def show():
     rows = logits.run(**TEST).output.tolist()
     pred = [max(range(10), key=row.__getitem__) for row in rows]
     accuracy = sum(p == t for p, t in zip(pred, TRUTH)) / len(TRUTH)
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"test accuracy": accuracy, "goal": ">= 0.97", "step": trainer.steps},
         "canvas": {"side": 8},
     })
@@ -35,7 +35,7 @@ def predict(strokes):
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**canvas.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 100 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -6,7 +6,7 @@
 import random
 
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import cartpole as cp
 
 trainer = tg.compile(cp.Model(), cp.loss_fn, inputs=cp.INPUTS, optimizer=cp.OPTIMIZER, seed=0)
@@ -15,7 +15,7 @@ history = {"step": [], "mean_return": []}  # the training episodes' mean return 
 
 
 def policy(feeds):
-    web.check_stop()  # a step plays up to 200 timesteps: Stop is heard between them
+    worker.check_stop()  # a step plays up to 200 timesteps: Stop is heard between them
     return predict.run(**feeds).output
 
 
@@ -25,7 +25,7 @@ def show():
         history["step"].clear()  # after Reset: a fresh policy, a fresh curve
         history["mean_return"].clear()
     evaluated = cp.metric(policy)
-    web.emit(
+    worker.emit(
         "view",
         {
             "figures": {
@@ -47,12 +47,12 @@ def train(steps):
     for _ in range(steps):
         batch, returns = cp.rollout(trainer.steps, 0, policy)
         r = trainer.step(**batch)
-        web.metric("loss", r.loss, step=trainer.steps)
+        worker.metric("loss", r.loss, step=trainer.steps)
         history["step"].append(trainer.steps)
         history["mean_return"].append(sum(returns) / len(returns))
         if trainer.steps % 50 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()
 
 
 def episode(greedy=False, seed=None):

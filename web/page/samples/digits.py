@@ -1,7 +1,7 @@
 # digits: a small CNN classifies 8x8 handwritten digits (scikit-learn's set).
 # show() predicts all 359 test images and draws the first 40 with their labels.
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import digits
 
 trainer = tg.compile(digits.Model(), digits.loss_fn, inputs=digits.INPUTS,
@@ -16,7 +16,7 @@ def show():
     pred = [max(range(10), key=row.__getitem__) for row in logits]
     truth = digits.labels(digits.TEST_INDICES)
     accuracy = sum(p == t for p, t in zip(pred, truth)) / len(truth)
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"test accuracy": accuracy, "test images": len(truth), "goal": ">= 0.95"},
         "images": {"side": 8, "pixels": [digits.image(i) for i in SHOWN],
                    "labels": [str(p) for p in pred[:len(SHOWN)]],
@@ -27,7 +27,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**digits.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 100 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

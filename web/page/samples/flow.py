@@ -4,7 +4,7 @@
 # so the grid shows the same 64 samples sharpening as training goes; sample(steps, seed)
 # draws new ones, with the path of the first 8 through time, for the view's buttons.
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import flow
 
 trainer = tg.compile(flow.Model(), flow.loss_fn, inputs=flow.INPUTS,
@@ -53,7 +53,7 @@ def sample(steps=None, seed=None):
 def show():
     loss = flow.heldout_loss(lambda feeds: heldout.run(**feeds).output)
     s = sample()
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"held-out loss": loss, "baseline": BASELINE,
                     "goal": f"< {BASELINE - flow.SUCCESS['margin']:.3f}",
                     "nearest-digit ratio": s["ratio"], "step": trainer.steps},
@@ -64,7 +64,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**flow.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 200 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

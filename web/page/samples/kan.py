@@ -3,7 +3,7 @@
 # a grid of 8 intervals. show() sends the fit and every edge function to the view
 # (page/views/kan.mjs), which plots them.
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import kan
 
 trainer = tg.compile(kan.Model(), kan.loss_fn, inputs=kan.INPUTS,
@@ -17,7 +17,7 @@ def show():
     target = [kan.target(x) for x in kan.EVAL_GRID]
     mse = sum((f - t) ** 2 for f, t in zip(fit, target)) / len(fit)
     edges = kan.Edges(trainer.params())
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"grid MSE": mse, "goal": "< 1e-5", "step": trainer.steps},
         "kan": {"x": kan.EVAL_GRID, "target": target, "model": fit,
                 "ranges": [list(r) for r in kan.RANGES], "edges": edges.curves(points=41)},
@@ -27,7 +27,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**kan.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 50 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -6,7 +6,7 @@ import array
 import random
 
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import llama, names
 
 trainer = tg.compile(llama.Model(), llama.loss_fn, inputs=llama.INPUTS,
@@ -51,7 +51,7 @@ def sample(temperature=None, n=12):
 
 def show():
     s = sample()
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"validation loss": names.val_loss(logits), "bigram loss": BIGRAM,
                     "goal": f"< {BIGRAM - llama.SUCCESS['margin']:.3f}", "step": trainer.steps},
         "llama": s,
@@ -61,7 +61,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**llama.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 200 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -4,7 +4,7 @@
 import random
 
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import names
 
 trainer = tg.compile(names.Model(), names.loss_fn, inputs=names.INPUTS,
@@ -19,7 +19,7 @@ def logits(batch):
 
 def show():
     fresh = names.sample_names(logits, 12, rng=random.Random(trainer.steps))
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"validation loss": names.val_loss(logits), "bigram loss": BIGRAM,
                     "goal": f"< {BIGRAM - names.SUCCESS['margin']:.3f}"},
         "text": [n.capitalize() or "(empty)" for n in fresh],
@@ -29,7 +29,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**names.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 200 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -3,7 +3,7 @@
 # input, so set_image() (called by the view when you drop an image on it) switches
 # to your picture without recompiling; training goes on from where it is.
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import nerf
 
 trainer = tg.compile(nerf.Model(), nerf.loss_fn, inputs=nerf.INPUTS,
@@ -22,7 +22,7 @@ def show():
     """The reconstruction beside the target, and its PSNR."""
     recon = [v for row in predict.run(**COORDS).output.tolist() for v in row]
     psnr = nerf.psnr(recon, image)
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"PSNR (dB)": round(psnr, 2), "goal": "≥ 35 dB",
                     "target": source, "step": trainer.steps},
         "nerf": {"side": nerf.SIDE, "target": _bytes(image), "recon": _bytes(recon), "source": source},
@@ -55,7 +55,7 @@ def use_builtin():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**nerf.pixel_batch(image, trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 100 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

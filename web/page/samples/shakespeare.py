@@ -6,7 +6,7 @@
 import random
 
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import shakespeare
 
 sample = shakespeare.sized("full")
@@ -30,14 +30,14 @@ def show(chunk=24):
     text = ""
     while len(text) < LENGTH:
         text += "".join(next(chars) for _ in range(chunk))
-        web.emit("view", {"figures": figures, "shakespeare": {
+        worker.emit("view", {"figures": figures, "shakespeare": {
             "text": text, "done": len(text) >= LENGTH, "step": trainer.steps}})
 
 
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**sample.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % EVAL_EVERY == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -4,7 +4,7 @@
 import math
 
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import sin
 
 trainer = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS,
@@ -17,7 +17,7 @@ def show():
     fit = [row[0] for row in predict.run(**sin.grid()).output.tolist()]
     target = [math.sin(x) for x in sin.GRID]
     mse = sum((f - t) ** 2 for f, t in zip(fit, target)) / len(fit)
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"grid MSE": mse, "goal": "< 1e-3"},
         "curve": {"x": sin.GRID, "series": {"sin x": target, "model": fit}},
     })
@@ -26,7 +26,7 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**sin.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 100 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -3,7 +3,7 @@
 # show() plays 1,000 games against the uniformly random player, always the most
 # probable move; the view lets you play against the model (move() below).
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import tictactoe as tt
 
 trainer = tg.compile(tt.Model(), tt.loss_fn, inputs=tt.INPUTS,
@@ -16,7 +16,7 @@ def logits(feeds):
 
 
 def policy(feeds):
-    web.check_stop()  # Stop is heard between the plies of a step's games
+    worker.check_stop()  # Stop is heard between the plies of a step's games
     return logits(feeds)
 
 
@@ -24,7 +24,7 @@ def show():
     """Results of 1,000 greedy games against the uniformly random player."""
     res = tt.results(logits)
     share = (res["won"] + res["drawn"]) / tt.EVAL_GAMES
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"wins or draws vs random": share, "goal": ">= 0.98",
                     "games played": trainer.steps * (tt.SELF_PLAY + tt.VS_RANDOM + tt.VS_OPPORTUNIST)},
         "tictactoe": {"results": res, "step": trainer.steps},
@@ -34,10 +34,10 @@ def show():
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**tt.batch(trainer.steps, 0, policy))
-        web.metric("loss", r.loss, step=trainer.steps)
+        worker.metric("loss", r.loss, step=trainer.steps)
         if trainer.steps % 250 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()
 
 
 def move(cells, player):

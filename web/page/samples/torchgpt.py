@@ -5,7 +5,7 @@ import random
 
 import tgweb as tg
 import tgweb.torch as torch
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import names, torchgpt
 
 model = torchgpt.Model()
@@ -22,7 +22,7 @@ def logits(batch):
 
 def show():
     fresh = names.sample_names(logits, 12, rng=random.Random(trainer.steps))
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"validation loss": names.val_loss(logits), "bigram loss": BIGRAM,
                     "goal": f"< {BIGRAM - torchgpt.SUCCESS['margin']:.3f}",
                     "lr": scheduler.get_last_lr()[0]},
@@ -34,7 +34,7 @@ def train(steps):
     for _ in range(steps):
         r = trainer.step(**names.batch(trainer.calls))
         scheduler.step()  # the lr follows these calls, as in PyTorch
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 200 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -4,7 +4,7 @@
 # of digits decoded across the latent plane, and where the test digits' means lie on it;
 # decode_at(z1, z2) decodes the point of the plane the pointer is on.
 import tgweb as tg
-from tgweb import web
+from tgweb import worker
 from tgweb.samples import success_bound, vae
 
 trainer = tg.compile(vae.Model(), vae.loss_fn, inputs=vae.INPUTS,
@@ -26,7 +26,7 @@ GOAL = success_bound(vae)[1]
 def show():
     value = vae.metric(lambda g: nelbo.run(**g).output)
     means = encode.run(x=TEST["x"]).output.tolist()
-    web.emit("view", {
+    worker.emit("view", {
         "figures": {"test -ELBO (nats)": value, "goal": f"< {GOAL:.2f}",
                     "baseline (mean image)": BASELINE, "step": trainer.steps},
         "vae": {
@@ -48,7 +48,7 @@ def decode_at(z1, z2):
 def train(steps):
     for _ in range(steps):
         r = trainer.step(**vae.batch(trainer.calls))
-        web.metric("loss", r)  # sent once read back: no GPU wait here
+        worker.metric("loss", r)  # sent once read back: no GPU wait here
         if trainer.calls % 100 == 0:
             show()
-        web.check_stop()
+        worker.check_stop()

@@ -1,16 +1,19 @@
-"""Events from Python to the page, and the page's stop request.
+"""The Python side of the browser worker (web/worker.mjs): events from Python to the
+page, the page's stop request, the worker's JS hooks (hooks()) and the site's data files
+(fetch_data). `tgweb.web` is this module's older name: the same module, for the scripts
+(and the page's saved edits) written with it.
 
-Inside the browser worker (web/worker.mjs) every call here reaches the page as
-an event its handlers receive (``tg.on("progress", fn)`` in web/tgweb.mjs). In
-CPython the events go to a handler set with ``set_handler`` (none by default),
-so one script runs unchanged in both places::
+Inside the browser worker every call here reaches the page as an event its handlers
+receive (``tg.on("progress", fn)`` in web/tgweb.mjs). In CPython the events go to a
+handler set with ``set_handler`` (none by default), so one script runs unchanged in
+both places::
 
-    from tgweb import web
+    from tgweb import worker
     for step in range(n):
         r = trainer.step(**batch)
-        web.metric("loss", r)     # the step's loss, sent once it is read back
-        web.check_stop()          # raises web.Stopped once the page asked to stop
-    web.flush()                   # the last step's metric
+        worker.metric("loss", r)  # the step's loss, sent once it is read back
+        worker.check_stop()       # raises worker.Stopped once the page asked to stop
+    worker.flush()                # the last step's metric
 
 A metric given a StepResult (trainer.step's result) does not wait for the GPU: the
 event goes out once the step's results are in, which the next trainer.step brings
@@ -40,8 +43,9 @@ class Stopped(Exception):
 
 @functools.cache
 def hooks():
-    """The worker's JS hooks (emit, stopRequested, gpu, device, adapterInfo, bulk), or None
-    outside it; looked up once (a failed import searches the whole path again)."""
+    """The worker's JS hooks (web/worker.mjs: emit, emitBytes, stopRequested, gpu, device,
+    nextDevice, adapterInfo, programCache, bulk, fetchData), or None outside it; looked up
+    once (a failed import searches the whole path again)."""
     try:
         import tgweb_js  # registered by web/worker.mjs before any tgweb code runs
 
