@@ -36,14 +36,16 @@ def paired(ref, m):
     return ref.double()
 
 
-def by_torch(ref, call, feeds: dict[str, np.ndarray], rng):
-    """(results by name, cotangents): y0.. outputs, g_<param> and gi_<input> gradients."""
+def by_torch(ref, call, feeds: dict[str, np.ndarray], rng, constant=()):
+    """(results by name, cotangents): y0.. outputs, g_<param> and gi_<input> gradients
+    (not of the inputs named in constant: masks, which take no gradient in tgweb)."""
     ins = {
-        n: torch.tensor(a, dtype=torch.float64, requires_grad=True)
+        n: torch.tensor(a, dtype=torch.float64, requires_grad=n not in constant)
         if a.dtype.kind == "f"
         else torch.tensor(a)
         for n, a in feeds.items()
     }
+    ref.zero_grad(set_to_none=True)
     outs = flat(call(ref, **ins))
     cots = [rng.standard_normal(tuple(o.shape)).astype(np.float32) for o in outs]
     sum((o * torch.tensor(c, dtype=torch.float64)).sum() for o, c in zip(outs, cots)).backward()
@@ -60,7 +62,7 @@ def _dtype(a: np.ndarray) -> str:
     return {"f": "f32", "b": "bool"}.get(a.dtype.kind, "i32")
 
 
-def graph_of(m, call, feeds: dict[str, np.ndarray], cots: list[np.ndarray]) -> tuple[Graph, dict]:
+def graph_of(m, call, feeds: dict[str, np.ndarray], cots: list, constant=()) -> tuple[Graph, dict]:
     """The graph of the same results, every parameter an input (so both backends take it
     as a feed), and the feeds it takes."""
     g = Graph()
@@ -74,7 +76,7 @@ def graph_of(m, call, feeds: dict[str, np.ndarray], cots: list[np.ndarray]) -> t
             wrt["g_" + n] = t
             all_feeds[t.attrs["name"]] = np.frombuffer(p.value, np.float32).reshape(p.shape)
         ins = {n: g.input(n, a.shape, _dtype(a)) for n, a in feeds.items()}
-        wrt.update({"gi_" + n: t for n, t in ins.items() if t.dtype == "f32"})
+        wrt.update({"gi_" + n: t for n, t in ins.items() if t.dtype == "f32" and n not in constant})
         outs = _as_tensors(flat(call(m, **ins)))
         loss = None
         for k, (o, c) in enumerate(zip(outs, cots)):
@@ -88,8 +90,8 @@ def graph_of(m, call, feeds: dict[str, np.ndarray], cots: list[np.ndarray]) -> t
     return g, all_feeds
 
 
-def by_tgweb(m, call, feeds, cots, backend: str = "reference") -> dict[str, np.ndarray]:
-    g, all_feeds = graph_of(m, call, feeds, cots)
+def by_tgweb(m, call, feeds, cots, backend: str = "reference", constant=()) -> dict[str, np.ndarray]:
+    g, all_feeds = graph_of(m, call, feeds, cots, constant)
     if backend == "reference":
         ctx = Context("float64")
         ctx.scalars = {"seed": SEED}
@@ -116,12 +118,12 @@ def _host(v: np.ndarray) -> array.array:
     return array.array("f", v.astype(np.float32).ravel())
 
 
-def check(ref, m, call, feeds, backend: str = "reference", rtol=None, atol=None, seed: int = 0) -> dict:
+def check(ref, m, call, feeds, backend="reference", rtol=None, atol=None, seed=0, constant=()) -> dict:
     """Compare tgweb's m with torch's ref (whose state dict m is given here) on feeds;
     float64 on the reference backend, float32 tolerances on the kernels."""
     ref = paired(ref, m)
-    want, cots = by_torch(ref, call, feeds, np.random.default_rng(seed))
-    got = by_tgweb(m, call, feeds, cots, backend)
+    want, cots = by_torch(ref, call, feeds, np.random.default_rng(seed), constant)
+    got = by_tgweb(m, call, feeds, cots, backend, constant)
     rtol = rtol or (1e-9 if backend == "reference" else 2e-4)
     atol = atol or (1e-10 if backend == "reference" else 2e-5)
     assert set(got) == set(want), (sorted(got), sorted(want))

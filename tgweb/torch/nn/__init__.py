@@ -75,3 +75,11 @@ GRU = _torch_layer(_nn.GRU)
 RNNCell = _torch_layer(_nn.RNNCell)
 LSTMCell = _torch_layer(_nn.LSTMCell)
 GRUCell = _torch_layer(_nn.GRUCell)
+from .transformer import (  # noqa: E402,F401 - it builds on the layers above
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
