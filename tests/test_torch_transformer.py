@@ -251,3 +251,14 @@ def test_bad_arguments_are_refused():
         tgt.nn.MultiheadAttention(E, 3)
     with pytest.raises(ValueError, match="activation should be 'relu' or 'gelu'"):
         tgt.nn.TransformerEncoderLayer(E, NH, activation="tanh")
+
+
+def test_every_layer_is_listed_in_torch_md():
+    import inspect
+    import pathlib
+
+    doc = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "TORCH.md").read_text()
+    layers = doc.split("\n## Layers")[1]
+    names = [n for n, c in vars(tgt.nn).items() if inspect.isclass(c) and issubclass(c, tgt.nn.Module)]
+    missing = [n for n in names if f"`nn.{n}`" not in layers]
+    assert not missing, f"docs/TORCH.md has no row for {missing}"
