@@ -87,7 +87,8 @@ DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "TORCH.md"
 
 
 def test_table_is_current():
-    assert DOC.read_text() == table(), (
+    # the layers' section below the generated part is written by hand
+    assert DOC.read_text().split("\n## Layers")[0] == table(), (
         "regenerate docs/TORCH.md: python -c 'import tests.test_torch_semantics as t; print(t.table())'"
     )
 

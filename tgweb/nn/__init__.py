@@ -22,3 +22,4 @@ from .layers import (  # noqa: F401
     Tanh,
 )
 from .module import Module, ModuleDict, ModuleList, Parameter  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401

@@ -69,3 +69,17 @@ GELU = _torch_layer(_nn.GELU)
 Tanh = _torch_layer(_nn.Tanh)
 Sigmoid = _torch_layer(_nn.Sigmoid)
 SiLU = _torch_layer(_nn.SiLU)
+RNN = _torch_layer(_nn.RNN)
+LSTM = _torch_layer(_nn.LSTM)
+GRU = _torch_layer(_nn.GRU)
+RNNCell = _torch_layer(_nn.RNNCell)
+LSTMCell = _torch_layer(_nn.LSTMCell)
+GRUCell = _torch_layer(_nn.GRUCell)
+from .transformer import (  # noqa: E402,F401 - it builds on the layers above
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
