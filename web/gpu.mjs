@@ -190,6 +190,11 @@ function allocate(device, program, shared) {
     buffers[b.id] = device.createBuffer({ size: b.size, usage: USAGE(), label: b.label || `${b.kind}#${b.id}` });
     owned.push(buffers[b.id]);
   }
+  // data constants (little-endian words, base64 in the Program): written once, here
+  for (const [name, slot] of Object.entries(program.constants || {})) {
+    const bytes = Uint8Array.from(atob(program.data[name]), (c) => c.charCodeAt(0));
+    device.queue.writeBuffer(buffers[slot.buffer], slot.offset, bytes);
+  }
   const { uniform: slices, uniform_bytes: size } = program.layout;
   const uniform = device.createBuffer({ size, label: "offsets", usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
   owned.push(uniform);

@@ -347,6 +347,8 @@ class Runtime(base.Runtime):
                 for d in s.shape:
                     cnt *= d
                 self.write("states", n, array.array("f", [float(v)]) * cnt)
+        for n, s in program.constants.items():  # data constants: uploaded once, never written again
+            self.device.queue.write_buffer(self.buffers[s.buffer], s.offset, program.constant_bytes(n))
         # every kernel's offsets in one uniform buffer, a slice per kernel (the Program's layout)
         layout = program.layout
         self._uniform = self.device.create_buffer(
