@@ -328,7 +328,8 @@ class Runtime(base.Runtime):
             raise NativeError("; ".join(unmet))
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         shared = shared or {}
-        param_buf = {s.buffer: n for n, s in program.params.items()}
+        # params, and the module buffers an inference program reads (graph states)
+        param_buf = {s.buffer: n for d in (program.params, program.states) for n, s in d.items()}
         self.buffers = []
         self._owned = []
         for b in program.buffers:
@@ -512,7 +513,7 @@ class Runtime(base.Runtime):
         return self._read_many(list(read), encoder)
 
     def param_handle(self, name: str):
-        return self.buffers[self._slot("params", name).buffer]
+        return self.buffers[self._slot("params" if name in self.program.params else "states", name).buffer]
 
     def close(self) -> None:
         for b in self._owned:

@@ -69,3 +69,14 @@ GELU = _torch_layer(_nn.GELU)
 Tanh = _torch_layer(_nn.Tanh)
 Sigmoid = _torch_layer(_nn.Sigmoid)
 SiLU = _torch_layer(_nn.SiLU)
+
+# normalization (norm.py)
+from .norm import (  # noqa: E402,F401
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+)

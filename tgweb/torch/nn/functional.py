@@ -72,3 +72,6 @@ def scaled_dot_product_attention(
 ):
     """PyTorch's fused attention: tgweb's one kernel family (tgweb/ops/attention.py)."""
     return _ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+from .norm import batch_norm, group_norm, instance_norm  # noqa: E402,F401
