@@ -55,6 +55,7 @@ class LayerNorm(_torch_layer(_nn.LayerNorm, _layer_norm_args)):
 
 Linear = _torch_layer(_nn.Linear, _bias_from_fan_in)
 Conv2d = _torch_layer(_nn.Conv2d, _bias_from_fan_in)
+ConvTranspose2d = _torch_layer(_nn.ConvTranspose2d, _bias_from_fan_in)
 Embedding = _torch_layer(_nn.Embedding)
 ModuleList = _torch_layer(_nn.ModuleList)
 ModuleDict = _torch_layer(_nn.ModuleDict)
@@ -70,7 +71,60 @@ Tanh = _torch_layer(_nn.Tanh)
 Sigmoid = _torch_layer(_nn.Sigmoid)
 SiLU = _torch_layer(_nn.SiLU)
 
-# normalization (norm.py)
+# the rest of the everyday set (extra.py), the losses (losses.py), normalization (norm.py)
+from .extra import (  # noqa: E402,F401
+    CELU,
+    ELU,
+    SELU,
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    CircularPad1d,
+    CircularPad2d,
+    ConstantPad1d,
+    ConstantPad2d,
+    Conv1d,
+    ConvTranspose1d,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    MaxPool1d,
+    Mish,
+    PixelShuffle,
+    PixelUnshuffle,
+    PReLU,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReLU6,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    Softmax,
+    Softmax2d,
+    Softplus,
+    Softsign,
+    Tanhshrink,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
+from .losses import (  # noqa: E402,F401
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .norm import (  # noqa: E402,F401
     BatchNorm1d,
     BatchNorm2d,

@@ -163,7 +163,7 @@ class _NormBase(Module):
             )
 
     def _factor(self):
-        """The momentum of this step's update; counts the step (PyTorch's order)."""
+        """BatchNorm's momentum for this step's update; counts the step (PyTorch's order)."""
         if not (self.training and self.track_running_stats):
             return self.momentum if self.momentum is not None else 0.0
         count = self.num_batches_tracked + 1
@@ -204,7 +204,7 @@ class _InstanceNorm(_NormBase):
         self._check(input)
         unbatched = input.ndim == self.ranks[0]
         x = ops.unsqueeze(input, 0) if unbatched else input
-        factor = self._factor()
+        factor = self.momentum if self.momentum is not None else 0.0  # PyTorch counts no batches here
         use_input = self.training or not self.track_running_stats
         y = instance_norm(
             x, self.running_mean, self.running_var, self.weight, self.bias, use_input, factor, self.eps
