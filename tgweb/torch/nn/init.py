@@ -3,6 +3,7 @@ PyTorch's argument order. They draw from the generator torch.manual_seed seeds."
 
 from __future__ import annotations
 
+import array
 import math
 
 from ...ir import TraceError, current_graph, user_site
@@ -70,7 +71,7 @@ def orthogonal_(tensor, gain: float = 1.0):
         values = [q[j][i] * gain for i in range(rows) for j in range(cols)]
     else:
         values = [v * gain for row in _orthonormal_rows(flat) for v in row]
-    return _set(tensor, _init.from_array(values))
+    return _set(tensor, _init.from_array(array.array("f", values)))
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0):
