@@ -129,7 +129,8 @@ class _NormBase(Module):
     """Parameters weight (ones) and bias (zeros) when affine; buffers running_mean,
     running_var and num_batches_tracked when track_running_stats."""
 
-    ranks: tuple[int, ...] = ()  # the input ranks the layer takes (its batched rank last)
+    ranks: tuple[int, ...] = ()  # the input ranks the layer takes
+    unbatched: int | None = None  # the rank of an input without its batch axis, if taken
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, **_):
         from ... import torch
@@ -155,7 +156,7 @@ class _NormBase(Module):
                 f"got shape {tuple(x.shape)}",
                 user_site(),
             )
-        c = x.shape[1 if x.ndim == self.ranks[-1] else 0]
+        c = x.shape[0 if x.ndim == self.unbatched else 1]
         if c != self.num_features:
             raise TraceError(
                 f"{type(self).__name__}({self.num_features}) got {c} channels (shape {tuple(x.shape)})",
@@ -202,7 +203,7 @@ class _InstanceNorm(_NormBase):
 
     def forward(self, input):  # noqa: A002
         self._check(input)
-        unbatched = input.ndim == self.ranks[0]
+        unbatched = input.ndim == self.unbatched
         x = ops.unsqueeze(input, 0) if unbatched else input
         factor = self.momentum if self.momentum is not None else 0.0  # PyTorch counts no batches here
         use_input = self.training or not self.track_running_stats
@@ -214,14 +215,17 @@ class _InstanceNorm(_NormBase):
 
 class InstanceNorm1d(_InstanceNorm):
     ranks = (2, 3)
+    unbatched = 2
 
 
 class InstanceNorm2d(_InstanceNorm):
     ranks = (3, 4)
+    unbatched = 3
 
 
 class InstanceNorm3d(_InstanceNorm):
     ranks = (4, 5)
+    unbatched = 4
 
 
 class GroupNorm(Module):
