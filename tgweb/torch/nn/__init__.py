@@ -65,11 +65,21 @@ MaxPool2d = _torch_layer(_nn.MaxPool2d)
 AvgPool2d = _torch_layer(_nn.AvgPool2d)
 Flatten = _torch_layer(_nn.Flatten)
 Identity = _torch_layer(_nn.Identity)
-ReLU = _torch_layer(_nn.ReLU)
 GELU = _torch_layer(_nn.GELU)
 Tanh = _torch_layer(_nn.Tanh)
 Sigmoid = _torch_layer(_nn.Sigmoid)
-SiLU = _torch_layer(_nn.SiLU)
+
+
+def _inplace_arg(core):
+    """An activation taking PyTorch's inplace= (a traced graph has no in-place ops: ignored)."""
+
+    def __init__(self, inplace: bool = False):
+        Module.__init__(self)
+
+    return type(core.__name__, (Module, core), {"__init__": __init__, "__doc__": core.__doc__})
+
+
+ReLU, SiLU = _inplace_arg(_nn.ReLU), _inplace_arg(_nn.SiLU)
 
 # the rest of the everyday set (extra.py), the losses (losses.py), normalization (norm.py)
 from .extra import (  # noqa: E402,F401
