@@ -98,6 +98,7 @@ CASES = [
     ("charmodels", ("bow",)),
     ("charmodels", ("mlp",)),
     ("charmodels", ("bigram",)),
+    ("dcgan", ()),
 ]
 
 
@@ -135,7 +136,9 @@ def test_lr_set_on_param_groups_before_each_step():
 
 
 @pytest.mark.native
-@pytest.mark.parametrize("name,args", [("gpt", (False,)), ("charmodels", ("gru",)), ("manual_lr", ())])
+@pytest.mark.parametrize(
+    "name,args", [("gpt", (False,)), ("charmodels", ("gru",)), ("manual_lr", ()), ("dcgan", ())]
+)
 def test_native_matches_torch(name, args):
     want, got = _run(name, args, "native", steps=6)  # lavapipe: the reference runs check 20 steps
     assert np.abs(want - got).max() < 2e-3, (want, got)

@@ -36,6 +36,16 @@ STATUS = {
     "contiguous": "no-op: traced tensors are row-major",
     "long": "casts to i32 (int64 inputs are checked to fit)",
     "int": "casts to i32",
+    # PyTorch's Tensor methods tgweb.torch adds (tgweb/torch/_methods.py)
+    "clone": "no copy: a traced value never changes in place",
+    "detach": "stop_gradient",
+    "requires_grad_": "no-op: tg.compile derives the gradients the loss needs",
+    "cpu": "no-op",
+    "cuda": "no-op",
+    "is_cuda": "always False",
+    "norm": SAME + " for the 2-norm (p=2, 'fro'); other p refused",
+    "log1p": SAME + " (composed: log(1 + x) corrected where 1 + x rounds)",
+    "expm1": SAME + " (composed: exp(x) - 1 corrected near 0)",
 }
 
 
@@ -61,6 +71,8 @@ def table() -> str:
     lines += [f"| `{n}` | `Tensor.{n}` | {STATUS.get(n, SAME)} |" for n in ms]
     lines += ["", "## tgweb.torch.optim and its lr_scheduler", "", "| name | status |", "| --- | --- |"]
     lines += [f"| `{n}` | {status} |" for n, status in OPTIM_STATUS.items()]
+    lines += ["", "## tgweb.torch.nn: normalization, the everyday layers, losses", "", "| name | status |"]
+    lines += ["| --- | --- |"] + [f"| `{n}` | {status} |" for n, status in LAYER_STATUS.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -80,6 +92,37 @@ OPTIM_STATUS = {
     "SequentialLR": SAME,
     "scheduler.state_dict()": "last_epoch; trainer.checkpoint() does not hold it (save it beside it)",
     "ReduceLROnPlateau, CyclicLR, CosineAnnealingWarmRestarts, ChainedScheduler": "not provided",
+}
+
+
+# tested in test_torch_norm.py, test_torch_layers.py (forward and gradients against torch,
+# state dicts both ways) and test_torch_models.py (the DCGAN file, step by step)
+LAYER_STATUS = {
+    "BatchNorm1d, BatchNorm2d, BatchNorm3d": SAME + " (training and eval); running_mean, running_var and "
+    "num_batches_tracked are state the step updates (skipped with the step), in trainer.buffers() and "
+    "checkpoints under their names; an attached inference program reads them in eval mode",
+    "InstanceNorm1d/2d/3d, GroupNorm": SAME + " (unbatched InstanceNorm inputs too)",
+    "F.batch_norm, F.instance_norm, F.group_norm": SAME + "; running statistics must be a module's buffers",
+    "Conv1d, ConvTranspose1d, ConvTranspose2d": SAME
+    + "; Conv1d's padding_mode too (ConvTranspose's zeros only)",
+    "MaxPool1d, AvgPool1d": SAME + "; dilation and return_indices refused",
+    "AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d": SAME
+    + " (an even split is one pooling op; an uneven average "
+    "a product with a constant matrix); return_indices refused",
+    "Upsample, F.interpolate": SAME
+    + " for nearest, linear (1-D) and bilinear (2-D), align_corners either way; "
+    "other modes and antialias refused",
+    "PixelShuffle, PixelUnshuffle": SAME,
+    "ZeroPad, ConstantPad, ReflectionPad, ReplicationPad, CircularPad (1d, 2d), F.pad": SAME,
+    "LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, LogSigmoid, Softsign, Hardsigmoid, "
+    "Hardswish, Mish, Tanhshrink, Softmax, LogSoftmax, Softmax2d": SAME + "; inplace= accepted and ignored",
+    "CrossEntropyLoss, NLLLoss": SAME + " (weight, ignore_index, label_smoothing, probability targets, "
+    "class axis at dim 1)",
+    "BCELoss, BCEWithLogitsLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss": SAME
+    + " (weight, pos_weight, beta, delta, batchmean, log_target)",
+    "nn.init.orthogonal_, calculate_gain": SAME + " (orthogonal_ draws tgweb's generator, not torch's)",
+    "torch.tensor(data) inside forward": "a data constant of the graph (uploaded once, never trained); "
+    "over 1 MiB refused: pass it as an input or a parameter",
 }
 
 

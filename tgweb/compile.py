@@ -237,6 +237,7 @@ def build_training_graph(
         graph.on_add = copy_early
     graph, out = trace(loss_fn, model, inputs, graph)
     graph.on_add = None
+    buffers = dict(graph.updates)  # the forward's own updates (module buffers), applied with the step
     loss = scalar_loss(out)
     names = list(graph.params)
     pobj = dict(model.named_parameters())
@@ -269,7 +270,7 @@ def build_training_graph(
         ok = grad_ok if upd_ok is None else ops.logical_and(grad_ok, upd_ok)
         for n, v in new["params"].items():
             graph.updates[n] = ops.where(ok, v, graph.params[n])
-        for n, v in new["states"].items():
+        for n, v in (*new["states"].items(), *buffers.items()):
             graph.updates[n] = ops.where(ok, v, graph.states[n])
         if scale is not None:
             loss_scaling(graph, ok)

@@ -76,6 +76,11 @@ class Inference:
         graph, out = trace(
             self._fn, self.trainer.model, self._inputs, Graph(precision=self.trainer.graph.precision)
         )
+        if graph.updates:
+            raise TraceError(
+                f"the forward function updates the module buffers {sorted(graph.updates)} (a BatchNorm "
+                "in training mode): an inference program only reads them; call model.eval() first"
+            )
         if isinstance(out, Tensor):
             graph.outputs["output"] = out
             self._single = True

@@ -523,7 +523,8 @@ def _swap(a: Tensor, b: Tensor) -> None:
     for t in g.tensors:
         if any(id(i) in pick for i in t.inputs):
             t.inputs = tuple(pick.get(id(i), i) for i in t.inputs)
-    for d in (g.inputs, g.params, g.captures, g.outputs, g.param_tensors, g.states, g.scalars):
+    named = (g.inputs, g.params, g.captures, g.outputs, g.param_tensors, g.states, g.scalars)
+    for d in named + (g.constants, g.buffer_tensors):
         for k, v in d.items():
             if id(v) in pick:
                 d[k] = pick[id(v)]
@@ -567,6 +568,8 @@ class Graph:
     outputs: dict[str, Tensor] = field(default_factory=dict)
     param_tensors: dict[int, Tensor] = field(default_factory=dict)  # id(Parameter) -> node
     states: dict[str, Tensor] = field(default_factory=dict)  # persistent optimizer state
+    constants: dict[str, Tensor] = field(default_factory=dict)  # data the Program carries (read-only)
+    buffer_tensors: dict[int, Tensor] = field(default_factory=dict)  # id(module buffer) -> its state
     scalars: dict[str, Tensor] = field(default_factory=dict)  # per-step host scalars
     updates: dict[str, Tensor] = field(default_factory=dict)  # param/state name -> next value
     grads: dict[str, Tensor] = field(default_factory=dict)  # param name -> its gradient
@@ -610,12 +613,26 @@ class Graph:
         self.params[name] = t
         return t
 
-    def state(self, name: str, shape: tuple[int, ...], init: float = 0.0) -> Tensor:
-        """Persistent f32 state (optimizer moments), initialised to a constant."""
+    def state(self, name: str, shape: tuple[int, ...], init: float = 0.0, buffer: bool = False) -> Tensor:
+        """Persistent f32 state (optimizer moments), initialised to a constant; buffer: a
+        module's buffer that its forward updates (BatchNorm's running statistics), whose
+        values the Trainer takes from the model and keeps under the buffer's own name."""
         if name in self.states:
             raise TraceError(f"state {name!r} declared twice")
-        t = self.add("state", (), {"name": name, "init": float(init)}, tuple(shape), "f32")
+        attrs = {"name": name, "init": float(init)} | ({"buffer": True} if buffer else {})
+        t = self.add("state", (), attrs, tuple(shape), "f32")
         self.states[name] = t
+        return t
+
+    def constant(self, data: bytes, shape: tuple[int, ...], dtype: str) -> Tensor:
+        """A read-only tensor of data (its values as little-endian 32-bit words, bool as
+        0/1 u32), carried by the Program and uploaded once; equal data is one constant."""
+        for t in self.constants.values():
+            if t.attrs["data"] == data and t.shape == tuple(shape) and t.dtype == dtype:
+                return t
+        name = f"constant{len(self.constants)}"
+        t = self.add("constant", (), {"name": name, "data": bytes(data)}, tuple(shape), dtype)
+        self.constants[name] = t
         return t
 
     def scalar(self, name: str, dtype: str = "f32") -> Tensor:

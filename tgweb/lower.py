@@ -14,6 +14,7 @@ Pure Python (no NumPy): it runs in the browser too.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -368,7 +369,7 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
 
     values = [
         Value(t.id, nbytes(t), kind[:-1], f"{kind[:-1]}:{n}")
-        for kind in ("inputs", "params", "states")
+        for kind in ("inputs", "params", "states", "constants")
         for n, t in getattr(graph, kind).items()
     ]
     words = scalar_words(graph.scalars)
@@ -641,8 +642,9 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
         return Slot(b, tuple(t.shape), t.dtype, e * 4)
 
     prog = Program(buffers=store.buffers, kernels=kernels)
-    for kind in ("inputs", "params", "states", "outputs", "captures"):
+    for kind in ("inputs", "params", "states", "constants", "outputs", "captures"):
         setattr(prog, kind, {n: slot(t) for n, t in getattr(graph, kind).items()})
+    prog.data = {n: base64.b64encode(t.attrs["data"]).decode() for n, t in graph.constants.items()}
     prog.scalars = [Scalar(n, "f32" if t.dtype == "f32" else "u32") for n, t in graph.scalars.items()]
     prog.scalars_buffer = store.scalars_buffer
     biggest = max((b.size for b in store.buffers), default=4)

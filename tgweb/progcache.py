@@ -75,7 +75,7 @@ class Skeleton:
 
         def leaves(m):
             return [
-                [n, list(t.shape), t.dtype, {k: v for k, v in t.attrs.items() if k == "init"}]
+                [n, list(t.shape), t.dtype, {k: v for k, v in t.attrs.items() if k in ("init", "buffer")}]
                 for n, t in m.items()
             ]
 

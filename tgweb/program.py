@@ -13,11 +13,14 @@ kernels   in execution order. Each has WGSL text with entry point `main`, its
           dispatch, for error messages the op kinds it computes and the user's
           call site, and `offsets`: u32 values for a uniform binding. Kernels with
           the same WGSL share a pipeline.
-inputs, params, states, outputs, captures
+inputs, params, states, constants, outputs, captures
           name -> Slot: the buffer holding that tensor, its byte offset in it
           (several tensors may share one buffer, e.g. all gradients packed in one
           arena so a global norm is a single reduction), its shape and dtype.
           f32 is float32, i32 is int32, bool is one u32 (0 or 1) per element.
+data      constant name -> its values (little-endian 32-bit words, base64): the data
+          constants of the graph (tgweb.ops.constant), which a runtime writes into their
+          slots once, when it instantiates the Program, and never again.
 scalars   the per-step host scalars, in order: each is one 32-bit word of the
           buffer `scalars_buffer`, an "f32" or a "u32" (learning rate, bias
           corrections, PRNG seed, ...). The host writes them before each step.
@@ -89,6 +92,7 @@ Validation: Program.validate() checks the structure once, where a Program is mad
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -96,7 +100,7 @@ from typing import Any
 from .ir import prod
 
 VERSION = 2
-BUFFER_KINDS = ("param", "grad", "state", "input", "intermediate", "output", "capture", "scalars")
+BUFFER_KINDS = ("param", "grad", "state", "constant", "input", "intermediate", "output", "capture", "scalars")
 ACCESS = ("read", "read_write")
 SLOT_DTYPES = ("f32", "i32", "bool")
 MAX_GROUPS = 65535  # workgroups per dispatch dimension (WebGPU's default limit)
@@ -300,10 +304,12 @@ class Program:
     inputs: dict[str, Slot] = field(default_factory=dict)
     params: dict[str, Slot] = field(default_factory=dict)
     states: dict[str, Slot] = field(default_factory=dict)
+    constants: dict[str, Slot] = field(default_factory=dict)
     outputs: dict[str, Slot] = field(default_factory=dict)
     captures: dict[str, Slot] = field(default_factory=dict)
     scalars: list[Scalar] = field(default_factory=list)
     scalars_buffer: int | None = None
+    data: dict[str, str] = field(default_factory=dict)  # constant name -> base64 of its bytes
     meta: dict[str, Any] = field(default_factory=dict)  # limits needed, counts, memory report
     version: int = VERSION
 
@@ -357,10 +363,12 @@ class Program:
             inputs=slots(d["inputs"]),
             params=slots(d["params"]),
             states=slots(d["states"]),
+            constants=slots(d.get("constants", {})),
             outputs=slots(d["outputs"]),
             captures=slots(d["captures"]),
             scalars=[Scalar(**s) for s in d["scalars"]],
             scalars_buffer=d["scalars_buffer"],
+            data=dict(d.get("data", {})),
             meta=d["meta"],
             version=d["version"],
         )
@@ -388,7 +396,7 @@ class Program:
                 all(isinstance(o, int) and 0 <= o < 2**32 for o in k.offsets),
                 f"kernel {k.name}: offsets must be u32 values",
             )
-        for kind in ("inputs", "params", "states", "outputs", "captures"):
+        for kind in ("inputs", "params", "states", "constants", "outputs", "captures"):
             for name, s in getattr(self, kind).items():
                 what = f"{kind[:-1]} {name!r}"
                 _need(0 <= s.buffer < nb, f"{what}: buffer {s.buffer} does not exist")
@@ -399,6 +407,7 @@ class Program:
                     s.offset % 4 == 0 and end <= self.buffers[s.buffer].size,
                     f"{what}: bytes {s.offset}..{end} do not fit buffer {s.buffer}",
                 )
+        self._validate_data()
         used = set(wgsl_features(self.kernels)) - set(self.meta.get("features", []))
         _need(
             not used, f"kernels use the WebGPU features {sorted(used)}, which meta['features'] does not list"
@@ -411,6 +420,20 @@ class Program:
                 and 4 * len(self.scalars) <= self.buffers[self.scalars_buffer].size,
                 "scalars_buffer is missing or too small for the scalars",
             )
+
+    def _validate_data(self) -> None:
+        _need(set(self.data) == set(self.constants), "data must hold exactly the constants' values")
+        for name, text in self.data.items():
+            try:
+                n = len(base64.b64decode(text, validate=True))
+            except (TypeError, ValueError):
+                raise ProgramError(f"data {name!r} is not base64 text") from None
+            want = 4 * prod(self.constants[name].shape)
+            _need(n == want, f"data {name!r} holds {n} bytes, its constant {want}")
+
+    def constant_bytes(self, name: str) -> bytes:
+        """A data constant's values, as the runtimes upload them."""
+        return base64.b64decode(self.data[name])
 
     def pipelines(self) -> int:
         """Unique pipelines: kernels deduplicated by WGSL text."""

@@ -32,12 +32,15 @@ def trace(fn: Callable, model, inputs: dict[str, Any], graph: Graph | None = Non
     """Run fn(model, **input tensors) while recording; returns (graph, fn's result as tensors).
 
     Every parameter of model gets a node first, so unused ones still exist (and get
-    zero gradients)."""
+    zero gradients); so does every buffer its forward updates (model.state_buffers()),
+    as graph state under the buffer's dotted name."""
     graph = graph or Graph()
     with tracing(graph):
         if model is not None and not graph.params:
             for name, p in model.named_parameters():
                 graph.param_tensors[id(p)] = graph.param(name, p.shape)
+            for name, b in model.state_buffers():
+                graph.buffer_tensors[id(b)] = graph.state(name, b.shape, buffer=True)
         feeds = {}
         for name, spec in inputs.items():
             shape, dtype = input_spec(name, spec)
@@ -95,6 +98,8 @@ def value_and_grad(loss_fn: Callable, model, *, precision: str = "float32", **in
     params = dict(model.named_parameters())
     for n in names:
         feeds[graph.params[n].id] = np.frombuffer(params[n].value, np.float32).reshape(params[n].shape)
+    for n, b in model.state_buffers():
+        feeds[graph.states[n].id] = np.array(b.values, np.float32).reshape(b.shape)
     ctx = Context(precision)
     ctx.scalars.setdefault("seed", ctx.seed)  # stochastic ops (dropout, rand) read it
     vals = evaluate(graph, [loss] + [grads[graph.params[n].id] for n in names], feeds, ctx)

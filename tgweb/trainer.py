@@ -113,7 +113,10 @@ class Trainer:
                 f"(known: seed and the optimizer's {list(OPTIMIZER_SCALARS)}, per group)"
             )
         self._pshape = {n: t.shape for n, t in graph.params.items()}
-        self._sshape = {n: t.shape for n, t in graph.states.items()}
+        # module buffers the forward updates (BatchNorm's running statistics) are states
+        # kept under their own names, beside the parameters; the rest is optimizer state
+        self._bshape = {n: t.shape for n, t in graph.states.items() if t.attrs.get("buffer")}
+        self._sshape = {n: t.shape for n, t in graph.states.items() if n not in self._bshape}
         self._schedule: Schedule = optimizer.lr
         self._origin = 0  # applied-step count at which the schedule started
         self._applied = 0  # applied steps
@@ -176,6 +179,9 @@ class Trainer:
                 self._engine.write("params", n, p.init(p.shape, param_rng(self.seed, n)))
         for n, t in self.graph.states.items():
             self._engine.write("states", n, array.array("f", [t.attrs["init"]]) * prod(t.shape))
+        for n, b in self.model.state_buffers():
+            if n in self._bshape:
+                self._engine.write("states", n, array.array("f", map(float, b.values)))
         self._applied = self._origin = self._calls = 0
 
     def params(self) -> dict[str, Any]:
@@ -187,6 +193,12 @@ class Trainer:
         """Optimizer state arrays by name (e.g. 'fc.weight.exp_avg'); copies."""
         self._wait_in_flight()
         return {n: self._engine.read("states", n) for n in self._sshape}
+
+    def buffers(self) -> dict[str, Any]:
+        """The module buffers the step updates (BatchNorm's 'bn.running_mean', ...) by name;
+        copies. A tgweb.torch module takes them back with load_state_dict, as params()."""
+        self._wait_in_flight()
+        return {n: self._engine.read("states", n) for n in self._bshape}
 
     @property
     def calls(self) -> int:
@@ -218,12 +230,13 @@ class Trainer:
 
     def checkpoint(self) -> tuple[dict[str, Any], dict[str, str]]:
         """Everything the next step depends on, as (tensors, metadata) for
-        tgweb.io.safetensors: the parameters by name, the optimizer state as
-        "optimizer.<name>", and metadata (strings) with the applied steps, the step()
-        calls (the random stream's position), the seed, and the learning-rate schedule
-        in force with the step it started at. restore() takes it back exactly."""
+        tgweb.io.safetensors: the parameters and the module buffers the step updates by
+        name, the optimizer state as "optimizer.<name>", and metadata (strings) with the
+        applied steps, the step() calls (the random stream's position), the seed, and the
+        learning-rate schedule in force with the step it started at. restore() takes it back exactly."""
         self._wait_in_flight()
         tensors = dict(self.params())
+        tensors.update(self.buffers())
         tensors.update({STATE_PREFIX + k: v for k, v in self.states().items()})
         meta = {
             "format": "tgweb",
@@ -255,8 +268,10 @@ class Trainer:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
             raise InputError("restore: metadata must map strings to strings")
         params = {k: v for k, v in tensors.items() if not str(k).startswith(STATE_PREFIX)}
+        buffers = {k: params.pop(k) for k in self._bshape if k in params}
         states = {k[len(STATE_PREFIX) :]: v for k, v in tensors.items() if str(k).startswith(STATE_PREFIX)}
         new_p = self._checked("params", params, self._pshape, "restore", "parameter")
+        new_p.update(self._checked("states", buffers, self._bshape, "restore", "buffer"))
         if states or not self._sshape:
             new_s = self._checked("states", states, self._sshape, "restore", "state")
             steps = _meta_int(meta, "steps", 0)
@@ -264,6 +279,7 @@ class Trainer:
             new_s = {
                 n: ("states", array.array("f", [t.attrs["init"]]) * prod(t.shape), None)
                 for n, t in self.graph.states.items()
+                if n in self._sshape
             }
             steps = 0
         calls = _meta_int(meta, "calls", steps)

@@ -64,16 +64,24 @@ async function createPipeline(device, kernels, layout) {
   }
 }
 
+// what another instance may lend a Program: a param, or a module buffer kept as a state
+const sharable = (program, name) => program.params[name] || program.states[name];
+
 // the Program's buffers (a shared param brings its whole buffer) and every kernel's
 // offsets in one uniform buffer, in the slices of the Program's layout
 function allocate(device, program, shared) {
   const buffers = new Array(program.buffers.length);
   const owned = [];
-  for (const [name, buf] of Object.entries(shared)) buffers[program.params[name].buffer] = buf;
+  for (const [name, buf] of Object.entries(shared)) buffers[sharable(program, name).buffer] = buf;
   for (const b of program.buffers) {
     if (buffers[b.id]) continue;
     buffers[b.id] = device.createBuffer({ size: b.size, usage: USAGE(), label: b.label || `${b.kind}#${b.id}` });
     owned.push(buffers[b.id]);
+  }
+  // data constants (little-endian words, base64 in the Program): written once, here
+  for (const [name, slot] of Object.entries(program.constants || {})) {
+    const bytes = Uint8Array.from(atob(program.data[name]), (c) => c.charCodeAt(0));
+    device.queue.writeBuffer(buffers[slot.buffer], slot.offset, bytes);
   }
   const { uniform: slices, uniform_bytes: size } = program.layout;
   const uniform = device.createBuffer({ size, label: "offsets", usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
@@ -92,8 +100,8 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   const t0 = performance.now();
   const why = refusal(program, programLimits(program), device, "the device");
   if (why) throw new ProgramError(why);
-  const unknown = Object.keys(shared).filter((name) => !program.params[name]);
-  if (unknown.length) throw new ProgramError(`shared: the Program has no param ${unknown.join(", ")}`);
+  const unknown = Object.keys(shared).filter((name) => !sharable(program, name));
+  if (unknown.length) throw new ProgramError(`shared: the Program has no param or state ${unknown.join(", ")}`);
   device.pushErrorScope("out-of-memory");
   const { buffers, owned, uniform, slices } = allocate(device, program, shared);
   const allocError = await device.popErrorScope();
@@ -287,7 +295,7 @@ export class Runtime {
 
   /** The GPUBuffer holding a param (for sharing with another instance). */
   paramBuffer(name) {
-    return this.buffers[this.slot("params", name).buffer];
+    return this.buffers[this.slot(this.program.params[name] ? "params" : "states", name).buffer];
   }
 
   destroy() {

@@ -104,7 +104,9 @@ class RuntimeEngine:
         self.program = program
         shared = None
         if share is not None:
-            shared = {n: share.rt.param_handle(n) for n in self.program.params}
+            # an inference program's states are module buffers (BatchNorm's running
+            # statistics): the trainer's, as its params are
+            shared = {n: share.rt.param_handle(n) for n in (*self.program.params, *self.program.states)}
         self.rt = mod.Runtime(self.program, shared=shared)
         self._slots = {
             "params": self.program.params,

@@ -31,8 +31,9 @@ class Runtime:
     name = "abstract"
 
     def __init__(self, program: Program, shared: dict[str, Any] | None = None) -> None:
-        """Allocate buffers and create pipelines. `shared` maps param names to buffer
-        handles of another Runtime (from param_handle) to use instead of new buffers."""
+        """Allocate buffers and create pipelines. `shared` maps param names (and the names
+        of module buffers kept as states) to buffer handles of another Runtime (from
+        param_handle) to use instead of new buffers."""
         raise NotImplementedError
 
     def write(self, kind: str, name: str, data: array.array) -> None:
@@ -65,7 +66,7 @@ class Runtime:
         return check_inputs(self.program.inputs, inputs, "inputs")
 
     def param_handle(self, name: str) -> Any:
-        """The buffer holding a param, for sharing with another Runtime."""
+        """The buffer holding a param (or a module buffer's state), for sharing with another Runtime."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -341,7 +341,8 @@ class Runtime(base.Runtime):
         Program's layout; _owned lists what close() destroys."""
         wgpu, program = self._wgpu, self.program
         usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-        param_buf = {s.buffer: n for n, s in program.params.items()}
+        # params, and the module buffers an inference program reads (graph states)
+        param_buf = {s.buffer: n for d in (program.params, program.states) for n, s in d.items()}
         self.buffers = []
         self._owned = []
         for b in program.buffers:
@@ -352,6 +353,8 @@ class Runtime(base.Runtime):
             buf = self.device.create_buffer(size=b.size, usage=usage, label=b.label[:60])
             self.buffers.append(buf)
             self._owned.append(buf)
+        for n, s in program.constants.items():  # data constants: uploaded once, never written again
+            self.device.queue.write_buffer(self.buffers[s.buffer], s.offset, program.constant_bytes(n))
         layout = program.layout
         self._uniform = self.device.create_buffer(
             size=layout.uniform_bytes,
@@ -531,7 +534,7 @@ class Runtime(base.Runtime):
         return self._read_many(list(read), encoder)
 
     def param_handle(self, name: str):
-        return self.buffers[self._slot("params", name).buffer]
+        return self.buffers[self._slot("params" if name in self.program.params else "states", name).buffer]
 
     def close(self) -> None:
         for b in self._owned:

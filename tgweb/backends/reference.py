@@ -96,7 +96,7 @@ class Engine:
         self.f = self.ctx.f
         self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}
         if share is not None:
-            self.values["params"] = share.values["params"]  # the same dict: updates are seen
+            self.values = share.values  # the same dicts: updates are seen (module buffers too)
         self._leaf = {"params": graph.params, "states": graph.states}
         self._out = [
             (k, n, t)

@@ -78,6 +78,12 @@ class Module:
         _walk(self, "", out, seen)
         return out
 
+    def state_buffers(self) -> list[tuple[str, Any]]:
+        """(dotted name, holder) of each buffer the forward updates (tgweb.torch's BatchNorm
+        running statistics): graph state the Trainer starts from holder.values (flat
+        numbers of holder.shape) and keeps under that name. None here."""
+        return []
+
     def parameters(self) -> list[Parameter]:
         return [p for _, p in self.named_parameters()]
 

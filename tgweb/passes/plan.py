@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 from ..program import Buffer
 
-PRIORITY = ("param", "state", "input", "scalars", "grad", "output", "capture", "intermediate")
+PRIORITY = ("param", "state", "constant", "input", "scalars", "grad", "output", "capture", "intermediate")
 POOLED = ("intermediate",)
 PACKED = {"grad": 16, "scalars": 4}  # kinds packed into one arena buffer -> alignment
 POOL_ALIGN = 16  # bytes: a pooled value's offset in its buffer (vec4 loads read from there)

@@ -251,4 +251,12 @@ globals().update({n: getattr(_ops, n) for n in _SAME})
 clip, gather_along = _ops.clamp, _ops.take_along_axis
 eq, lt, gt, le, ge = _ops.equal, _ops.less, _ops.greater, _ops.less_equal, _ops.greater_equal
 
+# PyTorch's Tensor methods that tgweb's Tensor lacks (_methods.py), and their functions
+from . import _methods  # noqa: E402
+
+_methods.install()
+log1p, expm1, index_select, gather = _methods.log1p, _methods.expm1, _methods._index_select, _methods._gather
+var, std = _methods._var, _methods._std
+as_tensor = from_numpy = tensor
+
 from . import nn, optim  # noqa: E402,F401 - they use the names above

@@ -1,7 +1,9 @@
-"""Tensors made outside tracing (in a module's __init__): host values plus the recipe
-that rebuilds them as graph nodes when a traced forward reads them, so that
-`nn.Parameter(torch.ones(n))` and `register_buffer("mask", torch.tril(...))` work.
-Pure Python: the browser has no NumPy."""
+"""Tensors held on the host (made in a module's __init__, or from data anywhere): host
+values plus the recipe that rebuilds them as graph nodes when a traced forward reads
+them, so that `nn.Parameter(torch.ones(n))` and `register_buffer("mask",
+torch.tril(...))` work. One made from data (no recipe) is a data constant of the graph
+(tgweb.ops.constant); a buffer its module updates (BatchNorm's running statistics) is
+graph state (Graph.buffer_tensors). Pure Python: the browser has no NumPy."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any, Callable
 
 from .. import ops
 from ..ir import TensorOps, TraceError, current_graph, prod, user_site
+from ..ops.constant import constant
 
 GENERATOR = random.Random(0)  # torch.manual_seed reseeds it
 
@@ -30,14 +33,13 @@ class HostTensor(TensorOps):
                 "this host tensor is used outside tracing; only its values exist here", user_site()
             )
         if self._cache[0] is not g:
-            if self.recipe is None:
-                raise TraceError(
-                    "a tensor made from data (torch.tensor, torch.randn, loaded values) is read "
-                    "inside forward: a compiled graph holds no data constants; make it an "
-                    "nn.Parameter, or build it in forward from factories (ones, arange, tril)",
-                    user_site(),
-                )
-            self._cache = (g, self.recipe())
+            state = g.buffer_tensors.get(id(self))  # a buffer the forward updates: graph state
+            if state is not None:
+                self._cache = (g, state)
+            elif self.recipe is None:  # made from data: a constant the graph holds
+                self._cache = (g, constant(self.values, self.shape, self.dtype))
+            else:
+                self._cache = (g, self.recipe())
         return self._cache[1]
 
     def reshape(self, *shape):

@@ -55,6 +55,7 @@ class LayerNorm(_torch_layer(_nn.LayerNorm, _layer_norm_args)):
 
 Linear = _torch_layer(_nn.Linear, _bias_from_fan_in)
 Conv2d = _torch_layer(_nn.Conv2d, _bias_from_fan_in)
+ConvTranspose2d = _torch_layer(_nn.ConvTranspose2d, _bias_from_fan_in)
 Embedding = _torch_layer(_nn.Embedding)
 ModuleList = _torch_layer(_nn.ModuleList)
 ModuleDict = _torch_layer(_nn.ModuleDict)
@@ -64,17 +65,91 @@ MaxPool2d = _torch_layer(_nn.MaxPool2d)
 AvgPool2d = _torch_layer(_nn.AvgPool2d)
 Flatten = _torch_layer(_nn.Flatten)
 Identity = _torch_layer(_nn.Identity)
-ReLU = _torch_layer(_nn.ReLU)
 GELU = _torch_layer(_nn.GELU)
 Tanh = _torch_layer(_nn.Tanh)
 Sigmoid = _torch_layer(_nn.Sigmoid)
-SiLU = _torch_layer(_nn.SiLU)
+
+
+def _inplace_arg(core):
+    """An activation taking PyTorch's inplace= (a traced graph has no in-place ops: ignored)."""
+
+    def __init__(self, inplace: bool = False):
+        Module.__init__(self)
+
+    return type(core.__name__, (Module, core), {"__init__": __init__, "__doc__": core.__doc__})
+
+
+ReLU, SiLU = _inplace_arg(_nn.ReLU), _inplace_arg(_nn.SiLU)
 RNN = _torch_layer(_nn.RNN)
 LSTM = _torch_layer(_nn.LSTM)
 GRU = _torch_layer(_nn.GRU)
 RNNCell = _torch_layer(_nn.RNNCell)
 LSTMCell = _torch_layer(_nn.LSTMCell)
 GRUCell = _torch_layer(_nn.GRUCell)
+
+# the rest of the everyday set (extra.py), the losses (losses.py), normalization (norm.py)
+from .extra import (  # noqa: E402,F401
+    CELU,
+    ELU,
+    SELU,
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    CircularPad1d,
+    CircularPad2d,
+    ConstantPad1d,
+    ConstantPad2d,
+    Conv1d,
+    ConvTranspose1d,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    MaxPool1d,
+    Mish,
+    PixelShuffle,
+    PixelUnshuffle,
+    PReLU,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReLU6,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    Softmax,
+    Softmax2d,
+    Softplus,
+    Softsign,
+    Tanhshrink,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
+from .losses import (  # noqa: E402,F401
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
+from .norm import (  # noqa: E402,F401
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+)
 from .transformer import (  # noqa: E402,F401 - it builds on the layers above
     MultiheadAttention,
     Transformer,

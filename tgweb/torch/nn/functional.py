@@ -4,16 +4,8 @@ PyTorch's do (tgweb's own take it last)."""
 from __future__ import annotations
 
 from ... import ops as _ops
-from ...ir import TraceError, user_site
 
-relu, gelu, silu, sigmoid, tanh, softplus = (
-    _ops.relu,
-    _ops.gelu,
-    _ops.silu,
-    _ops.sigmoid,
-    _ops.tanh,
-    _ops.softplus,
-)
+relu, gelu, silu, sigmoid, tanh = _ops.relu, _ops.gelu, _ops.silu, _ops.sigmoid, _ops.tanh
 softmax, log_softmax, leaky_relu, hardtanh = _ops.softmax, _ops.log_softmax, _ops.leaky_relu, _ops.hardtanh
 conv2d, max_pool2d, avg_pool2d, layer_norm_core = (
     _ops.conv2d,
@@ -21,7 +13,7 @@ conv2d, max_pool2d, avg_pool2d, layer_norm_core = (
     _ops.avg_pool2d,
     _ops.layer_norm,
 )
-mse_loss, one_hot, pad_axis = _ops.mse_loss, _ops.one_hot, _ops.pad
+one_hot, pad_axis = _ops.one_hot, _ops.pad
 
 
 def linear(input, weight, bias=None):  # noqa: A002 - PyTorch's names
@@ -41,34 +33,52 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return _ops.dropout(input, p, training)
 
 
-def _class_last(x, target):
-    """x [N, C, d1, ...] -> [N, d1, ..., C] (tgweb's losses take the class axis last)."""
-    if x.ndim > 2 and target.ndim == x.ndim - 1:
-        x = _ops.permute(x, (0,) + tuple(range(2, x.ndim)) + (1,))
-    return x
-
-
-def cross_entropy(
-    input,
-    target,
-    weight=None,
-    ignore_index: int = -100,
-    reduction: str = "mean",
-    label_smoothing: float = 0.0,
-):  # noqa: A002,E501
-    if weight is not None:
-        raise TraceError("cross_entropy: class weights are not supported", user_site())
-    return _ops.cross_entropy(_class_last(input, target), target, ignore_index, label_smoothing, reduction)
-
-
-def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):  # noqa: A002
-    if weight is not None:
-        raise TraceError("nll_loss: class weights are not supported", user_site())
-    return _ops.nll_loss(_class_last(input, target), target, ignore_index, reduction)
-
-
 def scaled_dot_product_attention(
     query, key, value, attn_mask=None, dropout_p: float = 0.0, is_causal: bool = False, scale=None
 ):
     """PyTorch's fused attention: tgweb's one kernel family (tgweb/ops/attention.py)."""
     return _ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+# the rest of the everyday set (extra.py), the losses (losses.py), normalization (norm.py)
+from .extra import (  # noqa: E402,F401
+    adaptive_avg_pool1d,
+    adaptive_avg_pool2d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    avg_pool1d,
+    celu,
+    conv1d,
+    conv_transpose1d,
+    elu,
+    hardsigmoid,
+    hardswish,
+    interpolate,
+    logsigmoid,
+    max_pool1d,
+    mish,
+    pad,
+    pixel_shuffle,
+    pixel_unshuffle,
+    prelu,
+    relu6,
+    selu,
+    softplus,
+    softsign,
+    tanhshrink,
+    upsample,
+)
+from .losses import (  # noqa: E402,F401
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
+from .norm import batch_norm, group_norm, instance_norm  # noqa: E402,F401
+
+conv_transpose2d = _ops.conv_transpose2d

@@ -82,6 +82,19 @@ class Module(_nn.Module):
         self._buffers[name] = tensor
         (self._transient.discard if persistent else self._transient.add)(name)
 
+    def register_state(self, name: str, tensor) -> None:
+        """A persistent buffer that the forward updates (update_buffer): graph state that
+        the step writes, kept by the Trainer under its dotted name (Trainer.buffers())."""
+        self.register_buffer(name, tensor)
+        vars(self).setdefault("_updated", set()).add(name)
+
+    def state_buffers(self):
+        out = []
+        for m_name, m in self.named_modules():
+            pre, updated = f"{m_name}." if m_name else "", vars(m).get("_updated", ())
+            out += [(pre + k, b) for k, b in vars(m).get("_buffers", {}).items() if k in updated]
+        return out
+
     def register_parameter(self, name: str, param) -> None:
         setattr(self, name, param)
 
