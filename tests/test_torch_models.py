@@ -99,6 +99,10 @@ CASES = [
     ("charmodels", ("mlp",)),
     ("charmodels", ("bigram",)),
     ("dcgan", ()),
+    ("superres", ()),
+    ("style", ()),
+    ("lstm_mnist", ()),
+    ("vae", ()),
 ]
 
 
@@ -137,7 +141,15 @@ def test_lr_set_on_param_groups_before_each_step():
 
 @pytest.mark.native
 @pytest.mark.parametrize(
-    "name,args", [("gpt", (False,)), ("charmodels", ("gru",)), ("manual_lr", ()), ("dcgan", ())]
+    "name,args",
+    [
+        ("gpt", (False,)),
+        ("charmodels", ("gru",)),
+        ("manual_lr", ()),
+        ("dcgan", ()),
+        ("style", ()),
+        ("vae", ()),
+    ],
 )
 def test_native_matches_torch(name, args):
     want, got = _run(name, args, "native", steps=6)  # lavapipe: the reference runs check 20 steps
