@@ -85,6 +85,19 @@ def strides(shape) -> list[int]:
     return out[::-1]
 
 
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape the shapes broadcast to (NumPy's rule), or OpError."""
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(n):
+        dims = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise OpError("shapes do not broadcast: " + ", ".join(str(tuple(s)) for s in shapes))
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------
 # The op-kind registry
 

@@ -81,18 +81,6 @@ def _coerce(x, dtype: str):
     return bool(x)
 
 
-def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    n = max(len(s) for s in shapes)
-    out = []
-    for i in range(n):
-        dims = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise OpError("shapes do not broadcast: " + ", ".join(str(tuple(s)) for s in shapes))
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
-
-
 def norm_axis(axis: int, ndim: int, shape=None) -> int:
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise OpError(f"axis must be an int, got {axis!r}")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit, i32_lit, lit
-from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, dtype_name, make, register
-from .base import as_tensor, broadcast_shapes, op
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, broadcast_shapes, dtype_name, make, register
+from .base import as_tensor, op
 
 # ---------------------------------------------------------------- WGSL expressions
 
