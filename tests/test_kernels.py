@@ -19,6 +19,7 @@ from tgweb.ir import NO_GRAD, REGISTRY, Graph, TraceError, make, tracing
 from tgweb.lower import lower
 from tgweb.ops import conv as conv_ops
 from tgweb.ops import nn as nn_ops
+from tgweb.ops import pool as pool_ops
 from tgweb.ops import random as rnd
 from tgweb.ops.half import copy_early
 from tgweb.optim import clip
@@ -374,21 +375,21 @@ CASES = {
         ),
     ],
     "max_pool2d": [
-        (lambda x: conv_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
-        (lambda x: conv_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
-        (lambda x: conv_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}}),
+        (lambda x: pool_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
+        (lambda x: pool_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
+        (lambda x: pool_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}}),
         (
-            lambda x: conv_ops.max_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True),
+            lambda x: pool_ops.max_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True),
             {"x": f(2, 1, 6, 5)},
             {"doms": {"x": "distinct"}},
         ),
     ],
     "avg_pool2d": [
-        (lambda x: conv_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True), {"x": f(2, 1, 6, 5)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1, True, count_include_pad=False), {"x": f(1, 2, 8, 7)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True), {"x": f(2, 1, 6, 5)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 3, 2, 1, True, count_include_pad=False), {"x": f(1, 2, 8, 7)}, {}),
     ],
     # issue 15: rope, scatter_add / index_add (take_along_axis_grad), conv_transpose2d
     # (conv2d_grad_input), dilation, padding="same", ceil_mode, count_include_pad
