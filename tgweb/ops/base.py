@@ -101,6 +101,14 @@ def norm_axes(axis, ndim: int, shape=None) -> tuple[int, ...]:
     return axes
 
 
+def infer_float_same(ins, attrs):
+    """The shape rule of a kind whose one float input gives its output's shape."""
+    (x,) = ins
+    if x.dtype != "f32":
+        raise OpError(f"needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
+    return x.shape, "f32"
+
+
 def require_float(name: str, *ts: Tensor) -> None:
     for t in ts:
         if t.dtype != "f32":
