@@ -1,5 +1,5 @@
 """Elementwise ops: binary arithmetic with NumPy broadcasting, comparisons, where,
-unary math and activations, casts, and constants.
+unary math and activations, and casts (constants: tgweb.ops.constants).
 
 Each kind's reference implementation is a NumPy expression and its WGSL is an
 expression of its operands' values, so chains of them fuse into one kernel. A new
@@ -106,13 +106,6 @@ def _cast_wgsl(x, n, kc):
     if src == "bool":
         return f"select({lit(0, dst)}, {lit(1, dst)}, {x})"
     return f"{dst}({x})"
-
-
-def _arange_wgsl(g, n):
-    i, a = g.coord(0), n.attrs
-    if n.dtype == "i32":
-        return f"({i32_lit(a['start'])} + {i32_lit(a['step'])} * i32({i}))"
-    return f"({f32_lit(a['start'])} + {f32_lit(a['step'])} * f32({i}))"
 
 
 _RANK = {"bool": 0, "i32": 1, "f32": 2}
@@ -628,7 +621,7 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     return _unary("clamp", x, lo=lo, hi=hi)
 
 
-# ---------------------------------------------------------------- casts and constants
+# ---------------------------------------------------------------- casts
 
 
 def _infer_cast(ins, attrs):
@@ -664,86 +657,3 @@ def cast(x, dtype: str) -> Tensor:
         raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     x = as_tensor(x)
     return x if x.dtype == dtype else make("cast", (x,), dtype=dtype)
-
-
-def _infer_full(ins, attrs):
-    return attrs["shape"], attrs["dtype"]
-
-
-register(
-    "full",
-    family="elementwise",
-    role="const",
-    emit=lambda g, n: lit(n.attrs["value"], n.dtype),
-    infer=_infer_full,
-    grad=NO_GRAD,
-    ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)),
-    torch=lambda tc, a, n: tc.torch.full(
-        n.shape, n.attrs["value"], dtype=torch_dtype(tc, n.dtype), device=tc.device
-    ),
-)
-
-
-def _check_shape(shape):
-    if isinstance(shape, int):
-        shape = (shape,)
-    shape = tuple(shape)
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
-        raise OpError(f"shape must be a tuple of positive ints, got {shape!r}")
-    return shape
-
-
-@op
-def full(shape, value, dtype: str | None = None) -> Tensor:
-    shape = _check_shape(shape)
-    if dtype is None:
-        dtype = "f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i32"
-    dtype = dtype_name(dtype)
-    if dtype not in DTYPES:
-        raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    value = float(value) if dtype == "f32" else bool(value) if dtype == "bool" else int(value)
-    return make("full", (), shape=shape, value=value, dtype=dtype)
-
-
-@op
-def zeros(shape, dtype: str = "f32") -> Tensor:
-    return full(shape, 0, dtype)
-
-
-@op
-def ones(shape, dtype: str = "f32") -> Tensor:
-    return full(shape, 1, dtype)
-
-
-register(
-    "arange",
-    family="elementwise",
-    role="elementwise",
-    emit=_arange_wgsl,
-    grad=NO_GRAD,
-    infer=lambda ins, a: ((a["n"],), a["dtype"]),
-    ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(t.attrs["n"])).astype(
-        ctx.npdtype(t.dtype)
-    ),
-    torch=lambda tc, a, n: (
-        n.attrs["start"] + n.attrs["step"] * tc.torch.arange(n.attrs["n"], device=tc.device)
-    ).to(torch_dtype(tc, n.dtype)),
-)
-
-
-@op
-def arange(start, stop=None, step=1, dtype: str | None = None) -> Tensor:
-    """Like numpy.arange: i32 for integer arguments, else f32."""
-    if stop is None:
-        start, stop = 0, start
-    for v in (start, stop, step):
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise OpError(f"arange takes numbers, got {v!r}")
-    if step == 0:
-        raise OpError("step must not be zero")
-    n = max(0, math.ceil((stop - start) / step))
-    if n == 0:
-        raise OpError(f"arange({start}, {stop}, {step}) is empty")
-    if dtype is None:
-        dtype = "i32" if all(isinstance(v, int) for v in (start, stop, step)) else "f32"
-    return make("arange", (), n=n, start=start, step=step, dtype=dtype)

@@ -186,9 +186,9 @@ register(
 
 
 def _random(kind: str, shape, graph=None) -> Tensor:
-    from .elementwise import _check_shape
+    from .constants import check_shape
 
-    shape = _check_shape(shape)
+    shape = check_shape(shape)
     graph = graph or current_graph()
     if graph is None:
         raise OpError("random ops run only while tracing")

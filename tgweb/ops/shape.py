@@ -547,7 +547,8 @@ def _index_ranges(x: Tensor, idx) -> list[tuple[int, int, bool]]:
 def index_put(x, idx, value) -> Tensor:
     """x with x[idx] replaced by value (broadcast), as a new tensor: what item assignment
     (x[idx] = value) on a traced tensor computes. Basic indices only."""
-    from .elementwise import arange, cast, greater_equal, less, logical_and, where
+    from .constants import arange
+    from .elementwise import cast, greater_equal, less, logical_and, where
 
     x = as_tensor(x)
     ranges = _index_ranges(x, idx)
