@@ -8,6 +8,8 @@ import inspect
 from ..ir import OpError, Tensor, TensorOps, TraceError, make, user_site
 
 PUBLIC: dict = {}  # name -> public op function; tgweb.ops exports exactly these
+METHODS: set = set()  # the public ops that are Tensor methods too (op(method=True))
+TORCH_NAMES: set = set()  # the public ops tgweb.torch exports under their names (op(torch=True))
 
 
 # PyTorch's keyword names, accepted wherever the op takes NumPy's (both is an error)
@@ -28,10 +30,15 @@ def _renamed(name: str, aliases: dict[str, str], kwargs: dict) -> dict:
     return kwargs
 
 
-def op(fn):
+def op(fn=None, *, method: bool = False, torch: bool = False):
     """Marks a public op function (tgweb.ops and tgweb export it by its name); an OpError
     raised by its own checks names the user's call site. PyTorch's keyword names (dim=,
-    keepdim=, dims=, input=) are accepted for NumPy's (axis=, keepdims=, axes=, x=)."""
+    keepdim=, dims=, input=) are accepted for NumPy's (axis=, keepdims=, axes=, x=).
+    Where else it is exposed, said here and nowhere else: method=True makes it a Tensor
+    method too (x.name(...) is name(x, ...): ops/methods.py), torch=True a name of
+    tgweb.torch (torch.name is this function). Bare (@op) or with them (@op(torch=True))."""
+    if fn is None:
+        return lambda f: op(f, method=method, torch=torch)
     aliases = _kwarg_aliases(fn)
 
     @functools.wraps(fn)
@@ -46,6 +53,10 @@ def op(fn):
     if fn.__name__ in PUBLIC:
         raise RuntimeError(f"two public ops are called {fn.__name__!r}")
     PUBLIC[fn.__name__] = wrapper
+    if method:
+        METHODS.add(fn.__name__)
+    if torch:
+        TORCH_NAMES.add(fn.__name__)
     return wrapper
 
 

@@ -266,8 +266,9 @@ for _k, (_, _fn, _g, _w, _torch) in _BINARY.items():
     )
 
 
-def _binary_op(kind: str, doc: str | None = None):
-    """The public function of a binary kind of _BINARY: f(a, b), tensors or numbers."""
+def _binary_op(kind: str, doc: str | None = None, **exposure):
+    """The public function of a binary kind of _BINARY: f(a, b), tensors or numbers;
+    exposure: op()'s method= and torch=."""
     operands = _BINARY[kind][0]
 
     def fn(a, b) -> Tensor:
@@ -278,22 +279,22 @@ def _binary_op(kind: str, doc: str | None = None):
 
     fn.__name__ = fn.__qualname__ = kind
     fn.__doc__ = doc
-    return op(fn)
+    return op(fn, **exposure)
 
 
-add = _binary_op("add")
-sub = _binary_op("sub")
-mul = _binary_op("mul")
-div = _binary_op("div", "True division; integer operands are promoted to f32.")
-maximum = _binary_op("maximum")
-minimum = _binary_op("minimum")
+add = _binary_op("add", torch=True)
+sub = _binary_op("sub", torch=True)
+mul = _binary_op("mul", torch=True)
+div = _binary_op("div", "True division; integer operands are promoted to f32.", torch=True)
+maximum = _binary_op("maximum", method=True, torch=True)
+minimum = _binary_op("minimum", method=True, torch=True)
 less = _binary_op("less")
 greater = _binary_op("greater")
 less_equal = _binary_op("less_equal")
 greater_equal = _binary_op("greater_equal")
 equal = _binary_op("equal")
-logical_and = _binary_op("logical_and")
-logical_or = _binary_op("logical_or")
+logical_and = _binary_op("logical_and", torch=True)
+logical_or = _binary_op("logical_or", torch=True)
 
 
 # ---------------------------------------------------------------- where
@@ -325,7 +326,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def where(cond, a, b) -> Tensor:
     """Pick a where cond is true, else b (broadcasting); a and b may be numbers."""
     cond = as_tensor(cond)
@@ -550,32 +551,33 @@ def _unary(kind, x, **attrs):
     return make(kind, (as_tensor(x),), **attrs)
 
 
-def _unary_op(kind: str):
-    """The public function of a unary kind of _UNARY with no parameters: f(x)."""
+def _unary_op(kind: str, **exposure):
+    """The public function of a unary kind of _UNARY with no parameters: f(x);
+    exposure: op()'s method= and torch=."""
 
     def fn(x) -> Tensor:
         return _unary(kind, x)
 
     fn.__name__ = fn.__qualname__ = kind
-    return op(fn)
+    return op(fn, **exposure)
 
 
-neg = _unary_op("neg")
-abs = _unary_op("abs")
-sign = _unary_op("sign")
-square = _unary_op("square")
-exp = _unary_op("exp")
-log = _unary_op("log")
-sqrt = _unary_op("sqrt")
-rsqrt = _unary_op("rsqrt")
-tanh = _unary_op("tanh")
-sigmoid = _unary_op("sigmoid")
-relu = _unary_op("relu")
+neg = _unary_op("neg", torch=True)
+abs = _unary_op("abs", method=True, torch=True)
+sign = _unary_op("sign", method=True, torch=True)
+square = _unary_op("square", method=True, torch=True)
+exp = _unary_op("exp", method=True, torch=True)
+log = _unary_op("log", method=True, torch=True)
+sqrt = _unary_op("sqrt", method=True, torch=True)
+rsqrt = _unary_op("rsqrt", method=True, torch=True)
+tanh = _unary_op("tanh", method=True, torch=True)
+sigmoid = _unary_op("sigmoid", method=True, torch=True)
+relu = _unary_op("relu", method=True, torch=True)
 silu = _unary_op("silu")
 softplus = _unary_op("softplus")
-erf = _unary_op("erf")
-sin = _unary_op("sin")
-cos = _unary_op("cos")
+erf = _unary_op("erf", torch=True)
+sin = _unary_op("sin", method=True, torch=True)
+cos = _unary_op("cos", method=True, torch=True)
 
 
 @op
@@ -591,7 +593,7 @@ def gelu(x, approximate: str = "none"):
     return _unary("gelu", x, approximate=approximate)
 
 
-@op
+@op(method=True, torch=True)
 def pow(x, exponent):  # noqa: A001 - NumPy's name
     """x ** exponent for a number exponent."""
     if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
@@ -610,7 +612,7 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0):
     return _unary("hardtanh", x, lo=float(min_val), hi=float(max_val))
 
 
-@op
+@op(method=True, torch=True)
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if min is None and max is None:
         raise OpError("clamp needs min, max or both")

@@ -155,7 +155,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def embedding(weight, idx) -> Tensor:
     """Rows of weight [num, dim] picked by integer indices [...] -> [..., dim]
     (torch.nn.functional.embedding's argument order is (idx, weight); tgweb takes
@@ -299,7 +299,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def take_along_axis(x, indices, axis: int) -> Tensor:
     """numpy.take_along_axis without broadcasting: indices (i32) have x's shape except
     along axis; out-of-range indices give 0."""
@@ -329,7 +329,7 @@ def _scatter_into(x: Tensor, a: int, idx: Tensor, src: Tensor) -> Tensor:
     return x + s
 
 
-@op
+@op(torch=True)
 def scatter_add(x, dim: int, index, src) -> Tensor:
     """torch.scatter_add: out = x, then out[..., index[i, j, ...], ...] += src[i, j, ...]
     along dim (index i32 of x's rank, no larger than src anywhere nor than x off dim).
@@ -352,7 +352,7 @@ def scatter_add(x, dim: int, index, src) -> Tensor:
     return _scatter_into(x, a, idx, src)
 
 
-@op
+@op(torch=True)
 def index_add(x, dim: int, index, src, alpha: float = 1.0) -> Tensor:
     """torch.index_add: out = x, then out[..., index[i], ...] += alpha * src[..., i, ...]
     along dim, for a 1-D i32 index of length L and src of x's shape with L along dim."""

@@ -141,7 +141,7 @@ register(
 )
 
 
-@op
+@op(method=True, torch=True)
 def matmul(a, b) -> Tensor:
     """a @ b as in NumPy: batch dims broadcast, 1-D operands get a unit axis added and removed."""
     from .shape import reshape

@@ -98,14 +98,14 @@ register(
 )
 
 
-@op
+@op(method=True, torch=True)
 def softmax(x, axis: int = -1) -> Tensor:
     x = as_tensor(x)
     require_float("softmax", x)
     return make("softmax", (x,), axis=norm_axis(axis, x.ndim, x.shape))
 
 
-@op
+@op(method=True, torch=True)
 def log_softmax(x, axis: int = -1) -> Tensor:
     x = as_tensor(x)
     require_float("log_softmax", x)
