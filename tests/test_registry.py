@@ -204,6 +204,27 @@ def test_no_code_outside_an_entry_names_an_op_kind():
     assert not found, found
 
 
+def test_codegen_never_imports_ops():
+    """Kernel families live in codegen/ and their kinds in ops/, which imports them: never
+    the other way (an emitter's needs of a kind are defined in codegen)."""
+    root = pathlib.Path(tg.__file__).parent / "codegen"
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 0:
+                    names = [node.module or ""]
+                elif node.level == 2:  # from ..x import y, or from .. import y
+                    base = node.module or ""
+                    names = ["tgweb." + (base or a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n == "tgweb.ops" or n.startswith("tgweb.ops.") for n in names):
+                found.append(f"{path.name}:{node.lineno}")
+    assert not found, found
+
+
 def test_register_refuses_fields_its_role_cannot_have():
     before = dict(REGISTRY)
     common = dict(family="test", infer=lambda ins, a: ((), "f32"), grad=NO_GRAD, ref=lambda c, a, t: 0)
