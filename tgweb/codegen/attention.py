@@ -32,6 +32,8 @@ from .common import f32_lit
 
 
 def forward(kc, node):
+    """sdpa's kernel: a query row an invocation, an online softmax over the keys; O and
+    the row's log-sum-exp stored."""
     a = node.attrs
     plan = matrices.matrix_plan(kc, node, "forward")
     if plan:
@@ -65,6 +67,8 @@ def forward(kc, node):
 
 
 def grad_q(kc, node):
+    """sdpa_grad_q's kernel: dQ of a query row an invocation, its probabilities recomputed
+    from the saved log-sum-exp."""
     a = node.attrs
     plan = matrices.matrix_plan(kc, node, "dq")
     if plan:
@@ -93,6 +97,8 @@ def grad_q(kc, node):
 
 
 def grad_kv(kc, node):
+    """sdpa_grad_kv's kernel: dK and dV of a key row an invocation, walking the queries
+    that see it."""
     a = node.attrs
     plan = matrices.matrix_plan(kc, node, "dkv")
     if plan:
