@@ -1,7 +1,7 @@
 """GPU time of attention's kernels in precision="mixed" in this machine's Chromium: the
 forward (sdpa) and the two backward kernels (sdpa_grad_q, sdpa_grad_kv), through the
 plain mixed kernels and, where the adapter offers chromium-experimental-subgroup-matrix
-with an f16 -> f32 configuration, on subgroup matrices (ops/attention.py: the forward up
+with an f16 -> f32 configuration, on subgroup matrices (codegen/attention_matrices.py: the forward up
 to head dims of 128, the backward up to 64; else it says so and skips that column). Each kernel is timed alone
 on the output of one run of the whole program (median of 5 passes of R dispatches,
 timestamp queries), at shakespeare's shape by default (B 64, H 6, T 256, D 64,

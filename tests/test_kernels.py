@@ -18,7 +18,7 @@ from tgweb.grad import append_grad
 from tgweb.ir import NO_GRAD, REGISTRY, Graph, TraceError, make, tracing
 from tgweb.lower import lower
 from tgweb.ops import conv as conv_ops
-from tgweb.ops import nn as nn_ops
+from tgweb.ops import pool as pool_ops
 from tgweb.ops import random as rnd
 from tgweb.ops.half import copy_early
 from tgweb.optim import clip
@@ -154,7 +154,7 @@ def binary(fn, dom_b=None, dtype="f32"):
 
 
 def emb(w, k):
-    return nn_ops.embedding(w, k)
+    return ops.embedding(w, k)
 
 
 def _h(x):  # the f16 copy precision="mixed" gives a product's operand
@@ -292,19 +292,19 @@ CASES = {
         (lambda x, y: x.mT @ y, {"x": f(5, 67), "y": f(5, 33)}, {}),
     ],
     "softmax": [
-        (lambda x: nn_ops.softmax(x, -1), {"x": f(1)}, {}),
-        (lambda x: nn_ops.softmax(x, 0), {"x": f(7, 33)}, {}),
-        (lambda x: nn_ops.softmax(x * 5.0, -1), {"x": f(3, 257)}, {}),
+        (lambda x: ops.softmax(x, -1), {"x": f(1)}, {}),
+        (lambda x: ops.softmax(x, 0), {"x": f(7, 33)}, {}),
+        (lambda x: ops.softmax(x * 5.0, -1), {"x": f(3, 257)}, {}),
     ],
     "log_softmax": [
-        (lambda x: nn_ops.log_softmax(x, -1), {"x": f(1)}, {}),
-        (lambda x: nn_ops.log_softmax(x, 1), {"x": f(7, 33, 2)}, {}),
-        (lambda x: nn_ops.log_softmax(x, -1), {"x": f(2, 2049)}, {}),
+        (lambda x: ops.log_softmax(x, -1), {"x": f(1)}, {}),
+        (lambda x: ops.log_softmax(x, 1), {"x": f(7, 33, 2)}, {}),
+        (lambda x: ops.log_softmax(x, -1), {"x": f(2, 2049)}, {}),
     ],
     "causal_softmax": [
-        (lambda x: nn_ops.causal_softmax(x), {"x": f(1, 1)}, {}),
-        (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
-        (lambda x: nn_ops.causal_softmax(x), {"x": f(33, 40)}, {}),
+        (lambda x: ops.causal_softmax(x), {"x": f(1, 1)}, {}),
+        (lambda x: ops.causal_softmax(x), {"x": f(2, 7, 7)}, {}),
+        (lambda x: ops.causal_softmax(x), {"x": f(33, 40)}, {}),
     ],
     "sdpa": [  # more in tests/test_attention.py; the gradient runs sdpa_grad_q and sdpa_grad_kv
         (
@@ -324,15 +324,15 @@ CASES = {
         ),
     ],
     "normalize": [  # the gradient runs normalize_grad; rows of one, serial, and trees
-        (lambda x: nn_ops.layer_norm(x), {"x": f(1)}, {}),
-        (lambda x, w, b: nn_ops.layer_norm(x * 3.0, w, b, 1e-3), {"x": f(7, 33), "w": f(33), "b": f(33)}, {}),
-        (lambda x: nn_ops.layer_norm(x, eps=0.5), {"x": f(2, 3, 257)}, {}),
-        (lambda x: nn_ops.layer_norm(x + 100.0), {"x": f(3, 2049)}, {}),
+        (lambda x: ops.layer_norm(x), {"x": f(1)}, {}),
+        (lambda x, w, b: ops.layer_norm(x * 3.0, w, b, 1e-3), {"x": f(7, 33), "w": f(33), "b": f(33)}, {}),
+        (lambda x: ops.layer_norm(x, eps=0.5), {"x": f(2, 3, 257)}, {}),
+        (lambda x: ops.layer_norm(x + 100.0), {"x": f(3, 2049)}, {}),
     ],
     "one_hot": [
-        (lambda k: nn_ops.one_hot(k, 1), {"k": i(1)}, {"doms": {"k": (0, 1)}}),
-        (lambda k: nn_ops.one_hot(k, 7), {"k": i(33)}, {"doms": {"k": (-1, 8)}}),
-        (lambda k: nn_ops.one_hot(k, 12), {"k": i(3, 257)}, {"doms": {"k": (0, 12)}}),
+        (lambda k: ops.one_hot(k, 1), {"k": i(1)}, {"doms": {"k": (0, 1)}}),
+        (lambda k: ops.one_hot(k, 7), {"k": i(33)}, {"doms": {"k": (-1, 8)}}),
+        (lambda k: ops.one_hot(k, 12), {"k": i(3, 257)}, {"doms": {"k": (0, 12)}}),
     ],
     "embedding": [
         (emb, {"w": f(1, 1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
@@ -342,14 +342,14 @@ CASES = {
         (emb, {"w": f(5, 2), "k": i(17000)}, {"doms": {"k": (0, 5)}}),
     ],
     "take_along_axis": [
-        (lambda x, k: nn_ops.take_along_axis(x, k, 0), {"x": f(1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
+        (lambda x, k: ops.take_along_axis(x, k, 0), {"x": f(1), "k": i(1)}, {"doms": {"k": (0, 1)}}),
         (
-            lambda x, k: nn_ops.take_along_axis(x, k, 1),
+            lambda x, k: ops.take_along_axis(x, k, 1),
             {"x": f(7, 33), "k": i(7, 4)},
             {"doms": {"k": (-1, 34)}},
         ),
         (
-            lambda x, k: nn_ops.take_along_axis(x, k, 0),
+            lambda x, k: ops.take_along_axis(x, k, 0),
             {"x": f(257, 3), "k": i(2, 3)},
             {"doms": {"k": (0, 257)}},
         ),
@@ -374,21 +374,21 @@ CASES = {
         ),
     ],
     "max_pool2d": [
-        (lambda x: conv_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
-        (lambda x: conv_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
-        (lambda x: conv_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}}),
+        (lambda x: pool_ops.max_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {"doms": {"x": "distinct"}}),
+        (lambda x: pool_ops.max_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {"doms": {"x": "distinct"}}),
+        (lambda x: pool_ops.max_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {"doms": {"x": "distinct"}}),
         (
-            lambda x: conv_ops.max_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True),
+            lambda x: pool_ops.max_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True),
             {"x": f(2, 1, 6, 5)},
             {"doms": {"x": "distinct"}},
         ),
     ],
     "avg_pool2d": [
-        (lambda x: conv_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True), {"x": f(2, 1, 6, 5)}, {}),
-        (lambda x: conv_ops.avg_pool2d(x, 3, 2, 1, True, count_include_pad=False), {"x": f(1, 2, 8, 7)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 1), {"x": f(1, 1, 1, 1)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 2), {"x": f(2, 3, 7, 7)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 3, 2, 1), {"x": f(1, 2, 9, 8)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, (3, 2), (2, 3), 1, ceil_mode=True), {"x": f(2, 1, 6, 5)}, {}),
+        (lambda x: pool_ops.avg_pool2d(x, 3, 2, 1, True, count_include_pad=False), {"x": f(1, 2, 8, 7)}, {}),
     ],
     # issue 15: rope, scatter_add / index_add (take_along_axis_grad), conv_transpose2d
     # (conv2d_grad_input), dilation, padding="same", ceil_mode, count_include_pad
@@ -666,7 +666,7 @@ def test_dispatch_past_65535_workgroups():
     assert max(k.dispatch[0] * k.dispatch[1] for k in prog.kernels) > 65535
     assert all(max(k.dispatch) <= 65535 for k in prog.kernels)
     # one invocation per row: 70,000 rows of a softmax, forward and backward
-    prog = run_case(lambda x: nn_ops.softmax(x, -1), {"x": f(70000, 2)})
+    prog = run_case(lambda x: ops.softmax(x, -1), {"x": f(70000, 2)})
     assert any(k.dispatch[0] > 1000 and "softmax" in k.ops for k in prog.kernels)
     # one workgroup per row: 65,537 rows of a prefix sum, the GPU class's scan
     prog = run_case(lambda x: tg.cumsum(x, -1), {"x": f(65537, 17)}, grad=False, target=GPU)
@@ -686,10 +686,10 @@ def test_long_rows_take_workgroup_trees():
     cases = [
         (lambda x: x.sum(axis=1) * 2.0, f(3, n)),
         (lambda x: x.amax(axis=0), f(n, 2)),
-        (lambda x: nn_ops.softmax(x, -1), f(2, n)),
-        (lambda x: nn_ops.log_softmax(x, 0), f(n, 3)),
-        (lambda x: nn_ops.causal_softmax(x), f(4, n)),
-        (lambda x: nn_ops.layer_norm(x), f(3, n)),
+        (lambda x: ops.softmax(x, -1), f(2, n)),
+        (lambda x: ops.log_softmax(x, 0), f(n, 3)),
+        (lambda x: ops.causal_softmax(x), f(4, n)),
+        (lambda x: ops.layer_norm(x), f(3, n)),
         (lambda x: tg.cumsum(x, 0), f(n, 3)),
     ]
     for fn, spec in cases:
@@ -833,7 +833,7 @@ def test_layer_norm_hosts_its_gain_and_the_residual_gradient(target, rows):
     normalize_grad adds the residual's gradient: no elementwise kernel of their own."""
 
     def fn(x, w, b):
-        return nn_ops.layer_norm(x, w, b) + x
+        return ops.layer_norm(x, w, b) + x
 
     specs = {"x": f(7, rows), "w": f(rows), "b": f(rows)}
     fwd = lower(build(fn, specs, grad=False), target=target)

@@ -4,6 +4,7 @@ implementation; every public op is exported."""
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import pathlib
 import pkgutil
@@ -12,7 +13,8 @@ import pytest
 
 import tgweb as tg
 from tgweb import ir, ops
-from tgweb.ir import NO_GRAD, REGISTRY
+from tgweb.ir import NO_GRAD, REGISTRY, Graph, TensorOps, tracing
+from tgweb.ops.base import METHODS, TORCH_NAMES
 
 
 def test_every_kind_has_infer_grad_and_ref():
@@ -75,7 +77,8 @@ def test_public_ops_are_exported():
     assert ops.__all__ == sorted(set(ops.__all__)), "__all__ must be sorted and unique"
     for name in ops.__all__:
         assert callable(getattr(tg, name)), name
-    for mod in (getattr(ops, m.name) for m in pkgutil.iter_modules(ops.__path__)):
+    # by import, not getattr: tgweb.ops.softmax (rope, capture) is the op, not its module
+    for mod in (importlib.import_module(f"tgweb.ops.{m.name}") for m in pkgutil.iter_modules(ops.__path__)):
         public = [
             n
             for n, f in vars(mod).items()
@@ -124,6 +127,46 @@ NO_TORCH_FORM = {
 }
 
 
+# Where the public ops are exposed besides tgweb.ops, as it was when separate lists said it
+# (ir.TENSOR_METHODS, tgweb.torch._SAME) before each op's @op did (issue 34)
+TENSOR_METHODS = {
+    "sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "transpose", "swapaxes",
+    "squeeze", "unsqueeze", "broadcast_to", "split", "chunk", "narrow", "exp", "log", "sqrt",
+    "rsqrt", "tanh", "sigmoid", "relu", "square", "abs", "sign", "sin", "cos", "clamp", "pow",
+    "softmax", "log_softmax", "maximum", "minimum", "matmul",
+}  # fmt: skip
+TORCH_SAME = TENSOR_METHODS | {
+    "stack", "permute", "reshape", "roll", "where", "erf", "embedding", "index_add",
+    "scatter_add", "take_along_axis", "neg", "add", "sub", "mul", "div", "logical_and",
+    "logical_or",
+}  # fmt: skip
+# every public attribute of a tensor: those methods and the ones written out (ir, ops/methods.py)
+TENSOR_ATTRS = TENSOR_METHODS | {
+    "T", "mT", "astype", "backward", "bool", "contiguous", "device", "dim", "expand", "float",
+    "int", "item", "long", "masked_fill", "ndim", "numel", "permute", "reshape", "size", "to",
+    "view",
+}  # fmt: skip
+
+
+def test_exposure_is_said_by_op_and_unchanged(monkeypatch):
+    """@op(method=True) makes an op a Tensor method and @op(torch=True) a tgweb.torch name,
+    and the sets are what they were."""
+    import tgweb.torch as tt
+
+    assert METHODS == TENSOR_METHODS, sorted(METHODS ^ TENSOR_METHODS)
+    assert TORCH_NAMES == TORCH_SAME, sorted(TORCH_NAMES ^ TORCH_SAME)
+    assert {n for n in dir(TensorOps) if not n.startswith("_")} == TENSOR_ATTRS
+    same = {n for n in dir(tt) if not n.startswith("_") and getattr(tt, n) is getattr(ops, n, None)}
+    assert same == TORCH_SAME, sorted(same ^ TORCH_SAME)
+    # each method is its op with the tensor first, the op looked up when called
+    g = Graph()
+    with tracing(g):
+        x = g.input("x", (2, 3))
+        for name in sorted(TENSOR_METHODS):
+            monkeypatch.setattr(ops, name, lambda *a, _n=name, **k: (_n, a, k))
+            assert getattr(x, name)(1, keepdims=True) == (name, (x, 1), {"keepdims": True})
+
+
 def test_the_torch_form_is_given_to_register():
     assert not hasattr(ir, "set_torch"), "the torch form is a part of register(), not a table of its own"
     missing = {k for k, d in REGISTRY.items() if d.role != "leaf" and d.torch is None}
@@ -158,6 +201,27 @@ def test_no_code_outside_an_entry_names_an_op_kind():
             named = {v for s in sides for v in _kind_literals(s)} & kinds
             if named:
                 found.append(f"{path.relative_to(root)}:{node.lineno} {sorted(named)}")
+    assert not found, found
+
+
+def test_codegen_never_imports_ops():
+    """Kernel families live in codegen/ and their kinds in ops/, which imports them: never
+    the other way (an emitter's needs of a kind are defined in codegen)."""
+    root = pathlib.Path(tg.__file__).parent / "codegen"
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level == 0:
+                    names = [node.module or ""]
+                elif node.level == 2:  # from ..x import y, or from .. import y
+                    base = node.module or ""
+                    names = ["tgweb." + (base or a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n == "tgweb.ops" or n.startswith("tgweb.ops.") for n in names):
+                found.append(f"{path.name}:{node.lineno}")
     assert not found, found
 
 

@@ -1,5 +1,5 @@
-"""Fused attention on subgroup matrices (ops/attention.py, _emit_forward_matrices and
-_emit_grad_matrices): where the target has an f16 -> f32 configuration and the graph is
+"""Fused attention on subgroup matrices (codegen/attention_matrices.py, forward and
+backward): where the target has an f16 -> f32 configuration and the graph is
 mixed, sdpa's forward runs Q K^T and P V on matrices, and its backward S, dP, dQ, dK and
 dV (head dims up to 64). Here the emulated kernels (Target.emulate_matrices) run on
 lavapipe against the f16-rounded reference, and the real kernels' WGSL is checked; the real builtins run only
@@ -18,8 +18,8 @@ from test_subgroup_matrix import EMU, MATRIX, PLAIN16, REAL, gpu
 
 import tgweb as tg
 from tgweb.backends import native
+from tgweb.codegen import attention_matrices
 from tgweb.lower import lower
-from tgweb.ops import attention
 
 pytestmark = pytest.mark.native  # tests/conftest.py: skipped without an adapter, fails in CI
 
@@ -172,9 +172,9 @@ def test_real_wgsl_uses_the_builtins_and_uniform_offsets():
         for line in (ln for ln in g.wgsl.splitlines() if "subgroupMatrix" in ln):
             assert not re.search(r"\b(li|lid|lr|lh|i|j|e|rw)\b", line), line
     # 16 KiB of workgroup memory at most
-    assert attention.matrix_bytes(2, 32, 64, 64, 16) == 14336
-    assert attention.grad_matrix_bytes("sdpa_grad_q", 2, 16, 64, 64, 16) == 15360
-    assert attention.grad_matrix_bytes("sdpa_grad_kv", 2, 16, 64, 64, 16) == 16384
+    assert attention_matrices.matrix_bytes(2, 32, 64, 64, 16) == 14336
+    assert attention_matrices.grad_matrix_bytes("dq", 2, 16, 64, 64, 16) == 15360
+    assert attention_matrices.grad_matrix_bytes("dkv", 2, 16, 64, 64, 16) == 16384
 
 
 def test_emulated_text_is_the_real_text_but_the_builtins():

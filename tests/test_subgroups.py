@@ -16,7 +16,6 @@ from tgweb.backends import native
 from tgweb.codegen.reduce import subgroup_levels
 from tgweb.codegen.target import Target, classify
 from tgweb.lower import lower
-from tgweb.ops import nn as nn_ops
 from tgweb.program import Program, ProgramError
 
 pytestmark = pytest.mark.native
@@ -36,7 +35,7 @@ def _logsumexp(x):
 
 
 def _emb(w, k):
-    return nn_ops.embedding(w, k)
+    return ops.embedding(w, k)
 
 
 # (fn, input specs, domains, what the kernels must fold): rows just over the GPU class's
@@ -55,8 +54,8 @@ CASES = {
     "mean": (lambda x: ops.mean(x * x, axis=-1), {"x": f(7, 2049)}, None, "subgroupAdd"),
     "softmax": (lambda x: tg.softmax(x, axis=-1), {"x": f(4, 333)}, None, "subgroupMax"),
     "softmax-axis0": (lambda x: tg.softmax(x, axis=0), {"x": f(70, 3)}, None, "subgroupAdd"),
-    "log_softmax": (lambda x: nn_ops.log_softmax(x, axis=-1), {"x": f(3, 2100)}, None, "subgroupAdd"),
-    "causal_softmax": (lambda x: nn_ops.causal_softmax(x), {"x": f(2, 37, 37)}, None, "subgroupMax"),
+    "log_softmax": (lambda x: ops.log_softmax(x, axis=-1), {"x": f(3, 2100)}, None, "subgroupAdd"),
+    "causal_softmax": (lambda x: ops.causal_softmax(x), {"x": f(2, 37, 37)}, None, "subgroupMax"),
     "logsumexp": (_logsumexp, {"x": f(5, 1000)}, {"x": "distinct"}, "subgroupMax"),
     "embedding-grad": (_emb, {"w": f(5, 2), "k": i(17000)}, {"k": (0, 5)}, "subgroupAdd"),
 }

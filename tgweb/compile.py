@@ -120,6 +120,37 @@ def compile(
       values bit for bit), and compile raises TraceError, saying what it tried, when
       that is not enough. Trainer.memory_text() lists what was recomputed. None: no bound.
     """
+    opt, clip_grad_norm, which, backend = _checked(
+        model, inputs, optimizer, clip_grad_norm, normalize_grads, backend, precision, seed
+    )
+    _check_limits(recover_every, max_memory)
+    device = lowering_for(backend)
+    if precision == "mixed" and device is not None:
+        _check_f16(device["target"], backend)
+    budget = None if max_memory is None else int(max_memory)
+    options = {"optimizer": opt, "inputs": inputs, "loss_fn": loss_fn, "clip": clip_grad_norm}
+    options.update(normalize=normalize_grads, backend=backend, precision=precision, max_memory=budget)
+    cache = progcache.Lookup.start(cache_key, device, model, options)
+    found = cache.load(device["target"]) if cache is not None else None
+    if found is not None:
+        graph, program = found
+        bounds = graph.bounds
+    else:
+        graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
+        program, bounds = _planned(graph, device, budget)
+        if cache is not None:
+            cache.save(graph, bounds, program)
+    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds)
+    trainer.recover_every = recover_every
+    trainer.cache_key = cache.key if cache is not None else None
+    trainer.keep_host_copy()
+    return trainer
+
+
+def _checked(model, inputs, optimizer, clip_grad_norm, normalize_grads, backend, precision, seed):
+    """compile's arguments checked, each error naming the argument: (the optimizer,
+    the clipping norm (given, or the optimizer spec's), the parameters whose gradients
+    are normalized (a name filter or None), the backend)."""
     if not isinstance(model, Module):
         raise TypeError(f"compile: model must be a tgweb.nn.Module, got {type(model).__name__}")
     if not isinstance(inputs, dict):
@@ -144,6 +175,10 @@ def compile(
         raise ValueError(f"precision={precision!r} is only available on the reference backend")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
+    return opt, clip_grad_norm, which, backend
+
+
+def _check_limits(recover_every, max_memory) -> None:
     if recover_every is not None and (
         isinstance(recover_every, bool) or not isinstance(recover_every, int) or recover_every < 1
     ):
@@ -152,30 +187,14 @@ def compile(
         isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not 0 < max_memory < 2**63
     ):
         raise ValueError(f"max_memory must be a number of bytes > 0 or None, got {max_memory!r}")
-    device = lowering_for(backend)
-    if precision == "mixed" and device is not None:
-        _check_f16(device["target"], backend)
-    budget = None if max_memory is None else int(max_memory)
-    options = {"optimizer": opt, "inputs": inputs, "loss_fn": loss_fn, "clip": clip_grad_norm}
-    options.update(normalize=normalize_grads, backend=backend, precision=precision, max_memory=budget)
-    cache = progcache.Lookup.start(cache_key, device, model, options)
-    found = cache.load(device["target"]) if cache is not None else None
-    if found is not None:
-        graph, program = found
-        bounds = graph.bounds
-    else:
-        graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
-        # the reference backend runs the graph; it plans now only to hold a budget to account
-        plans = device is not None or budget is not None
-        program = lower(graph, name="step", max_memory=budget, **(device or {})) if plans else None
-        bounds = index_bounds(graph)
-        if cache is not None:
-            cache.save(graph, bounds, program)
-    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds)
-    trainer.recover_every = recover_every
-    trainer.cache_key = cache.key if cache is not None else None
-    trainer.keep_host_copy()
-    return trainer
+
+
+def _planned(graph: Graph, device: dict | None, budget: int | None):
+    """(the Program of a new training graph, or None, and its inputs' index bounds): the
+    reference backend runs the graph itself, and plans only to hold a budget to account."""
+    plans = device is not None or budget is not None
+    program = lower(graph, name="step", max_memory=budget, **(device or {})) if plans else None
+    return program, index_bounds(graph)
 
 
 class PrecisionError(ValueError):

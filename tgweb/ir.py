@@ -85,6 +85,19 @@ def strides(shape) -> list[int]:
     return out[::-1]
 
 
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape the shapes broadcast to (NumPy's rule), or OpError."""
+    n = max(len(s) for s in shapes)
+    out = []
+    for i in range(n):
+        dims = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise OpError("shapes do not broadcast: " + ", ".join(str(tuple(s)) for s in shapes))
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------
 # The op-kind registry
 
@@ -258,72 +271,13 @@ class Size(int):
 
 
 class TensorOps:
-    """Operators shared by Tensor and nn.Parameter; each forwards to tgweb.ops."""
+    """What Tensor, nn.Parameter and tgweb.torch's host tensors share: shape queries and
+    the errors of what a traced value cannot do. Their operators and op methods (+, @,
+    .sum(), .reshape(), ...) forward to tgweb.ops, which installs them when it loads
+    (ops/methods.py): ir never imports ops."""
 
     def _t(self) -> "Tensor":
         raise NotImplementedError  # pragma: no cover - overridden by both subclasses
-
-    def __add__(self, o):
-        return _ops().add(self, o)
-
-    def __radd__(self, o):
-        return _ops().add(o, self)
-
-    def __sub__(self, o):
-        return _ops().sub(self, o)
-
-    def __rsub__(self, o):
-        return _ops().sub(o, self)
-
-    def __mul__(self, o):
-        return _ops().mul(self, o)
-
-    def __rmul__(self, o):
-        return _ops().mul(o, self)
-
-    def __truediv__(self, o):
-        return _ops().div(self, o)
-
-    def __rtruediv__(self, o):
-        return _ops().div(o, self)
-
-    def __pow__(self, o):
-        return _ops().pow(self, o)
-
-    def __matmul__(self, o):
-        return _ops().matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return _ops().matmul(o, self)
-
-    def __neg__(self):
-        return _ops().neg(self)
-
-    def __abs__(self):
-        return _ops().abs(self)
-
-    def __lt__(self, o):
-        return _ops().less(self, o)
-
-    def __gt__(self, o):
-        return _ops().greater(self, o)
-
-    def __le__(self, o):
-        return _ops().less_equal(self, o)
-
-    def __ge__(self, o):
-        return _ops().greater_equal(self, o)
-
-    def __getitem__(self, idx):
-        if isinstance(idx, TensorOps):  # rows picked by an integer tensor: an embedding lookup
-            if idx.dtype != "i32":
-                raise TraceError(
-                    f"indexing by a {idx.dtype} tensor (a boolean mask) gives a shape that depends "
-                    "on the data, which a static graph cannot have: use tg.where(mask, x, 0)",
-                    user_site(),
-                )
-            return _ops().embedding(self, idx)
-        return _ops().getitem(self, idx)
 
     def __setitem__(self, idx, value):
         raise TraceError(
@@ -335,14 +289,6 @@ class TensorOps:
     __hash__ = object.__hash__
 
     @property
-    def T(self):
-        return _ops().transpose(self)
-
-    @property
-    def mT(self):
-        return _ops().swapaxes(self, -1, -2)
-
-    @property
     def ndim(self) -> int:
         return len(self.shape)
 
@@ -350,29 +296,6 @@ class TensorOps:
     def size(self) -> "Size":
         """The element count (NumPy's x.size); called, PyTorch's x.size() or x.size(dim)."""
         return Size(prod(self.shape), self.shape)
-
-    def reshape(self, *shape):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _ops().reshape(self, shape)
-
-    view = reshape
-
-    def permute(self, *axes):
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return _ops().permute(self, axes)
-
-    def expand(self, *shape):
-        """PyTorch's expand: -1 keeps an axis's size."""
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        lead = len(shape) - self.ndim
-        full = tuple(d if d != -1 else self.shape[i - lead] for i, d in enumerate(shape))
-        return _ops().broadcast_to(self, full)
-
-    def astype(self, dtype):
-        return _ops().cast(self, dtype)
 
     def numel(self) -> int:
         return prod(self.shape)
@@ -400,50 +323,8 @@ class TensorOps:
     def device(self) -> str:
         return "webgpu"
 
-    def to(self, *args, **kwargs):
-        """PyTorch's to(device or dtype): a dtype casts, a device changes nothing."""
-        for a in (*args, *kwargs.values()):
-            if dtype_name(a) in DTYPES:
-                return _ops().cast(self, dtype_name(a))
-        return self
-
     def contiguous(self):
         return self  # every traced tensor is laid out row-major
-
-    def masked_fill(self, mask, value):
-        return _ops().where(mask, value, self)
-
-    def float(self):
-        return _ops().cast(self, "f32")
-
-    def long(self):
-        return _ops().cast(self, "i32")
-
-    int = long
-
-    def bool(self):
-        return _ops().cast(self, "bool")
-
-
-def _forward(name: str):
-    """A Tensor method that calls the op of the same name on the tensor."""
-
-    def method(self, *args, **kwargs):
-        return getattr(_ops(), name)(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
-
-
-# Tensor methods that are the op of the same name with the tensor first
-TENSOR_METHODS = (
-    "sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "transpose", "swapaxes",
-    "squeeze", "unsqueeze", "broadcast_to", "split", "chunk", "narrow", "exp", "log", "sqrt",
-    "rsqrt", "tanh", "sigmoid", "relu", "square", "abs", "sign", "sin", "cos", "clamp", "pow",
-    "softmax", "log_softmax", "maximum", "minimum", "matmul",
-)  # fmt: skip
-for _name in TENSOR_METHODS:
-    setattr(TensorOps, _name, _forward(_name))
 
 
 _OPS: Any = None  # the tgweb.ops namespace; tgweb.ops binds itself (ir never imports it)

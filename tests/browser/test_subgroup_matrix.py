@@ -82,7 +82,7 @@ def test_emulated_matrices_compile_and_match_in_chromium(page, info):
         run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
 
 
-# attention on matrices (ops/attention.py): the forward, and the backward up to head dims
+# attention on matrices (codegen/attention_matrices.py): the forward, and the backward up to head dims
 # of 64 (d128's backward: the plain kernels); no dropout here (the page's reference has no
 # seed)
 ATTN = ["plain-d16", "causal-d64", "d128", "odd-dims", "add-mask", "bool-mask", "fused-qkv"]

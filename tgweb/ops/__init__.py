@@ -7,6 +7,7 @@ import pkgutil as _pkgutil
 import sys as _sys
 
 from .. import ir as _ir
+from . import methods as _methods
 from .base import PUBLIC as _PUBLIC
 
 for _m in sorted(m.name for m in _pkgutil.iter_modules(__path__)):
@@ -16,3 +17,4 @@ globals().update(_PUBLIC)
 __all__ = sorted(_PUBLIC)
 
 _ir.bind_ops(_sys.modules[__name__])  # Tensor operators (+, @, .sum(), ...) call these
+_methods.install()  # ... which every family has marked by now

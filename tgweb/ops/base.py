@@ -8,6 +8,8 @@ import inspect
 from ..ir import OpError, Tensor, TensorOps, TraceError, make, user_site
 
 PUBLIC: dict = {}  # name -> public op function; tgweb.ops exports exactly these
+METHODS: set = set()  # the public ops that are Tensor methods too (op(method=True))
+TORCH_NAMES: set = set()  # the public ops tgweb.torch exports under their names (op(torch=True))
 
 
 # PyTorch's keyword names, accepted wherever the op takes NumPy's (both is an error)
@@ -28,10 +30,15 @@ def _renamed(name: str, aliases: dict[str, str], kwargs: dict) -> dict:
     return kwargs
 
 
-def op(fn):
+def op(fn=None, *, method: bool = False, torch: bool = False):
     """Marks a public op function (tgweb.ops and tgweb export it by its name); an OpError
     raised by its own checks names the user's call site. PyTorch's keyword names (dim=,
-    keepdim=, dims=, input=) are accepted for NumPy's (axis=, keepdims=, axes=, x=)."""
+    keepdim=, dims=, input=) are accepted for NumPy's (axis=, keepdims=, axes=, x=).
+    Where else it is exposed, said here and nowhere else: method=True makes it a Tensor
+    method too (x.name(...) is name(x, ...): ops/methods.py), torch=True a name of
+    tgweb.torch (torch.name is this function). Bare (@op) or with them (@op(torch=True))."""
+    if fn is None:
+        return lambda f: op(f, method=method, torch=torch)
     aliases = _kwarg_aliases(fn)
 
     @functools.wraps(fn)
@@ -46,6 +53,10 @@ def op(fn):
     if fn.__name__ in PUBLIC:
         raise RuntimeError(f"two public ops are called {fn.__name__!r}")
     PUBLIC[fn.__name__] = wrapper
+    if method:
+        METHODS.add(fn.__name__)
+    if torch:
+        TORCH_NAMES.add(fn.__name__)
     return wrapper
 
 
@@ -81,18 +92,6 @@ def _coerce(x, dtype: str):
     return bool(x)
 
 
-def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    n = max(len(s) for s in shapes)
-    out = []
-    for i in range(n):
-        dims = {s[len(s) - n + i] for s in shapes if len(s) - n + i >= 0}
-        dims.discard(1)
-        if len(dims) > 1:
-            raise OpError("shapes do not broadcast: " + ", ".join(str(tuple(s)) for s in shapes))
-        out.append(dims.pop() if dims else 1)
-    return tuple(out)
-
-
 def norm_axis(axis: int, ndim: int, shape=None) -> int:
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise OpError(f"axis must be an int, got {axis!r}")
@@ -111,6 +110,14 @@ def norm_axes(axis, ndim: int, shape=None) -> tuple[int, ...]:
     if len(set(axes)) != len(axes):
         raise OpError(f"repeated axis in {axis!r}")
     return axes
+
+
+def infer_float_same(ins, attrs):
+    """The shape rule of a kind whose one float input gives its output's shape."""
+    (x,) = ins
+    if x.dtype != "f32":
+        raise OpError(f"needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
+    return x.shape, "f32"
 
 
 def require_float(name: str, *ts: Tensor) -> None:

@@ -1,5 +1,5 @@
 """Elementwise ops: binary arithmetic with NumPy broadcasting, comparisons, where,
-unary math and activations, casts, and constants.
+unary math and activations, and casts (full, zeros, ones, arange: tgweb.ops.creation).
 
 Each kind's reference implementation is a NumPy expression and its WGSL is an
 expression of its operands' values, so chains of them fuse into one kernel. A new
@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit, i32_lit, lit
-from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, dtype_name, make, register
-from .base import as_tensor, broadcast_shapes, op
+from ..ir import DTYPES, NO_GRAD, OpError, Tensor, bound_ops, broadcast_shapes, dtype_name, make, register
+from .base import as_tensor, op
 
 # ---------------------------------------------------------------- WGSL expressions
 
@@ -106,13 +106,6 @@ def _cast_wgsl(x, n, kc):
     if src == "bool":
         return f"select({lit(0, dst)}, {lit(1, dst)}, {x})"
     return f"{dst}({x})"
-
-
-def _arange_wgsl(g, n):
-    i, a = g.coord(0), n.attrs
-    if n.dtype == "i32":
-        return f"({i32_lit(a['start'])} + {i32_lit(a['step'])} * i32({i}))"
-    return f"({f32_lit(a['start'])} + {f32_lit(a['step'])} * f32({i}))"
 
 
 _RANK = {"bool": 0, "i32": 1, "f32": 2}
@@ -273,8 +266,9 @@ for _k, (_, _fn, _g, _w, _torch) in _BINARY.items():
     )
 
 
-def _binary_op(kind: str, doc: str | None = None):
-    """The public function of a binary kind of _BINARY: f(a, b), tensors or numbers."""
+def _binary_op(kind: str, doc: str | None = None, **exposure):
+    """The public function of a binary kind of _BINARY: f(a, b), tensors or numbers;
+    exposure: op()'s method= and torch=."""
     operands = _BINARY[kind][0]
 
     def fn(a, b) -> Tensor:
@@ -285,22 +279,22 @@ def _binary_op(kind: str, doc: str | None = None):
 
     fn.__name__ = fn.__qualname__ = kind
     fn.__doc__ = doc
-    return op(fn)
+    return op(fn, **exposure)
 
 
-add = _binary_op("add")
-sub = _binary_op("sub")
-mul = _binary_op("mul")
-div = _binary_op("div", "True division; integer operands are promoted to f32.")
-maximum = _binary_op("maximum")
-minimum = _binary_op("minimum")
+add = _binary_op("add", torch=True)
+sub = _binary_op("sub", torch=True)
+mul = _binary_op("mul", torch=True)
+div = _binary_op("div", "True division; integer operands are promoted to f32.", torch=True)
+maximum = _binary_op("maximum", method=True, torch=True)
+minimum = _binary_op("minimum", method=True, torch=True)
 less = _binary_op("less")
 greater = _binary_op("greater")
 less_equal = _binary_op("less_equal")
 greater_equal = _binary_op("greater_equal")
 equal = _binary_op("equal")
-logical_and = _binary_op("logical_and")
-logical_or = _binary_op("logical_or")
+logical_and = _binary_op("logical_and", torch=True)
+logical_or = _binary_op("logical_or", torch=True)
 
 
 # ---------------------------------------------------------------- where
@@ -332,7 +326,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def where(cond, a, b) -> Tensor:
     """Pick a where cond is true, else b (broadcasting); a and b may be numbers."""
     cond = as_tensor(cond)
@@ -557,32 +551,33 @@ def _unary(kind, x, **attrs):
     return make(kind, (as_tensor(x),), **attrs)
 
 
-def _unary_op(kind: str):
-    """The public function of a unary kind of _UNARY with no parameters: f(x)."""
+def _unary_op(kind: str, **exposure):
+    """The public function of a unary kind of _UNARY with no parameters: f(x);
+    exposure: op()'s method= and torch=."""
 
     def fn(x) -> Tensor:
         return _unary(kind, x)
 
     fn.__name__ = fn.__qualname__ = kind
-    return op(fn)
+    return op(fn, **exposure)
 
 
-neg = _unary_op("neg")
-abs = _unary_op("abs")
-sign = _unary_op("sign")
-square = _unary_op("square")
-exp = _unary_op("exp")
-log = _unary_op("log")
-sqrt = _unary_op("sqrt")
-rsqrt = _unary_op("rsqrt")
-tanh = _unary_op("tanh")
-sigmoid = _unary_op("sigmoid")
-relu = _unary_op("relu")
+neg = _unary_op("neg", torch=True)
+abs = _unary_op("abs", method=True, torch=True)
+sign = _unary_op("sign", method=True, torch=True)
+square = _unary_op("square", method=True, torch=True)
+exp = _unary_op("exp", method=True, torch=True)
+log = _unary_op("log", method=True, torch=True)
+sqrt = _unary_op("sqrt", method=True, torch=True)
+rsqrt = _unary_op("rsqrt", method=True, torch=True)
+tanh = _unary_op("tanh", method=True, torch=True)
+sigmoid = _unary_op("sigmoid", method=True, torch=True)
+relu = _unary_op("relu", method=True, torch=True)
 silu = _unary_op("silu")
 softplus = _unary_op("softplus")
-erf = _unary_op("erf")
-sin = _unary_op("sin")
-cos = _unary_op("cos")
+erf = _unary_op("erf", torch=True)
+sin = _unary_op("sin", method=True, torch=True)
+cos = _unary_op("cos", method=True, torch=True)
 
 
 @op
@@ -598,7 +593,7 @@ def gelu(x, approximate: str = "none"):
     return _unary("gelu", x, approximate=approximate)
 
 
-@op
+@op(method=True, torch=True)
 def pow(x, exponent):  # noqa: A001 - NumPy's name
     """x ** exponent for a number exponent."""
     if not isinstance(exponent, (int, float)) or isinstance(exponent, bool):
@@ -617,7 +612,7 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0):
     return _unary("hardtanh", x, lo=float(min_val), hi=float(max_val))
 
 
-@op
+@op(method=True, torch=True)
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     if min is None and max is None:
         raise OpError("clamp needs min, max or both")
@@ -628,7 +623,7 @@ def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's names
     return _unary("clamp", x, lo=lo, hi=hi)
 
 
-# ---------------------------------------------------------------- casts and constants
+# ---------------------------------------------------------------- casts
 
 
 def _infer_cast(ins, attrs):
@@ -664,86 +659,3 @@ def cast(x, dtype: str) -> Tensor:
         raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     x = as_tensor(x)
     return x if x.dtype == dtype else make("cast", (x,), dtype=dtype)
-
-
-def _infer_full(ins, attrs):
-    return attrs["shape"], attrs["dtype"]
-
-
-register(
-    "full",
-    family="elementwise",
-    role="const",
-    emit=lambda g, n: lit(n.attrs["value"], n.dtype),
-    infer=_infer_full,
-    grad=NO_GRAD,
-    ref=lambda ctx, args, t: ctx.np.full(t.shape, t.attrs["value"], ctx.npdtype(t.dtype)),
-    torch=lambda tc, a, n: tc.torch.full(
-        n.shape, n.attrs["value"], dtype=torch_dtype(tc, n.dtype), device=tc.device
-    ),
-)
-
-
-def _check_shape(shape):
-    if isinstance(shape, int):
-        shape = (shape,)
-    shape = tuple(shape)
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
-        raise OpError(f"shape must be a tuple of positive ints, got {shape!r}")
-    return shape
-
-
-@op
-def full(shape, value, dtype: str | None = None) -> Tensor:
-    shape = _check_shape(shape)
-    if dtype is None:
-        dtype = "f32" if isinstance(value, float) else "bool" if isinstance(value, bool) else "i32"
-    dtype = dtype_name(dtype)
-    if dtype not in DTYPES:
-        raise OpError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    value = float(value) if dtype == "f32" else bool(value) if dtype == "bool" else int(value)
-    return make("full", (), shape=shape, value=value, dtype=dtype)
-
-
-@op
-def zeros(shape, dtype: str = "f32") -> Tensor:
-    return full(shape, 0, dtype)
-
-
-@op
-def ones(shape, dtype: str = "f32") -> Tensor:
-    return full(shape, 1, dtype)
-
-
-register(
-    "arange",
-    family="elementwise",
-    role="elementwise",
-    emit=_arange_wgsl,
-    grad=NO_GRAD,
-    infer=lambda ins, a: ((a["n"],), a["dtype"]),
-    ref=lambda ctx, args, t: (t.attrs["start"] + t.attrs["step"] * ctx.np.arange(t.attrs["n"])).astype(
-        ctx.npdtype(t.dtype)
-    ),
-    torch=lambda tc, a, n: (
-        n.attrs["start"] + n.attrs["step"] * tc.torch.arange(n.attrs["n"], device=tc.device)
-    ).to(torch_dtype(tc, n.dtype)),
-)
-
-
-@op
-def arange(start, stop=None, step=1, dtype: str | None = None) -> Tensor:
-    """Like numpy.arange: i32 for integer arguments, else f32."""
-    if stop is None:
-        start, stop = 0, start
-    for v in (start, stop, step):
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            raise OpError(f"arange takes numbers, got {v!r}")
-    if step == 0:
-        raise OpError("step must not be zero")
-    n = max(0, math.ceil((stop - start) / step))
-    if n == 0:
-        raise OpError(f"arange({start}, {stop}, {step}) is empty")
-    if dtype is None:
-        dtype = "i32" if all(isinstance(v, int) for v in (start, stop, step)) else "f32"
-    return make("arange", (), n=n, start=start, step=step, dtype=dtype)

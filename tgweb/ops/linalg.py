@@ -8,8 +8,8 @@ pass reads transposed operands through strides instead of copying them.
 from __future__ import annotations
 
 from ..codegen.matmul import emit_matmul, operand_layout, pairs_ok
-from ..ir import OpError, Tensor, make, prod, register, replace
-from .base import as_tensor, broadcast_shapes, op
+from ..ir import OpError, Tensor, broadcast_shapes, make, prod, register, replace
+from .base import as_tensor, op
 from .half import half
 
 
@@ -141,7 +141,7 @@ register(
 )
 
 
-@op
+@op(method=True, torch=True)
 def matmul(a, b) -> Tensor:
     """a @ b as in NumPy: batch dims broadcast, 1-D operands get a unit axis added and removed."""
     from .shape import reshape

@@ -39,30 +39,12 @@ from __future__ import annotations
 import math
 
 from ..codegen.common import f32_lit
+from ..codegen.random import M32, key_wgsl, lowbias32, stream_hash
 from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register
 from .base import as_tensor, norm_axis, op
 
-M32 = 0xFFFFFFFF
-GOLDEN = 0x9E3779B9
-STREAM_OFFSET = 0x632BE5AB
-
-
 # ---------------------------------------------------------------- the hash, in pure Python
-
-
-def lowbias32(x: int) -> int:
-    x &= M32
-    x ^= x >> 16
-    x = (x * 0x7FEB352D) & M32
-    x ^= x >> 15
-    x = (x * 0x846CA68B) & M32
-    x ^= x >> 16
-    return x
-
-
-def stream_hash(stream: int) -> int:
-    """The per-op constant a stream's key mixes into the seed."""
-    return lowbias32(((stream * GOLDEN) + STREAM_OFFSET) & M32)
+# (lowbias32 and stream_hash: codegen/random.py, which the kernels' WGSL shares)
 
 
 def key(seed: int, stream: int) -> int:
@@ -125,31 +107,7 @@ def _infer_random(ins, attrs):
     return attrs["shape"], "f32"
 
 
-# ---------------------------------------------------------------- WGSL: the same hash, bit for bit
-
-_HASH = """fn tg_hash(x0: u32) -> u32 {
-  var x = x0;
-  x = x ^ (x >> 16u);
-  x = x * 0x7feb352du;
-  x = x ^ (x >> 15u);
-  x = x * 0x846ca68bu;
-  x = x ^ (x >> 16u);
-  return x;
-}"""
-
-_UNIFORM = """fn tg_uniform(k: u32, c: u32) -> f32 {
-  return f32(tg_hash(tg_hash(c ^ k) + k) >> 8u) * 5.9604644775390625e-8;
-}"""
-
-
-def key_wgsl(kc, seed: str, stream: int) -> str:
-    """The WGSL expression of key(seed, stream) for a seed value (an i32 expression);
-    tg_uniform(key, counter) is then uniform(seed, stream, counter). The stream's
-    constant is a word of the kernel's uniform, not a literal: the dropouts of a model's
-    repeated layers then have one WGSL text."""
-    kc.helper("tg_hash", _HASH)
-    kc.helper("tg_uniform", _UNIFORM)
-    return f"tg_hash(bitcast<u32>({seed}) ^ {kc.word(stream_hash(stream))})"
+# ---------------------------------------------------------------- WGSL (the hash: codegen/random.py)
 
 
 def _key_wgsl(g, m) -> str:
@@ -228,9 +186,9 @@ register(
 
 
 def _random(kind: str, shape, graph=None) -> Tensor:
-    from .elementwise import _check_shape
+    from .creation import check_shape
 
-    shape = _check_shape(shape)
+    shape = check_shape(shape)
     graph = graph or current_graph()
     if graph is None:
         raise OpError("random ops run only while tracing")

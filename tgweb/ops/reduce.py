@@ -88,7 +88,7 @@ def _reduce(kind, x, axis, keepdims):
     return make(kind, (x,), axes=axes, keepdims=bool(keepdims))
 
 
-@op
+@op(method=True, torch=True)
 def sum(x, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001 - NumPy's name
     return _reduce("sum", x, axis, keepdims)
 
@@ -122,31 +122,31 @@ def _extreme(kind, x, axis, keepdims, other):
     return ValuesIndices((_reduce(kind, x, axis, keepdims), arg(x, axis, keepdims)))
 
 
-@op
+@op(method=True, torch=True)
 def max(x, axis=None, keepdims: bool = False, other=None):  # noqa: A001 - PyTorch's name
     """PyTorch's max: max(x) the largest element; max(x, dim) the pair (values, indices)
     along dim; max(x, other) the elementwise maximum. amax reduces over several axes."""
     return _extreme("max", x, axis, keepdims, other)
 
 
-@op
+@op(method=True, torch=True)
 def min(x, axis=None, keepdims: bool = False, other=None):  # noqa: A001 - PyTorch's name
     """PyTorch's min; see max."""
     return _extreme("min", x, axis, keepdims, other)
 
 
-@op
+@op(method=True, torch=True)
 def amax(x, axis=None, keepdims: bool = False) -> Tensor:
     """The largest value over the given axes (all by default)."""
     return _reduce("max", x, axis, keepdims)
 
 
-@op
+@op(method=True, torch=True)
 def amin(x, axis=None, keepdims: bool = False) -> Tensor:
     return _reduce("min", x, axis, keepdims)
 
 
-@op
+@op(method=True, torch=True)
 def mean(x, axis=None, keepdims: bool = False) -> Tensor:
     x = as_tensor(x)
     if x.dtype != "f32":
@@ -195,14 +195,14 @@ for _k, (_fold, _better) in _ARG.items():
     )
 
 
-@op
+@op(method=True, torch=True)
 def argmax(x, axis: int = -1, keepdims: bool = False) -> Tensor:
     """Index of the largest value along one axis (the first on ties), as i32."""
     x = as_tensor(x)
     return make("argmax", (x,), axis=norm_axis(axis, x.ndim, x.shape), keepdims=bool(keepdims))
 
 
-@op
+@op(method=True, torch=True)
 def argmin(x, axis: int = -1, keepdims: bool = False) -> Tensor:
     x = as_tensor(x)
     return make("argmin", (x,), axis=norm_axis(axis, x.ndim, x.shape), keepdims=bool(keepdims))

@@ -98,7 +98,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def reshape(x, shape) -> Tensor:
     """Reshape; one dimension may be -1. Free: the result aliases x's memory."""
     x = as_tensor(x)
@@ -167,7 +167,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def permute(x, axes) -> Tensor:
     x = as_tensor(x)
     axes = tuple(axes)
@@ -184,7 +184,7 @@ def permute(x, axes) -> Tensor:
     return make("permute", (x,), perm=perm)
 
 
-@op
+@op(method=True, torch=True)
 def transpose(x, dim0: int | None = None, dim1: int | None = None) -> Tensor:
     """PyTorch's transpose: axes dim0 and dim1 swapped; with neither given, every axis
     reversed (x.T). Permute takes a whole permutation."""
@@ -199,7 +199,7 @@ def transpose(x, dim0: int | None = None, dim1: int | None = None) -> Tensor:
     return swapaxes(x, dim0, dim1)
 
 
-@op
+@op(method=True, torch=True)
 def swapaxes(x, a: int, b: int) -> Tensor:
     x = as_tensor(x)
     a, b = norm_axis(a, x.ndim, x.shape), norm_axis(b, x.ndim, x.shape)
@@ -238,7 +238,7 @@ register(
 )
 
 
-@op
+@op(method=True, torch=True)
 def broadcast_to(x, shape) -> Tensor:
     x = as_tensor(x)
     shape = tuple(shape)
@@ -253,7 +253,7 @@ def broadcast_to(x, shape) -> Tensor:
 # ---------------------------------------------------------------- squeeze / unsqueeze
 
 
-@op
+@op(method=True, torch=True)
 def squeeze(x, axis=None) -> Tensor:
     x = as_tensor(x)
     if axis is None:
@@ -265,7 +265,7 @@ def squeeze(x, axis=None) -> Tensor:
     return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
-@op
+@op(method=True, torch=True)
 def unsqueeze(x, axis: int) -> Tensor:
     x = as_tensor(x)
     a = norm_axis(axis, x.ndim + 1, x.shape)
@@ -332,7 +332,7 @@ register(
 )
 
 
-@op
+@op(method=True, torch=True)
 def narrow(x, axis: int, start: int, length: int) -> Tensor:
     """x's elements start .. start+length-1 along axis (torch.narrow)."""
     x = as_tensor(x)
@@ -406,7 +406,7 @@ def concat(xs, axis: int = 0) -> Tensor:
     return make("concat", xs, axis=a)
 
 
-@op
+@op(torch=True)
 def stack(xs, axis: int = 0) -> Tensor:
     xs = [as_tensor(x) for x in xs]
     if not xs:
@@ -426,7 +426,7 @@ def _parts(x: Tensor, a: int, sizes) -> list[Tensor]:
     return out
 
 
-@op
+@op(method=True, torch=True)
 def split(x, split_size_or_sections, axis: int = 0) -> list[Tensor]:
     """PyTorch's split: an int is the size of each part (the last may be smaller); a list
     gives every part's size."""
@@ -444,7 +444,7 @@ def split(x, split_size_or_sections, axis: int = 0) -> list[Tensor]:
     return _parts(x, a, sizes)
 
 
-@op
+@op(method=True, torch=True)
 def chunk(x, chunks: int, axis: int = 0) -> list[Tensor]:
     """PyTorch's chunk: parts of ceil(n / chunks) along axis (fewer parts when that
     size already covers it; the last may be smaller)."""
@@ -455,7 +455,7 @@ def chunk(x, chunks: int, axis: int = 0) -> list[Tensor]:
     return split(x, -(-x.shape[a] // chunks), a)
 
 
-@op
+@op(torch=True)
 def roll(x, shifts, axis=None) -> Tensor:
     """torch.roll: elements shifted along axis (or axes), wrapping around; with no axis,
     over the flattened tensor."""
@@ -547,7 +547,8 @@ def _index_ranges(x: Tensor, idx) -> list[tuple[int, int, bool]]:
 def index_put(x, idx, value) -> Tensor:
     """x with x[idx] replaced by value (broadcast), as a new tensor: what item assignment
     (x[idx] = value) on a traced tensor computes. Basic indices only."""
-    from .elementwise import arange, cast, greater_equal, less, logical_and, where
+    from .creation import arange
+    from .elementwise import cast, greater_equal, less, logical_and, where
 
     x = as_tensor(x)
     ranges = _index_ranges(x, idx)

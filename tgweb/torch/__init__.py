@@ -14,6 +14,7 @@ import math
 from .. import ops as _ops
 from ..ir import TraceError, current_graph, prod, user_site
 from ..nn.init import draw_normal, draw_uniform
+from ..ops.base import TORCH_NAMES as _TORCH_NAMES
 from ._host import GENERATOR, HostTensor, cast_values, flatten_data
 
 
@@ -239,15 +240,8 @@ def multinomial(*args, **kwargs):
     )
 
 
-_SAME = (
-    "stack", "split", "chunk", "transpose", "permute", "reshape", "squeeze", "unsqueeze", "narrow",
-    "roll", "where", "matmul", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs",
-    "sign", "sin", "cos", "pow", "clamp", "maximum", "minimum", "sum", "mean", "max", "min",
-    "amax", "amin", "argmax", "argmin", "softmax", "log_softmax", "erf", "square", "broadcast_to",
-    "embedding", "index_add", "scatter_add", "take_along_axis", "neg", "add", "sub", "mul", "div",
-    "logical_and", "logical_or", "swapaxes",
-)  # fmt: skip
-globals().update({n: getattr(_ops, n) for n in _SAME})
+# the ops whose @op says torch=True: the same function under the same name
+globals().update({n: getattr(_ops, n) for n in sorted(_TORCH_NAMES)})
 clip, gather_along = _ops.clamp, _ops.take_along_axis
 eq, lt, gt, le, ge = _ops.equal, _ops.less, _ops.greater, _ops.less_equal, _ops.greater_equal
 

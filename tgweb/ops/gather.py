@@ -1,17 +1,8 @@
-"""Neural-network ops: softmax family, one_hot, gathers and their scatter-add
-gradients, scatter_add and index_add, and the losses (cross_entropy, nll_loss,
-mse_loss).
+"""Gathers by integer index and their scatter-add gradients: one_hot, embedding,
+take_along_axis; scatter_add and index_add.
 
 Kinds and attrs (what a kernel must implement):
 
-- ``softmax`` / ``log_softmax`` {axis}: over one axis, max-subtracted.
-- ``causal_softmax`` {}: softmax over the last axis of x [..., T, S] where entry
-  (i, j) of each T x S matrix is visible iff j <= i (top-left aligned, like
-  ``torch.tril``); hidden entries come out exactly 0.
-- ``normalize`` {eps}: over the last axis, (x - mean) / sqrt(var + eps) with the
-  biased variance (a layer norm without its scale and shift). One kernel per row.
-- ``normalize_grad`` {eps}: (x, g) -> the gradient of normalize at x for the output
-  gradient g. No gradient of its own.
 - ``one_hot`` {num_classes}: i32 [...] -> f32 [..., C]; indices outside [0, C)
   give an all-zero row. No gradient.
 - ``embedding`` {}: (weight [N, D] f32, idx [...] i32) -> [..., D], row idx of
@@ -23,228 +14,14 @@ Kinds and attrs (what a kernel must implement):
   out-of-range indices give 0.
 - ``take_along_axis_grad`` {axis, size}: (g, idx) -> g.shape with that axis of
   length size: scatter-add of g along axis (out-of-range indices skipped).
-
-The losses compose these kinds; class axis last: logits [..., C] with integer
-targets [...] (shape logits.shape[:-1]), unlike PyTorch's [N, C, ...].
 """
 
 from __future__ import annotations
 
 from ..codegen.common import add_idx, lit, mul_idx
-from ..codegen.reduce import emit_embedding_grad, normalize, softmax
+from ..codegen.reduce import emit_embedding_grad
 from ..ir import NO_GRAD, OpError, Tensor, TensorOps, make, register
 from .base import as_tensor, norm_axis, op, require_float
-
-
-def _infer_float_same(ins, attrs):
-    (x,) = ins
-    if x.dtype != "f32":
-        raise OpError(f"needs a float (f32) tensor, got {x.dtype} of shape {x.shape}")
-    return x.shape, "f32"
-
-
-# ---------------------------------------------------------------- softmax family
-
-
-def _np_softmax(np, x, axis):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def _g_softmax(t, g):
-    from .reduce import sum as rsum
-
-    axis = t.attrs.get("axis", -1) % t.ndim
-    return [t * (g - rsum(g * t, axis, keepdims=True))]
-
-
-def _g_log_softmax(t, g):
-    from .elementwise import exp
-    from .reduce import sum as rsum
-
-    return [g - exp(t) * rsum(g, t.attrs["axis"], keepdims=True)]
-
-
-def _ref_log_softmax(ctx, args, t):
-    np, x, axis = ctx.np, args[0], t.attrs["axis"]
-    z = x - x.max(axis=axis, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
-
-
-def _causal_mask(np, shape):
-    rows, cols = shape[-2], shape[-1]
-    return np.arange(cols)[None, :] <= np.arange(rows)[:, None]
-
-
-def _ref_causal_softmax(ctx, args, t):
-    np, x = ctx.np, args[0]
-    mask = _causal_mask(np, x.shape)
-    y = _np_softmax(np, np.where(mask, x, -np.inf), -1)
-    return np.where(mask, y, 0)
-
-
-def _infer_causal(ins, attrs):
-    (x,) = ins
-    if x.ndim < 2:
-        raise OpError(f"needs scores of rank >= 2 ([..., T, S]), got shape {x.shape}")
-    return _infer_float_same(ins, attrs)
-
-
-def _torch_causal(tc, a, n):
-    x = a[0]
-    t, s = x.shape[-2], x.shape[-1]
-    keep = tc.torch.ones(t, s, dtype=tc.torch.bool, device=x.device).tril()
-    return tc.torch.softmax(x.masked_fill(~keep, float("-inf")), -1).masked_fill(~keep, 0.0)
-
-
-register(
-    "softmax",
-    family="nn",
-    role="kernel",
-    emit=softmax(),
-    infer=_infer_float_same,
-    grad=_g_softmax,
-    ref=lambda ctx, args, t: _np_softmax(ctx.np, args[0], t.attrs["axis"]),
-    torch=lambda tc, a, n: tc.torch.softmax(a[0], n.attrs["axis"]),
-)
-register(
-    "log_softmax",
-    family="nn",
-    role="kernel",
-    emit=softmax(log=True),
-    infer=_infer_float_same,
-    grad=_g_log_softmax,
-    ref=_ref_log_softmax,
-    torch=lambda tc, a, n: tc.torch.log_softmax(a[0], n.attrs["axis"]),
-)
-register(
-    "causal_softmax",
-    family="nn",
-    role="kernel",
-    emit=softmax(causal=True),
-    infer=_infer_causal,
-    grad=_g_softmax,
-    ref=_ref_causal_softmax,
-    torch=_torch_causal,
-)
-
-
-@op
-def softmax(x, axis: int = -1) -> Tensor:
-    x = as_tensor(x)
-    require_float("softmax", x)
-    return make("softmax", (x,), axis=norm_axis(axis, x.ndim, x.shape))
-
-
-@op
-def log_softmax(x, axis: int = -1) -> Tensor:
-    x = as_tensor(x)
-    require_float("log_softmax", x)
-    return make("log_softmax", (x,), axis=norm_axis(axis, x.ndim, x.shape))
-
-
-@op
-def causal_softmax(scores) -> Tensor:
-    """Softmax over the last axis of attention scores [..., T, S] with query i seeing
-    keys j <= i only; the hidden weights are exactly 0. One fused kernel."""
-    x = as_tensor(scores)
-    require_float("causal_softmax", x)
-    return make("causal_softmax", (x,))
-
-
-# ---------------------------------------------------------------- layer norm
-
-
-def _np_normalized(np, x, eps):
-    """(xhat, 1 / sqrt(var + eps)) over the last axis."""
-    d = x - x.mean(-1, keepdims=True)
-    rstd = 1.0 / np.sqrt((d * d).mean(-1, keepdims=True) + eps)
-    return d * rstd, rstd
-
-
-def _ref_normalize_grad(ctx, args, t):
-    x, g = args
-    xh, rstd = _np_normalized(ctx.np, x, t.attrs["eps"])
-    return rstd * (g - g.mean(-1, keepdims=True) - xh * (g * xh).mean(-1, keepdims=True))
-
-
-def _infer_normalize_grad(ins, attrs):
-    x, g = ins
-    if g.shape != x.shape or g.dtype != "f32":
-        raise OpError(f"needs a gradient of x's shape {x.shape}, got {g.dtype} {g.shape}")
-    return _infer_float_same((x,), attrs)
-
-
-def _infer_normalize(ins, attrs):
-    (x,) = ins
-    if x.ndim < 1:
-        raise OpError("needs a tensor of rank >= 1 (it normalizes the last axis), got a scalar")
-    return _infer_float_same(ins, attrs)
-
-
-def _torch_normalize_grad(tc, a, n):
-    x, g = a
-    d = x - x.mean(-1, keepdim=True)
-    rstd = tc.torch.rsqrt((d * d).mean(-1, keepdim=True) + n.attrs["eps"])
-    xh = d * rstd
-    return rstd * (g - g.mean(-1, keepdim=True) - xh * (g * xh).mean(-1, keepdim=True))
-
-
-def _even_rows(t) -> bool:
-    """Whether a row kernel's rows start words of an f16 tensor (an even row length)."""
-    return t.shape[-1] % 2 == 0
-
-
-register(
-    "normalize",
-    family="nn",
-    role="kernel",
-    emit=normalize(),
-    epilogue=True,  # the gain (and a bias) multiplied in before x_hat is stored
-    pairs=_even_rows,  # its f16 copy (a product's operand, mixed) stored two a word
-    infer=_infer_normalize,
-    grad=lambda t, g: [make("normalize_grad", (t.inputs[0], g), eps=t.attrs["eps"])],
-    ref=lambda ctx, args, t: _np_normalized(ctx.np, args[0], t.attrs["eps"])[0],
-    torch=lambda tc, a, n: tc.torch.nn.functional.layer_norm(a[0], a[0].shape[-1:], eps=n.attrs["eps"]),
-    recompute=True,  # a layer norm's x_hat, read again by its scale's gradient
-)
-register(
-    "normalize_grad",
-    family="nn",
-    role="kernel",
-    emit=normalize(grad=True),
-    epilogue=True,  # the residual's gradient added before dx is stored
-    pairs=_even_rows,
-    infer=_infer_normalize_grad,
-    grad=NO_GRAD,
-    ref=_ref_normalize_grad,
-    torch=_torch_normalize_grad,
-)
-
-
-@op
-def layer_norm(x, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Layer normalization over the last axis (torch.nn.functional.layer_norm with
-    normalized_shape = x.shape[-1:]): (x - mean) / sqrt(var + eps), the variance biased,
-    then times weight and plus bias when given (each of shape [x.shape[-1]]). The
-    normalization is one kernel per row, and its gradient one more."""
-    x = as_tensor(x)
-    require_float("layer_norm", x)
-    if x.ndim < 1:
-        raise OpError("needs a tensor of rank >= 1 (it normalizes the last axis), got a scalar")
-    eps = float(eps)
-    if not eps > 0.0 or eps == float("inf"):
-        raise OpError(f"eps must be a finite number > 0, got {eps!r}")
-    y = make("normalize", (x,), eps=eps)
-    for name, p in (("weight", weight), ("bias", bias)):
-        if p is None:
-            continue
-        p = as_tensor(p)
-        if p.shape != x.shape[-1:]:
-            raise OpError(f"{name} must have shape {x.shape[-1:]} (x's last axis), got {p.shape}")
-        y = y * p if name == "weight" else y + p
-    return y
-
 
 # ---------------------------------------------------------------- one_hot
 
@@ -270,7 +47,7 @@ def _one_hot_wgsl(g, m) -> str:
 
 register(
     "one_hot",
-    family="nn",
+    family="gather",
     role="index",
     emit=_one_hot_wgsl,
     infer=_infer_one_hot,
@@ -358,7 +135,7 @@ def _torch_embedding(tc, a, n):
 
 register(
     "embedding",
-    family="nn",
+    family="gather",
     role="index",
     emit=_embedding_wgsl,
     infer=_infer_embedding,
@@ -369,7 +146,7 @@ register(
 )
 register(
     "embedding_grad",
-    family="nn",
+    family="gather",
     role="kernel",
     emit=emit_embedding_grad,
     infer=_infer_embedding_grad,
@@ -378,7 +155,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def embedding(weight, idx) -> Tensor:
     """Rows of weight [num, dim] picked by integer indices [...] -> [..., dim]
     (torch.nn.functional.embedding's argument order is (idx, weight); tgweb takes
@@ -497,7 +274,7 @@ def _torch_take_grad(tc, a, n):
 
 register(
     "take_along_axis",
-    family="nn",
+    family="gather",
     role="index",
     emit=_take_wgsl,
     infer=_infer_take,
@@ -511,7 +288,7 @@ register(
 )
 register(
     "take_along_axis_grad",
-    family="nn",
+    family="gather",
     role="index",
     emit=_take_grad_wgsl,
     infer=_infer_take_grad,
@@ -522,7 +299,7 @@ register(
 )
 
 
-@op
+@op(torch=True)
 def take_along_axis(x, indices, axis: int) -> Tensor:
     """numpy.take_along_axis without broadcasting: indices (i32) have x's shape except
     along axis; out-of-range indices give 0."""
@@ -552,7 +329,7 @@ def _scatter_into(x: Tensor, a: int, idx: Tensor, src: Tensor) -> Tensor:
     return x + s
 
 
-@op
+@op(torch=True)
 def scatter_add(x, dim: int, index, src) -> Tensor:
     """torch.scatter_add: out = x, then out[..., index[i, j, ...], ...] += src[i, j, ...]
     along dim (index i32 of x's rank, no larger than src anywhere nor than x off dim).
@@ -575,7 +352,7 @@ def scatter_add(x, dim: int, index, src) -> Tensor:
     return _scatter_into(x, a, idx, src)
 
 
-@op
+@op(torch=True)
 def index_add(x, dim: int, index, src, alpha: float = 1.0) -> Tensor:
     """torch.index_add: out = x, then out[..., index[i], ...] += alpha * src[..., i, ...]
     along dim, for a 1-D i32 index of length L and src of x's shape with L along dim."""
@@ -591,121 +368,3 @@ def index_add(x, dim: int, index, src, alpha: float = 1.0) -> Tensor:
         raise OpError(f"src must have shape {want} (x's with index's length on dim {a}), got {src.shape}")
     lined = reshape(idx, tuple(n if d == a else 1 for d, n in enumerate(want)))
     return _scatter_into(x, a, broadcast_to(lined, want), src * alpha if alpha != 1.0 else src)
-
-
-# ---------------------------------------------------------------- losses
-
-
-def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
-    from .reduce import mean, sum
-
-    if reduction == "mean":
-        return mean(loss)
-    if reduction == "sum":
-        return sum(loss)
-    return loss
-
-
-def _check_reduction(reduction) -> None:
-    if reduction not in ("mean", "sum", "none"):
-        raise OpError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-
-
-def _check_class_targets(logp: Tensor, targets: Tensor) -> None:
-    if targets.dtype != "i32":
-        raise OpError(
-            f"targets must be class indices (i32) or probabilities (f32), "
-            f"got {targets.dtype} of shape {targets.shape}"
-        )
-    if targets.shape != logp.shape[:-1]:
-        raise OpError(
-            f"targets of shape {targets.shape} do not match logits {logp.shape} "
-            f"(class axis last: targets must have shape {logp.shape[:-1]})"
-        )
-
-
-def _picked_nll(logp: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
-    """-logp[..., target]: the targets go to take_along_axis as they are, so the
-    trainer range-checks them on the host; an ignored (out-of-range) one picks 0."""
-    from .shape import reshape, unsqueeze
-
-    picked = make("take_along_axis", (logp, unsqueeze(targets, -1)), axis=logp.ndim - 1, ignore=ignore_index)
-    return -reshape(picked, targets.shape)
-
-
-def _class_loss(logp: Tensor, targets: Tensor, ignore_index: int, smoothing: float, reduction: str) -> Tensor:
-    """PyTorch's loss at class-index targets: (1 - e) * nll + e * mean over classes of
-    -logp, 0 where the target is ignore_index; 'mean' divides by the targets kept."""
-    from .elementwise import where
-    from .reduce import mean, sum
-
-    _check_class_targets(logp, targets)
-    loss = _picked_nll(logp, targets, ignore_index)
-    if smoothing:
-        loss = loss * (1.0 - smoothing) - mean(logp, -1) * smoothing
-    dropped = targets == ignore_index
-    loss = where(dropped, 0.0, loss)
-    if reduction == "mean":
-        return sum(loss) / sum(where(dropped, 0.0, 1.0))  # all ignored: 0 / 0 = NaN, as in PyTorch
-    return _reduce_loss(loss, reduction)
-
-
-def _prob_loss(logp: Tensor, probs: Tensor, smoothing: float, reduction: str) -> Tensor:
-    """sum over classes of -p * logp, with p mixed towards uniform by label smoothing."""
-    from .reduce import sum
-
-    if probs.shape != logp.shape:
-        raise OpError(f"probability targets must have the logits' shape {logp.shape}, got {probs.shape}")
-    if smoothing:
-        probs = probs * (1.0 - smoothing) + smoothing / logp.shape[-1]
-    return _reduce_loss(-sum(probs * logp, -1), reduction)
-
-
-def _loss_args(x: Tensor, name: str, reduction, ignore_index=-100, smoothing=0.0) -> None:
-    _check_reduction(reduction)
-    require_float(name, x)
-    if x.ndim < 1:
-        raise OpError(f"{name} needs a class axis, got shape {x.shape}")
-    if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
-        raise OpError(f"ignore_index must be an int, got {ignore_index!r}")
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) or not 0.0 <= smoothing <= 1.0:
-        raise OpError(f"label_smoothing must be a number in [0, 1], got {smoothing!r}")
-
-
-@op
-def cross_entropy(
-    logits, target, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"
-) -> Tensor:
-    """Softmax cross-entropy with torch.nn.functional.cross_entropy's options, but the
-    class axis LAST: logits [..., C]; target [...] i32 class indices, or f32 class
-    probabilities [..., C]. Targets equal to ignore_index add nothing, and 'mean'
-    averages over the others; label_smoothing mixes the target with the uniform
-    distribution. reduction 'mean', 'sum' or 'none' (shape [...])."""
-    logits, target = as_tensor(logits), as_tensor(target)
-    _loss_args(logits, "cross_entropy", reduction, ignore_index, label_smoothing)
-    logp = log_softmax(logits, -1)
-    if target.dtype == "f32":
-        return _prob_loss(logp, target, float(label_smoothing), reduction)
-    return _class_loss(logp, target, ignore_index, float(label_smoothing), reduction)
-
-
-@op
-def nll_loss(log_probs, target, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    """Negative log-likelihood of log-probabilities [..., C] (class axis LAST) at
-    integer targets [...]; ignore_index and reduction as in cross_entropy."""
-    log_probs, target = as_tensor(log_probs), as_tensor(target)
-    _loss_args(log_probs, "nll_loss", reduction, ignore_index)
-    return _class_loss(log_probs, target, ignore_index, 0.0, reduction)
-
-
-@op
-def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch's name
-    """Mean squared error; input and target must have the same shape."""
-    from .elementwise import square
-
-    a, b = as_tensor(input), as_tensor(target)
-    _check_reduction(reduction)
-    require_float("mse_loss", a, b)
-    if a.shape != b.shape:
-        raise OpError(f"input {a.shape} and target {b.shape} must have the same shape")
-    return _reduce_loss(square(a - b), reduction)
