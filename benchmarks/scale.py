@@ -106,13 +106,15 @@ def tgweb_native(cfg, batches, steps: int, precision: str = "float32") -> dict:
     return out
 
 
-# the same loop as tgweb_native, in the worker (CFG and the batches come as globals)
+# the same loop as tgweb_native, in the worker (CFG, as JSON: a None reaches Pyodide as
+# jsnull, and the batches come as globals)
 PAGE_SOURCE = """
 import array
+import json
 import time
 from tgweb import samples
 from tgweb.samples import shakespeare
-sample = shakespeare.Sample(shakespeare.Config(**CFG))
+sample = shakespeare.Sample(shakespeare.Config(**json.loads(CFG)))
 batches = [{k: array.array("i", v) for k, v in b.items()} for b in BATCHES]
 t = time.perf_counter()
 tr = samples.compile(sample, seed=0, precision=PRECISION)
@@ -141,7 +143,7 @@ def tgweb_chromium(page, cfg, batches, steps: int, precision: str = "float32") -
         [
             PAGE_SOURCE,
             {
-                "CFG": dataclasses.asdict(cfg),
+                "CFG": json.dumps(dataclasses.asdict(cfg)),
                 "BATCHES": feeds,
                 "STEPS": steps,
                 "WARMUP_S": WARMUP_S,
