@@ -53,9 +53,11 @@ from ..ir import prod
 from . import sgmat
 from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
 from .kernel import KernelCtx, stored_half
+from .target import DEFAULT_WORKGROUP_BYTES
 
 # workgroup memory one tiled product may use: WebGPU's default limit, so any adapter runs it
-WORKGROUP_BYTES = 16384
+# (the subgroup-matrix kernel may take the device's: Target.workgroup_bytes)
+WORKGROUP_BYTES = DEFAULT_WORKGROUP_BYTES
 
 
 def config(m: int, n: int, batch: int, tuning: dict) -> tuple[int, int, int, int, int]:
