@@ -8,7 +8,7 @@ Parameters stay zero: no initial values are drawn (the timings do not depend on 
 Prints figures; not a test.
 
     python3 benchmarks/kernel_times.py [--sample shakespeare] [--size full]
-        [--top 40] [--tuning '{"split_k_tiles": 1024}' ...]
+        [--top 40] [--tuning '{"split_k_tiles": 1024}' ...] [--precision mixed]
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def _with_timestamps(self, *, required_features=(), **kw):
 GPUAdapter.request_device_sync = _with_timestamps
 
 
-def program_for(mod, overrides: dict):
+def program_for(mod, overrides: dict, precision: str = "float32"):
     opt, clip = from_spec(mod.OPTIMIZER)
-    graph = build_training_graph(mod.Model(), mod.loss_fn, mod.INPUTS, opt, clip, None)
+    graph = build_training_graph(mod.Model(), mod.loss_fn, mod.INPUTS, opt, clip, None, precision)
     target = native.device_target()
     target = dataclasses.replace(target, tuning={**target.tuning, **overrides})
     return lower(graph, name="step", limits=native.device_limits(), target=target)
@@ -129,6 +129,7 @@ def main() -> None:
     ap.add_argument("--size", default="full", help="for samples with sizes (shakespeare)")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--tuning", action="append", default=[], help="JSON of GPU-class knobs to override")
+    ap.add_argument("--precision", default="float32", help='"float32" or "mixed" (needs shader-f16)')
     a = ap.parse_args()
     mod = samples.get(a.sample)
     if hasattr(mod, "sized"):
@@ -136,7 +137,7 @@ def main() -> None:
     print("adapter:", native.adapter_info().get("device"), flush=True)
     for over in [{}] + [json.loads(s) for s in a.tuning]:
         t0 = time.perf_counter()
-        program = program_for(mod, over)
+        program = program_for(mod, over, a.precision)
         rt = native.Runtime(program)
         print(f"lowered and set up in {time.perf_counter() - t0:.1f} s; tuning {over or 'as is'}", flush=True)
         report(json.dumps(over) if over else "as is", rt, a.top)

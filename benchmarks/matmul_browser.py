@@ -51,14 +51,28 @@ SHAPES = [
 ]
 
 
+# shakespeare's products (batch 64 x block 256 = 16384 rows, width 384): c_attn's
+# [16384, 384] x [384, 1152] and the MLP's 384 -> 1536 -> 384, forward, input gradient (B
+# read transposed) and weight gradient (A read transposed)
+MODEL_SHAPES = [
+    (16384, 384, 1152, "nn"),
+    (16384, 1152, 384, "nt"),
+    (384, 16384, 1152, "tn"),
+    (16384, 384, 1536, "nn"),
+    (16384, 1536, 384, "nn"),
+]
+WORKGROUP_BYTES = "async () => (await navigator.gpu.requestAdapter()).limits.maxComputeWorkgroupStorageSize"
+
+
 def parse(s: str):
     dims, _, flags = s.partition(":")
     m, k, n = (int(x) for x in dims.split("x"))
     return m, k, n, flags or "nn"
 
 
-def program(m: int, k: int, n: int, flags: str, target=None, half: bool = False):
-    """A one-product Program (half: of the operands' f16 copies, as precision="mixed" reads them)."""
+def program(m: int, k: int, n: int, flags: str, target=None, half: bool = False, limits=None):
+    """A one-product Program (half: of the operands' f16 copies, as precision="mixed" reads them),
+    lowered for `limits` (the device's; WebGPU's defaults without)."""
     from tgweb.ir import Graph, make, tracing
     from tgweb.lower import lower
 
@@ -70,7 +84,7 @@ def program(m: int, k: int, n: int, flags: str, target=None, half: bool = False)
         if half:
             a, b = make("to_f16", (a,)), make("to_f16", (b,))
         g.outputs["loss"] = make("matmul", (a, b), ta=ta, tb=tb)
-    return lower(g, target=target)
+    return lower(g, limits, target=target)
 
 
 def main(argv: list[str]) -> int:
@@ -97,7 +111,18 @@ def main(argv: list[str]) -> int:
         "--matrix-tiles",
         nargs="*",
         default=[],
-        help="with --f16: BMxBNxBKxWMxWN subgroup-matrix tiles to time, one run each (default: tgweb's)",
+        help="with --f16: BMxBNxBKxWMxWN[xPAD] subgroup-matrix tiles to time, one run each "
+        "(default: tgweb's)",
+    )
+    ap.add_argument(
+        "--model-shapes",
+        action="store_true",
+        help="with --f16: also shakespeare's products (MODEL_SHAPES), forward and backward",
+    )
+    ap.add_argument(
+        "--default-limits",
+        action="store_true",
+        help="lower for WebGPU's default limits (16 KiB of workgroup memory), not the adapter's",
     )
     a = ap.parse_args(argv)
     if a.block:
@@ -115,7 +140,8 @@ def main(argv: list[str]) -> int:
         ctx, page, logs = bench._new_page(browser, url)
         page.set_default_timeout(600_000)
         if a.sizes:
-            _square(page, a.sizes, a.tiles, a.gpu_class, a.f16, a.matrix_tiles)
+            shapes = [(n, n, n, "nn") for n in a.sizes] + (MODEL_SHAPES if a.model_shapes else [])
+            _square(page, shapes, a.tiles, a.gpu_class, a.f16, a.matrix_tiles, a.default_limits)
             shapes = []
         print(f"{'shape':>22} {'kernel':>30} {'dispatch':>14} {'GPU ms':>8} {'GFLOP/s':>8} {'setup ms':>9}")
         for m, k, n, flags in shapes:
@@ -141,46 +167,52 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _square(page, sizes, tiles, gpu_class, f16=False, matrix_tiles=()) -> None:
+def _square(page, shapes, tiles, gpu_class, f16=False, matrix_tiles=(), default_limits=False) -> None:
     import bench
 
     from tgweb.codegen.target import Target
 
     print(f"adapter: {page.evaluate('() => harness.adapterInfo()')}")
+    wg = page.evaluate(WORKGROUP_BYTES)
+    limits = None if default_limits else {"maxComputeWorkgroupStorageSize": wg}
+    print(f"adapter's maxComputeWorkgroupStorageSize {wg}; lowered for {limits or 'the defaults'}")
     for tile in tiles:
         target = Target("gpu", "forced") if gpu_class else bench.page_target(page)
         if tile:
             target.tuning["tiles"] = ((*map(int, tile.split("x")), 0),)
         print(f"== {target.cls} class, tiles {target.tuning['tiles']}")
-        for n in sizes:
-            _time(page, n, target, "fp32")
+        for shape in shapes:
+            _time(page, shape, target, "fp32", limits=limits)
             if f16:
-                _f16_columns(page, n, target, matrix_tiles)
+                _f16_columns(page, shape, target, matrix_tiles, limits)
 
 
-def _time(page, n: int, target, label: str, half: bool = False) -> None:
-    """One square product's median GPU time (only its matmul kernel where half), in TFLOP/s,
-    and how many of 64 sampled entries NumPy finds wrong."""
-    reps = max(1, min(20, int(4e11 / n**3)))
+def _time(page, shape, target, label: str, half: bool = False, limits=None) -> None:
+    """One product's median GPU time (only its matmul kernel where half), in TFLOP/s, and
+    how many of 64 sampled entries NumPy finds wrong; shape (M, K, N, flags)."""
+    m, k, n, flags = shape
+    name = f"{m}x{k}x{n}:{flags}" if (m, k, flags) != (n, n, "nn") else f"{n}^2"
+    reps = max(1, min(20, int(4e11 / (m * n * k))))
     opts = {"reps": reps, "only": "matmul" if half else None, "samples": 64}
-    prog = program(n, n, n, "nn", target, half)
+    prog = program(m, k, n, flags, target, half, limits)
     if any("subgroupMatrix" in k.wgsl for k in prog.kernels) != label.startswith(("subgroup", "matrices")):
-        print(f"  {n:>5}^2 {label:>17}: skipped, the tile does not fit (the plain kernels would run)")
+        print(f"  {name:>20} {label:>17}: skipped, the tile does not fit (the plain kernels would run)")
         return
     try:
         r = page.evaluate("([p, o]) => harness.tgwebKernelTime(p, o)", [prog.to_json(), opts])
     except Exception as e:  # a WGSL form Tint refuses, say: the message, and the next column
-        print(f"  {n:>5}^2 {label:>17}: failed: {str(e)[:2000]}", flush=True)
+        print(f"  {name:>20} {label:>17}: failed: {str(e)[:2000]}", flush=True)
         return
     check = f", {_wrong(r['samples'], half)}/64 wrong" if r["samples"] else ""
+    wg = prog.meta["limits"]["maxComputeWorkgroupStorageSize"]
     print(
-        f"  {n:>5}^2 {label:>17}: {r['ms']:8.3f} ms, {2 * n**3 / r['ms'] / 1e9:7.2f} TFLOP/s "
-        f"({r['kernel']}, dispatch {r['dispatch']}, {reps} per pass{check})",
+        f"  {name:>20} {label:>17}: {r['ms']:8.3f} ms, {2 * m * n * k / r['ms'] / 1e9:7.2f} TFLOP/s "
+        f"({r['kernel']}, dispatch {r['dispatch']}, {reps} per pass, {wg} B of workgroup memory{check})",
         flush=True,
     )
 
 
-def _f16_columns(page, n: int, target, matrix_tiles=()) -> None:
+def _f16_columns(page, shape, target, matrix_tiles=(), limits=None) -> None:
     """The f16 product through the plain f16 tiles, then through subgroup matrices (or
     why not), with tgweb's tile or each of matrix_tiles."""
     import dataclasses
@@ -189,23 +221,24 @@ def _f16_columns(page, n: int, target, matrix_tiles=()) -> None:
     from tgweb.codegen.target import MATRIX_FEATURE
 
     if not target.has("shader-f16"):
-        print(f"  {n:>5}^2 f16: skipped, this adapter has no shader-f16 (features {list(target.features)})")
+        print(f"  {shape} f16: skipped, this adapter has no shader-f16 (features {list(target.features)})")
         return
     plain = dataclasses.replace(target, features=tuple(f for f in target.features if f != MATRIX_FEATURE))
-    _time(page, n, plain, "f16 tiles", half=True)
+    _time(page, shape, plain, "f16 tiles", half=True, limits=limits)
     if sgmat.config(target) is None:
         print(
-            f"  {n:>5}^2 subgroup matrices: skipped, this adapter does not offer {MATRIX_FEATURE} with an "
+            f"  {shape} subgroup matrices: skipped, this adapter does not offer {MATRIX_FEATURE} with an "
             f"f16 -> f32 configuration, subgroups and one subgroup size (features {list(target.features)}, "
             f"configurations {list(target.matrix_configs)}, subgroup sizes {target.subgroup_sizes})"
         )
         return
     for tile in matrix_tiles or [None]:
         t = target
-        if tile:
-            tuning = dict(target.tuning, matrix_tiles=((*map(int, tile.split("x")), 0),))
+        if tile:  # BMxBNxBKxWMxWN[xPAD]: that tile alone, its rows padded by PAD f16 (default 0)
+            dims = [int(x) for x in tile.split("x")]
+            tuning = dict(target.tuning, matrix_tiles=((*dims[:5], 0),), matrix_pad=(dims[5:] or [0])[0])
             t = dataclasses.replace(target, tuning=tuning)
-        _time(page, n, t, f"matrices {tile}" if tile else "subgroup matrices", half=True)
+        _time(page, shape, t, f"matrices {tile}" if tile else "subgroup matrices", half=True, limits=limits)
 
 
 def _wrong(samples, half: bool) -> int:

@@ -11,22 +11,31 @@ sample: 6 layers, 384 wide) and 38M (12 layers, 512 wide). Batches are windows o
 tiny-shakespeare, the same for every engine.
 
 Engines:
-  tgweb native    samples.compile(..., backend="native"): steps pipelined, every loss read
-                  one step late (as the page's loops read them)
-  tgweb chromium  the same in tgweb's worker in headless Chromium, launched as
-                  benchmarks/bench.py launches it; only when GPU_CHROMIUM is set (see
-                  ../shared/tools/gpu-chromium/README.md), else skipped with the reason
-  torch fp32      the same GPT written in PyTorch, eager, TF32 off (PyTorch's default);
-                  attention as tgweb computes it (masked softmax of q k^T)
-  torch tf32      the same with TF32 matmuls
-  torch bf16      bf16 autocast, attention by F.scaled_dot_product_attention (fused)
-  (PyTorch runs on CUDA when there, else on the CPU.) Every engine reads each loss.
+  tgweb native fp32 / mixed   samples.compile(..., backend="native", precision=...):
+                  steps pipelined, every loss read one step late (as the page's loops
+                  read them); mixed: f16 operands and activations, f32 accumulation
+                  (needs shader-f16 on the adapter, else its row says why)
+  tgweb chromium fp32 / mixed the same in tgweb's worker in headless Chromium, launched
+                  as benchmarks/bench.py launches it; only when GPU_CHROMIUM is set (see
+                  ../shared/tools/gpu-chromium/README.md; GPU_CHROMIUM_F16=1 for mixed),
+                  else skipped with the reason
+  torch ...       the same GPT written in PyTorch and trained as nanoGPT's train.py trains
+                  it (issue 35's fair yardstick): attention by
+                  F.scaled_dot_product_attention, fused AdamW where PyTorch has it (CUDA),
+                  the loss read only every LOG_INTERVAL steps; in fp32 (TF32 off,
+                  PyTorch's default), tf32 (TF32 matmuls), bf16 (bf16 autocast) and
+                  bf16 + compile (the same under torch.compile, nanoGPT's default)
+  (PyTorch runs on CUDA when there, else on the CPU.)
 
-Figures: ms per iteration (median over --steps after a warm-up of at least 1 s), tokens/s
-(batch * block / s), peak GPU memory (tgweb: the planned buffers, total_bytes of
-trainer.memory_report(); PyTorch: torch.cuda.max_memory_allocated), and compile time
-(tgweb: tg.compile's wall time, parameter initialisation included; PyTorch: its first
-step, which sets up cuBLAS and the kernels).
+Figures: ms per iteration, tokens/s (batch * block / s), peak GPU memory (tgweb: the
+planned buffers, total_bytes of trainer.memory_report(); PyTorch:
+torch.cuda.max_memory_allocated), and compile time (tgweb: tg.compile's wall time,
+parameter initialisation included; PyTorch: its first step, which sets up cuBLAS and the
+kernels, and compiles under torch.compile). tgweb: the median of --steps iterations
+after a warm-up of at least 1 s. PyTorch queues work ahead of the GPU, so a step's wall
+time means nothing alone: its figure is the median over blocks of LOG_INTERVAL steps,
+each block ended by the loss read nanoGPT makes there (which waits for the GPU), of the
+block's time / LOG_INTERVAL, after the same warm-up.
 """
 
 from __future__ import annotations
@@ -34,7 +43,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import statistics
 import sys
@@ -58,6 +66,7 @@ MODELS = {
 }
 TINY = dataclasses.replace(shakespeare.SMALL, layers=1, heads=2, dim=32, block=16, batch=4, dropout=0.2)
 WARMUP_S = 1.0
+LOG_INTERVAL = 10  # nanoGPT's log_interval: the loss is read (.item()) every this many steps
 
 
 def _timed_steps(step, batches, steps: int) -> list[float]:
@@ -77,10 +86,10 @@ def _timed_steps(step, batches, steps: int) -> list[float]:
 # ---------------------------------------------------------------- tgweb
 
 
-def tgweb_native(cfg, batches, steps: int) -> dict:
+def tgweb_native(cfg, batches, steps: int, precision: str = "float32") -> dict:
     sample = shakespeare.Sample(cfg)
     t = time.perf_counter()
-    tr = samples.compile(sample, backend="native", seed=0)
+    tr = samples.compile(sample, backend="native", seed=0, precision=precision)
     compile_s = time.perf_counter() - t
     prev = [None]
 
@@ -97,16 +106,18 @@ def tgweb_native(cfg, batches, steps: int) -> dict:
     return out
 
 
-# the same loop as tgweb_native, in the worker (CFG and the batches come as globals)
+# the same loop as tgweb_native, in the worker (CFG, as JSON: a None reaches Pyodide as
+# jsnull, and the batches come as globals)
 PAGE_SOURCE = """
 import array
+import json
 import time
 from tgweb import samples
 from tgweb.samples import shakespeare
-sample = shakespeare.Sample(shakespeare.Config(**CFG))
+sample = shakespeare.Sample(shakespeare.Config(**json.loads(CFG)))
 batches = [{k: array.array("i", v) for k, v in b.items()} for b in BATCHES]
 t = time.perf_counter()
-tr = samples.compile(sample, seed=0)
+tr = samples.compile(sample, seed=0, precision=PRECISION)
 compile_s = time.perf_counter() - t
 ms, prev, t0, i = [], None, time.perf_counter(), 0
 while len(ms) < STEPS:
@@ -124,14 +135,20 @@ out
 """
 
 
-def tgweb_chromium(page, cfg, batches, steps: int) -> dict:
+def tgweb_chromium(page, cfg, batches, steps: int, precision: str = "float32") -> dict:
     feeds = [{k: list(v) for k, v in b.items()} for b in batches]
     return page.evaluate(
         "([src, g]) => window.tg.run(src, { globals: g })"
         ".catch((e) => ({ error: String(e.message).split('\\n').slice(-2).join(' ') }))",
         [
             PAGE_SOURCE,
-            {"CFG": dataclasses.asdict(cfg), "BATCHES": feeds, "STEPS": steps, "WARMUP_S": WARMUP_S},
+            {
+                "CFG": json.dumps(dataclasses.asdict(cfg)),
+                "BATCHES": feeds,
+                "STEPS": steps,
+                "WARMUP_S": WARMUP_S,
+                "PRECISION": precision,
+            },
         ],
     )
 
@@ -139,9 +156,9 @@ def tgweb_chromium(page, cfg, batches, steps: int) -> dict:
 # ---------------------------------------------------------------- PyTorch
 
 
-def torch_gpt(cfg, fused: bool):
-    """The shakespeare GPT in PyTorch (parameters as nanoGPT's, no biases, tied head)."""
-    import torch
+def torch_gpt(cfg):
+    """The shakespeare GPT in PyTorch as nanoGPT writes it (no biases, tied head, attention
+    by scaled_dot_product_attention, its flash path where PyTorch has one)."""
     from torch import nn
     from torch.nn import functional as F
 
@@ -154,23 +171,15 @@ def torch_gpt(cfg, fused: bool):
             self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d, bias=False), nn.Linear(4 * d, d, bias=False)
             self.drop = nn.Dropout(cfg.dropout)
 
-        def attend(self, q, k, v):
-            p = cfg.dropout if self.training else 0.0
-            if fused:
-                return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-            t = q.shape[-2]
-            s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-            s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-            return F.dropout(s.softmax(-1), p, self.training) @ v
-
         def forward(self, x):
             b, t, d = x.shape
             q, k, v = (
                 a.view(b, t, cfg.heads, d // cfg.heads).transpose(1, 2)
                 for a in self.c_attn(self.ln_1(x)).split(d, -1)
             )
-            y = self.attend(q, k, v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.drop(self.c_proj(y))
+            p = cfg.dropout if self.training else 0.0
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+            x = x + self.drop(self.c_proj(y.transpose(1, 2).reshape(b, t, d)))
             return x + self.drop(self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)))))
 
     class GPT(nn.Module):
@@ -195,20 +204,27 @@ def torch_gpt(cfg, fused: bool):
     return GPT()
 
 
+TORCH_MODES = ("fp32", "tf32", "bf16", "bf16 + compile")
+
+
 def pytorch(cfg, batches, steps: int, mode: str) -> dict:
+    """nanoGPT's train loop: autocast where bf16, clipping, fused AdamW on CUDA, the loss
+    read every LOG_INTERVAL steps; ms per step from blocks of LOG_INTERVAL steps."""
     import torch
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
     torch.manual_seed(0)
-    model = torch_gpt(cfg, fused=mode == "bf16").to(dev)
+    model = torch_gpt(cfg).to(dev)
     decay = [p for p in model.parameters() if p.dim() > 1]
     rest = [p for p in model.parameters() if p.dim() <= 1]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
         lr=cfg.lr,
         betas=(0.9, 0.99),
+        **({"fused": True} if dev.type == "cuda" else {}),
     )
+    run = torch.compile(model) if mode.endswith("compile") else model
     tb = [
         {
             k: torch.tensor(list(v), dtype=torch.long, device=dev).view(cfg.batch, cfg.block)
@@ -216,22 +232,30 @@ def pytorch(cfg, batches, steps: int, mode: str) -> dict:
         }
         for b in batches
     ]
+    count = [0]
 
     def step(b):
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=mode == "bf16"):
-            loss = model(**b)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=mode.startswith("bf16")):
+            loss = run(**b)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        loss.item()
+        count[0] += 1
+        if count[0] % LOG_INTERVAL == 0:
+            loss.item()  # nanoGPT's log line: waits for the GPU
+
+    def block(b):  # LOG_INTERVAL steps, ending at a loss read
+        count[0] = 0
+        for i in range(LOG_INTERVAL):
+            step(tb[(b + i) % len(tb)])
 
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
-    step(tb[0])
+    block(0)
     first_s = time.perf_counter() - t
-    ms = _timed_steps(step, tb, steps)
+    ms = [m / LOG_INTERVAL for m in _timed_steps(block, range(len(tb)), max(1, steps // LOG_INTERVAL))]
     peak = torch.cuda.max_memory_allocated() if dev.type == "cuda" else None
     where = torch.cuda.get_device_name() if dev.type == "cuda" else "CPU"
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
@@ -256,28 +280,50 @@ def _row(model, engine, cfg, r) -> str:
 
 
 def _engines(chromium_page):
-    out = {"tgweb native": lambda cfg, b, n: tgweb_native(cfg, b, n)}
-    if chromium_page is None:
-        reason = "skipped: GPU_CHROMIUM is not set (../shared/tools/gpu-chromium/README.md)"
-        out["tgweb chromium"] = lambda cfg, b, n: {"skipped": reason}
-    else:
-        out["tgweb chromium"] = lambda cfg, b, n: tgweb_chromium(chromium_page, cfg, b, n)
-    for mode in ("fp32", "tf32", "bf16"):
+    out = {}
+    for label, precision in (("fp32", "float32"), ("mixed", "mixed")):
+        out[f"tgweb native {label}"] = lambda cfg, b, n, p=precision: tgweb_native(cfg, b, n, p)
+        if chromium_page is None:
+            reason = "skipped: GPU_CHROMIUM is not set (../shared/tools/gpu-chromium/README.md)"
+            out[f"tgweb chromium {label}"] = lambda cfg, b, n: {"skipped": reason}
+        else:
+            out[f"tgweb chromium {label}"] = lambda cfg, b, n, p=precision: tgweb_chromium(
+                chromium_page, cfg, b, n, p
+            )
+    for mode in TORCH_MODES:
         out[f"torch {mode}"] = lambda cfg, b, n, mode=mode: pytorch(cfg, b, n, mode)
     return out
 
 
-def run(models: dict, steps: int, chromium_page, adapter: str) -> tuple[list[str], dict]:
-    from tgweb.backends import native
+def _native_adapter() -> str:
+    try:
+        from tgweb.backends import native
 
+        return str(native.adapter_info())
+    except Exception as e:  # no wgpu-py or no adapter: the native rows say so too
+        return f"none ({type(e).__name__}: {str(e)[:120]})"
+
+
+def _torch_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        return "torch: not installed"
+    where = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    return f"torch {torch.__version__} on {where}"
+
+
+def run(models: dict, steps: int, chromium_page, adapter: str, only=()) -> tuple[list[str], dict]:
     rows, results = [], {}
-    print(f"tgweb native on {native.adapter_info().get('device', '?')}; chromium: {adapter}", flush=True)
+    print(f"tgweb native on {_native_adapter()}\nchromium: {adapter}\n{_torch_device()}", flush=True)
     print("| model | engine | ms/iteration | tokens/s | peak GPU memory | compile, s |")
     print("|---|---|---|---|---|---|")
     for name, cfg in models.items():
         sample = shakespeare.Sample(cfg)
         batches = [sample.batch(i) for i in range(8)]
         for engine, fn in _engines(chromium_page).items():
+            if only and not any(w in engine for w in only):
+                continue
             try:
                 r = fn(cfg, batches, steps)
             except Exception as e:  # reported in the table, never a made-up number
@@ -350,6 +396,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", action="append", choices=list(MODELS))
     ap.add_argument("--tiny", action="store_true", help="one tiny GPT and 3 steps: checks the script runs")
     ap.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
+    ap.add_argument(
+        "--engine",
+        action="append",
+        default=[],
+        help="only the engines whose name holds this word (repeatable)",
+    )
     a = ap.parse_args(argv)
     models = {"tiny": TINY} if a.tiny else {k: MODELS[k] for k in a.only or MODELS}
     steps = 3 if a.tiny else a.steps
@@ -358,9 +410,9 @@ def main(argv: list[str]) -> int:
 
         with bench.tgweb_page() as (page, adapter):
             page.set_default_timeout(0)
-            rows, results = run(models, steps, page, str(adapter))
+            rows, results = run(models, steps, page, str(adapter), a.engine)
     else:
-        rows, results = run(models, steps, None, "not run")
+        rows, results = run(models, steps, None, "not run", a.engine)
     print_attention_peaks()
     print_precision_plans()
     if a.json:

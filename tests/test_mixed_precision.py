@@ -137,6 +137,29 @@ def test_layer_norm_stores_its_f16_copy_in_pairs(j, cls):
     assert hosts == paired, [k.ops for k in prog.kernels]
 
 
+def _dropout_residual(x, w, r):
+    return tg.dropout(x @ w, 0.25) + r
+
+
+@pytest.mark.parametrize("cls", ["cpu", "gpu"])
+def test_epilogues_fuse_as_in_float32(cls):
+    """A dropout after a product reads the product's f32 value (the mask's gradient, the
+    only one that would read it, is not wanted), so the product hosts the dropout and the
+    residual add as in float32; a layer norm's f16 copy, the gain's product read through
+    it and that product's own copy are one epilogue of normalize. Forward and backward
+    against the reference."""
+    target = GPU16 if cls == "gpu" else None
+    specs = {"x": f(24, 16), "w": f(16, 40), "r": f(24, 40)}
+    prog = run_case(_dropout_residual, specs, target=target, precision="mixed", rtol=1e-3)
+    assert any({"matmul", "rand", "add"} <= set(k.ops) for k in prog.kernels), [k.ops for k in prog.kernels]
+    fn, specs, _ = LN_CASES[0]
+    prog = run_case(fn, specs, target=target, precision="mixed", rtol=1e-3)
+    assert any({"normalize", "mul", "to_f16"} <= set(k.ops) for k in prog.kernels), [
+        k.ops for k in prog.kernels
+    ]
+    assert not any(set(k.ops) == {"mul", "to_f16"} for k in prog.kernels)
+
+
 def _run(prog, graph, feeds):
     rt = native.Runtime(prog)
     try:

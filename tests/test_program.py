@@ -111,3 +111,18 @@ def test_the_program_carries_its_step_layout():
     assert d["layout"]["inputs"] == [["x", 0, 32], ["y", 32, 16]]
     del d["layout"]  # as saved before Programs carried it
     assert Program.from_json(json.dumps(d)).layout == lay
+
+
+def test_workgroup_bytes_counts_the_declared_arrays():
+    from tgweb.program import workgroup_bytes
+
+    text = (
+        "var<workgroup> As: array<array<array<vec4<f32>, 32>, 8>, 2>;\n"
+        "var<workgroup> Bs: array<f16, 10240>;\n"
+        "var<workgroup> sh: array<u32, 256>;\n"
+        "var<storage, read> b0: array<u32>;\n"
+    )
+    assert workgroup_bytes(text) == 2 * 8 * 32 * 16 + 10240 * 2 + 256 * 4
+    assert workgroup_bytes("fn main() {}") == 0
+    with pytest.raises(ValueError, match="unknown WGSL type"):
+        workgroup_bytes("var<workgroup> m: mat4x4<f32>;")

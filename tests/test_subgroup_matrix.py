@@ -185,17 +185,27 @@ def test_float32_products_and_small_ones_keep_their_kernels():
 
 def test_tiles_that_cannot_run_are_refused():
     dims = (16, 16, 16)
-    assert matrix_tile(4096, 4096, 1, TUNING["gpu"], dims, 32) == (64, 128, 16, 2, 2)
-    assert matrix_tile(100, 100, 1, TUNING["gpu"], dims, 32) == (64, 64, 16, 2, 2)
+    # within WebGPU's default 16 KiB the tiles' rows go unpadded; with the H200's 48 KiB
+    # the 128 x 128 tile with k slices of 32 and padded rows
+    assert matrix_tile(4096, 4096, 1, TUNING["gpu"], dims, 32) == (64, 128, 16, 2, 2, 0)
+    assert matrix_tile(100, 100, 1, TUNING["gpu"], dims, 32) == (64, 64, 16, 2, 2, 8)  # 16 KiB
+    assert matrix_tile(4096, 4096, 1, TUNING["gpu"], dims, 32, 49152) == (128, 128, 32, 2, 2, 8)
+    assert matrix_tile(100, 100, 1, TUNING["gpu"], dims, 32, 49152) == (64, 64, 16, 2, 2, 8)
+    with pytest.raises(ValueError, match="workgroup memory"):
+        check_matrix_tile(128, 128, 32, 2, 2, dims, 32, 40960, 8)
+    with pytest.raises(ValueError, match="16-byte"):
+        check_matrix_tile(64, 64, 16, 2, 2, dims, 32, 49152, 4)
     with pytest.raises(ValueError, match="workgroup memory"):
         check_matrix_tile(128, 128, 16, 2, 2, dims, 32)
     with pytest.raises(ValueError, match="invocations"):
         check_matrix_tile(64, 64, 16, 4, 4, (16, 16, 16), 32)
     with pytest.raises(ValueError, match="whole"):
         check_matrix_tile(64, 64, 8, 2, 2, dims, 32)
-    for t in TUNING["gpu"]["matrix_tiles"] + TUNING["cpu"]["matrix_tiles"]:
-        check_matrix_tile(*t[:5], dims, 32)
-        check_matrix_tile(*t[:5], (16, 8, 16), 32)
+    for t in TUNING["gpu"]["matrix_tiles"] + TUNING["cpu"]["matrix_tiles"]:  # all fit the H200's
+        check_matrix_tile(*t[:5], dims, 32, 49152, 8)
+        check_matrix_tile(*t[:5], (16, 8, 16), 32, 49152, 8)
+    assert TUNING["gpu"]["matrix_tiles"][-1][5] == 0  # and some tile fits any device
+    check_matrix_tile(*TUNING["gpu"]["matrix_tiles"][-1][:5], dims, 32)
 
 
 # ---- the emulated kernel against the reference ------------------------------------------
@@ -252,6 +262,25 @@ def test_emulated_configs_and_tiles_match_reference():
     assert any("Bs: array<f16, 4096>" in k.wgsl for k in _matrix_kernels(prog))
 
 
+@pytest.mark.parametrize("j", [0, 1, 2, 4, 7])
+def test_emulated_padded_tiles_beyond_16_kib_match_reference(j):
+    """A device with more workgroup memory (24 KiB asked for; lavapipe has 32): k slices
+    of 32, the staged rows padded by 8 f16, f16 operands moved as words (eight a load
+    where they line up, else four, else one by one); the Program asks for what it declares."""
+    fn, specs = CASES[j]
+    t = gpu(emulate=True, features=("shader-f16", MATRIX), matrix_tiles=((64, 64, 32, 2, 2, 0),))
+    lim = {"maxComputeWorkgroupStorageSize": 24576}
+    prog = run_case(fn, specs, target=t, precision="mixed", rtol=1e-3, atol=1e-4, limits=lim)
+    ks = _matrix_kernels(prog)
+    # two tiles of 64 rows x (32 + 8), or of 32 k x (64 + 8) where A is read along its rows
+    assert ks and all(re.search(r"As: array<f16, (5120|4608)>", k.wgsl) for k in ks)
+    assert 16384 < prog.meta["limits"]["maxComputeWorkgroupStorageSize"] <= 24576
+    if j == 0:  # 70 x 40 @ 40 x 50: A's rows hold whole eights (B's 50 columns: one by one)
+        k = ks[0]  # the forward's
+        assert "var pa0: vec4<u32>;" in k.wgsl and "var pb0: f32;" in k.wgsl
+        assert "let h3 = vec2<f16>(unpack2x16float(pa0.w));" in k.wgsl
+
+
 def test_emulated_split_k_slices_match_reference():
     """A product of few tiles and a long k, split along k (the GPU class): the slices, a
     batch on dispatch z, run on matrices, and their sum after."""
@@ -264,17 +293,19 @@ def test_emulated_split_k_slices_match_reference():
 
 def test_emulated_text_is_the_real_text_but_the_builtins():
     """The lines that differ between the real and the emulated kernel are the matrix
-    types, the builtins, and the directives and the subgroup they need; staging, offsets,
-    the subgroups' layout and the epilogue are the same text."""
+    types, the builtins, the directives and the subgroup they need, and how a staged
+    word's two f16 values are read (bitcast; emulated through f32, as Naga has no such
+    bitcast); offsets, the subgroups' layout and the epilogue are the same text."""
     fn, specs = CASES[3]
     real = _matrix_kernels(_mixed(fn, specs, REAL))[0].wgsl.splitlines()
     emu = _matrix_kernels(_mixed(fn, specs, EMU))[0].wgsl.splitlines()
     only_real = [ln[2:].strip() for ln in difflib.ndiff(real, emu) if ln.startswith("- ")]
     only_emu = [ln[2:].strip() for ln in difflib.ndiff(real, emu) if ln.startswith("+ ")]
-    matrix = re.compile(r"subgroup|^}$|^let [lr]\d+ = |^acc\d+_\d+ = ")
+    matrix = re.compile(r"subgroup|^[{}]$|^let [lr]\d+ = |^acc\d+_\d+ = |^let h\d = bitcast<vec2<f16>>\(")
     assert only_real and all(matrix.search(ln) for ln in only_real), only_real
     emulated = re.compile(
-        r"^fn main\(|\bm(sum|x|r|c|e|k)\b|^let [lr]\d+ = |^var acc\d+_\d+: array<f32, 8>;|^}$|li / 32u"
+        r"^fn main\(|\bm(sum|x|r|c|e|k)\b|^let [lr]\d+ = |^var acc\d+_\d+: array<f32, 8>;|^[{}]$|li / 32u"
+        r"|^let h\d = vec2<f16>\(unpack2x16float\("
     )
     assert only_emu and all(emulated.search(ln) for ln in only_emu), only_emu
 

@@ -47,7 +47,10 @@ def append_grad(
             if not any(i.id in reaches for i in t.inputs):
                 continue
             with graph.site_override(t.site):
-                gins = rule(t, g) if exact is None or t.id in exact else grad_reading_saved(rule, t, g)
+                if exact is None or t.id in exact:
+                    gins = rule(t, g)
+                else:
+                    gins = grad_reading_saved(rule, t, g, lambda x: x.id in reaches)
                 for x, gx in zip(t.inputs, gins):
                     if gx is None or x.id not in reaches:
                         continue

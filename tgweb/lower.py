@@ -15,7 +15,7 @@ Pure Python (no NumPy): it runs in the browser too.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
 from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
@@ -27,7 +27,7 @@ from .passes.plan import Step, Value, plan
 from .passes.remat import fit, relinked, rematerialize
 from .passes.views import fold_views
 from .pipeline import APPLIED_READ, scalar_words
-from .program import Kernel, Program, Scalar, Slot, limits_of, wgsl_features
+from .program import Kernel, Program, Scalar, Slot, limits_of, wgsl_features, workgroup_bytes
 
 
 class IdSource:
@@ -53,6 +53,8 @@ def lower(
     max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound."""
     lim = limits_of(limits)
     target = target or Target()
+    if target.workgroup_bytes != lim["maxComputeWorkgroupStorageSize"]:  # what its kernels may declare
+        target = replace(target, workgroup_bytes=lim["maxComputeWorkgroupStorageSize"])
     ids = IdSource(graph)
     scalars_id = ids.new()  # the value holding every per-step host scalar
     nodes = computed_nodes(graph, target, ids)
@@ -656,7 +658,8 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
             "maxStorageBufferBindingSize": biggest,
             "maxBufferSize": biggest,
             "maxStorageBuffersPerShaderStage": max((len(k.bindings) for k in kernels), default=1),
-            "maxComputeWorkgroupStorageSize": 16384,
+            # WebGPU's default, or more where a subgroup-matrix product declares more
+            "maxComputeWorkgroupStorageSize": max([16384] + [workgroup_bytes(k.wgsl) for k in kernels]),
             "maxComputeInvocationsPerWorkgroup": 256,
         },
         "memory": dict(store.report),  # the planner's bytes (buffers are then rounded to 16)

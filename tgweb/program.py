@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -136,6 +137,29 @@ def limits_of(limits=None) -> dict[str, int]:
         if key is not None and v is not None:
             out[key] = int(v)
     return out
+
+
+# the bytes of the WGSL types tgweb's kernels declare in workgroup memory
+_SCALAR_BYTES = {"f16": 2, "f32": 4, "u32": 4, "i32": 4}
+_WORKGROUP_VAR = re.compile(r"^var<workgroup> \w+: (.+);$", re.M)
+
+
+def _type_bytes(t: str) -> int:
+    t = t.strip()
+    if t in _SCALAR_BYTES:
+        return _SCALAR_BYTES[t]
+    if t.startswith("vec") and t[4] == "<":
+        return int(t[3]) * _type_bytes(t[5:-1])
+    if t.startswith("array<"):
+        inner, _, n = t[6:-1].rpartition(",")
+        return _type_bytes(inner) * int(n)
+    raise ValueError(f"workgroup memory of an unknown WGSL type {t!r}")
+
+
+def workgroup_bytes(wgsl: str) -> int:
+    """The workgroup memory a kernel declares (its `var<workgroup>` lines; tgweb's types
+    pack without padding: scalars, vec4s, arrays of them)."""
+    return sum(_type_bytes(t) for t in _WORKGROUP_VAR.findall(wgsl))
 
 
 def unmet_limits(program: "Program", device: dict) -> list[str]:

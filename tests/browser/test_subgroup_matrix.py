@@ -9,12 +9,15 @@ forward and backward (tests/test_subgroup_attention.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from test_kernels import build
+from test_kernels import build, f
 from test_subgroup_attention import CASES as ATTN_CASES
 from test_subgroup_attention import attn_kernels
 from test_subgroup_matrix import CASES, EMU, H200, MATRIX, _matrix_kernels
 
+import tgweb as tg
 from tgweb.codegen import sgmat
 from tgweb.codegen.target import classify
 from tgweb.lower import lower
@@ -69,6 +72,42 @@ def test_real_matrices_match_reference(page, info, j):
     g = build(fn, specs, precision="mixed")
     prog = lower(g, target=target)
     assert _matrix_kernels(prog) and MATRIX in prog.meta["features"]
+    assert MATRIX in run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
+
+
+ADAPTER_WORKGROUP_BYTES = (
+    "async () => (await navigator.gpu.requestAdapter()).limits.maxComputeWorkgroupStorageSize"
+)
+
+
+@pytest.mark.parametrize("j", range(len(CASES)))
+def test_real_matrices_with_the_adapters_workgroup_memory_match_reference(page, info, j):
+    """Lowered for the adapter's maxComputeWorkgroupStorageSize (48 KiB on the H200), as
+    the worker's device has it: the GPU class's larger tiles with padded rows (where they
+    fit the product), the Program asking for the workgroup memory they declare."""
+    target = _need_matrices(info)
+    have = page.evaluate(ADAPTER_WORKGROUP_BYTES)
+    fn, specs = CASES[j]
+    g = build(fn, specs, precision="mixed")
+    prog = lower(g, {"maxComputeWorkgroupStorageSize": have}, target=target)
+    assert _matrix_kernels(prog) and prog.meta["limits"]["maxComputeWorkgroupStorageSize"] <= have
+    assert MATRIX in run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
+
+
+def test_real_big_tiles_match_reference(page, info):
+    """The 128 x 128 tile with k slices of 32 and padded rows, f16 operands staged eight
+    values a load, on a product large enough to take it (where the adapter has 48 KiB)."""
+    target = _need_matrices(info)
+    have = page.evaluate(ADAPTER_WORKGROUP_BYTES)
+    g = build(lambda a, b: tg.gelu(a @ b), {"a": f(264, 96), "b": f(96, 136)}, precision="mixed")
+    tuning = dict(target.tuning, matrix_tiles=((128, 128, 32, 2, 2, 0),))
+    prog = lower(
+        g, {"maxComputeWorkgroupStorageSize": have}, target=dataclasses.replace(target, tuning=tuning)
+    )
+    if have < 45056:
+        pytest.skip(f"the adapter offers {have} bytes of workgroup memory (the tile takes 45056)")
+    ks = [k for k in _matrix_kernels(prog) if "As: array<f16, 10240>" in k.wgsl]  # 2 x 128 x (32 + 8)
+    assert ks and all("vec4<u32>" in k.wgsl for k in ks)
     assert MATRIX in run_against_reference(page, g, prog, rtol=1e-3, atol=1e-4)
 
 

@@ -149,6 +149,20 @@ class KernelCtx:
         i = add_idx(f"({self.offset(buf, off)} >> 2u)", idx4)
         return f"bitcast<vec4<f32>>({self.bind(buf, False)}[{i}])"
 
+    def load4_words(self, node, idx4: str) -> str:
+        """The two words (vec2<u32>) holding the four f16 values at vec4 index idx4 of an
+        f16 tensor whose element offset is even: moved as they are stored."""
+        buf, off = self.storage(node)
+        w = add_idx(self.offset(buf, off), mul_idx(f"({idx4})", 2))
+        return f"vec2<u32>({self._word(buf, w, False)}, {self._word(buf, add_idx(w, '1u'), False)})"
+
+    def load8_words(self, node, idx8: str) -> str:
+        """The four words (vec4<u32>) holding the eight f16 values at index idx8 (in eights)
+        of an f16 tensor whose element offset is a multiple of 8: one 16-byte load."""
+        buf, off = self.storage(node)
+        self.vec4.add(buf)
+        return f"{self.bind(buf, False)}[{add_idx(f'({self.offset(buf, off)} >> 2u)', idx8)}]"
+
     def load(self, node, idx: str) -> str:
         """Value of a stored tensor at flat element index idx (a u32 expression)."""
         r = root(node)

@@ -22,13 +22,18 @@ matrices (tensor cores; codegen/sgmat.py) where both operands are f16 copies
 f16 -> f32 configuration (16 x 16 x 16 preferred, else the largest; M, N, K read from
 it). The target's "matrix_tiles" (BM, BN, BK, WM, WN): WM x WN subgroups per workgroup,
 each owning a (BM/WM) x (BN/WN) block of C as result matrices accumulated in f32. The
-operands are staged as f16 (two tiles of each, BK deep), and at the end each result
+operands are staged as f16 (two tiles of each, BK deep; an f16 operand moved as its
+words, eight values a 16-byte load where they line up, never through f32 on the real
+builtins), each staged row padded by the target's "matrix_pad" f16 (16 bytes) where the
+tile still fits, so a matrix load's rows fall in different banks; at the end each result
 matrix passes through a per-subgroup M x N of f32 workgroup memory to the fused
 epilogue (f16 pair stores included), so out_view strides and edges work as in the tiled
-kernel. The GPU class's 64 x 128 x 16 with 2 x 2 subgroups of 32 (32 x 64 of C each,
-2 x 4 matrices of 16 x 16) takes 12 KiB of tiles and 4 KiB for the epilogue: WebGPU's
-default 16 KiB (BK = 32 would not leave room for double buffering). Untimed so far:
-benchmarks/matmul_browser.py --sizes 4096 --f16 on an adapter that has the feature.
+kernel. The tiles may take the device's maxComputeWorkgroupStorageSize
+(Target.workgroup_bytes, from the limits lower() is given; the Program then asks for
+what its kernels declare): on the H200 (48 KiB) the GPU class's 128 x 128 x 32 with 2 x 2
+subgroups (64 x 64 of C each, 4 x 4 matrices of 16 x 16), within WebGPU's default 16
+KiB its 64 x 128 x 16 (32 x 64 each, unpadded). Figures: benchmarks/RESULTS.md
+("Products on tensor cores"), from benchmarks/matmul_browser.py --sizes 4096 --f16.
 
 Every operand is read through strides: a stored transpose (ta/tb), and any chain
 of permutes in front of an operand (attention's head split, lower() folds them
@@ -48,9 +53,11 @@ from ..ir import prod
 from . import sgmat
 from .common import add_idx, ceil_div, digits, group_size, invocations, mul_idx, strides, udiv, umod
 from .kernel import KernelCtx, stored_half
+from .target import DEFAULT_WORKGROUP_BYTES
 
 # workgroup memory one tiled product may use: WebGPU's default limit, so any adapter runs it
-WORKGROUP_BYTES = 16384
+# (the subgroup-matrix kernel may take the device's: Target.workgroup_bytes)
+WORKGROUP_BYTES = DEFAULT_WORKGROUP_BYTES
 
 
 def config(m: int, n: int, batch: int, tuning: dict) -> tuple[int, int, int, int, int]:
@@ -79,26 +86,34 @@ def check_tile(BM: int, BN: int, BK: int, TM: int, TN: int) -> None:
         raise ValueError(f"matmul tile {BM}x{BN}x{BK} with {TM}x{TN} per invocation: {why[0]}")
 
 
-def matrix_tile(m: int, n: int, batch: int, tuning: dict, dims, S: int) -> tuple | None:
-    """(BM, BN, BK, WM, WN): the first of the target's "matrix_tiles" that fits the
-    configuration dims = (M, N, K) and subgroups of S and makes at least its count of
-    workgroups for this product (the last that fits applies to every product); None if
-    none fits (the plain f16 tiles then run)."""
+def matrix_tile(
+    m: int, n: int, batch: int, tuning: dict, dims, S: int, budget: int = WORKGROUP_BYTES
+) -> tuple | None:
+    """(BM, BN, BK, WM, WN, pad): the first of the target's "matrix_tiles" that fits the
+    configuration dims = (M, N, K), subgroups of S and `budget` bytes of workgroup memory
+    and makes at least its count of workgroups for this product (the last that fits
+    applies to every product), its rows padded by the target's "matrix_pad" f16 where that
+    fits too, else not padded; None if none fits (the plain f16 tiles then run)."""
     fits = []
     for t in tuning.get("matrix_tiles", ()):
-        try:
-            check_matrix_tile(*t[:5], dims, S)
-        except ValueError:
-            continue
-        fits.append(t)
-    enough = (t for t in fits if ceil_div(m, t[0]) * ceil_div(n, t[1]) * batch >= t[5])
+        for pad in dict.fromkeys((tuning.get("matrix_pad", 0), 0)):
+            try:
+                check_matrix_tile(*t[:5], dims, S, budget, pad)
+            except ValueError:
+                continue
+            fits.append((*t[:5], pad, t[5]))
+            break
+    enough = (t for t in fits if ceil_div(m, t[0]) * ceil_div(n, t[1]) * batch >= t[6])
     tile = next(enough, fits[-1] if fits else None)
-    return tuple(tile[:5]) if tile else None
+    return tuple(tile[:6]) if tile else None
 
 
-def check_matrix_tile(BM: int, BN: int, BK: int, WM: int, WN: int, dims, S: int) -> None:
-    """A subgroup-matrix tile the kernel can run with configuration dims and subgroups of
-    S on any adapter that has them, or ValueError naming why not."""
+def check_matrix_tile(
+    BM: int, BN: int, BK: int, WM: int, WN: int, dims, S: int, budget: int = WORKGROUP_BYTES, pad: int = 0
+) -> None:
+    """A subgroup-matrix tile the kernel can run with configuration dims, subgroups of S,
+    rows padded by `pad` f16 and `budget` bytes of workgroup memory, or ValueError naming
+    why not."""
     fm, fn, fk = dims
     why = []
     if min(BM, BN, BK) < 4 or any(v % 4 for v in (BM, BN, BK)) or min(WM, WN) < 1:
@@ -107,16 +122,20 @@ def check_matrix_tile(BM: int, BN: int, BK: int, WM: int, WN: int, dims, S: int)
         why.append(f"each subgroup's block must be whole {fm} x {fn} x {fk} matrices")
     elif WM * WN * S > 256:
         why.append(f"{WM * WN * S} invocations per workgroup (at most 256)")
-    elif (used := matrix_bytes(BM, BN, BK, WM * WN, dims)) > WORKGROUP_BYTES:
-        why.append(f"{used} bytes of workgroup memory (at most {WORKGROUP_BYTES})")
+    elif pad % 8:
+        why.append(f"rows padded by {pad} f16 (a multiple of 8 keeps them 16-byte aligned)")
+    elif (used := matrix_bytes(BM, BN, BK, WM * WN, dims, pad)) > budget:
+        why.append(f"{used} bytes of workgroup memory (at most {budget})")
     if why:
         raise ValueError(f"subgroup-matrix tile {BM}x{BN}x{BK} with {WM}x{WN} subgroups: {why[0]}")
 
 
-def matrix_bytes(BM: int, BN: int, BK: int, subgroups: int, dims) -> int:
-    """Workgroup memory of the subgroup-matrix kernel: two f16 tiles of each operand and
-    one f32 result matrix per subgroup (the epilogue's)."""
-    return 2 * BK * (BM + BN) * 2 + subgroups * dims[0] * dims[1] * 4
+def matrix_bytes(BM: int, BN: int, BK: int, subgroups: int, dims, pad: int = 0) -> int:
+    """Workgroup memory of the subgroup-matrix kernel at most (whichever axis its tiles'
+    rows run along: _TileLoader.tile_size): two f16 tiles of each operand and one f32
+    result matrix per subgroup (the epilogue's)."""
+    tiles = sum(R * BK + pad * max(R, BK) for R in (BM, BN))
+    return 2 * tiles * 2 + subgroups * dims[0] * dims[1] * 4
 
 
 def operand_layout(x, view, trans):
@@ -212,22 +231,25 @@ def emit_matmul(kc: KernelCtx, node):
     ):
         return _emit_direct(kc, node, L)
     dims = sgmat.config(kc.target) if all(stored_half(x) for x in node.inputs) else None
-    tile = dims and matrix_tile(M, N, nbatch, kc.target.tuning, dims, sgmat.subgroup_size(kc.target))
+    S, budget = sgmat.subgroup_size(kc.target), kc.target.workgroup_bytes
+    tile = dims and matrix_tile(M, N, nbatch, kc.target.tuning, dims, S, budget)
     if tile:
         return _emit_matrices(kc, node, L, dims, tile)
     return _emit_tiled(kc, node, L)
 
 
-def _vec_ok(kc: KernelCtx, x, rows: int, K: int, rs: int, ks: int, bstr) -> bool:
-    """Whether an operand's tile loads can be vec4: contiguous along rows (rs == 1) or along
-    k (ks == 1), everything else in steps of 4."""
+def _vec_ok(kc: KernelCtx, x, rows: int, K: int, rs: int, ks: int, bstr, g: int = 4) -> bool:
+    """Whether an operand's tile loads can take g = 4 (vec4) or 8 (an f16 operand's
+    vec4<u32>) elements at once: contiguous along rows (rs == 1) or along k (ks == 1),
+    everything else in steps of g."""
     if rs == 1:
-        ok = rows % 4 == 0 and ks % 4 == 0
+        ok = rows % g == 0 and ks % g == 0
     elif ks == 1:
-        ok = K % 4 == 0 and rs % 4 == 0
+        ok = K % g == 0 and rs % g == 0
     else:
         return False
-    return ok and kc.vec4_ok(x) and all(s % 4 == 0 for s in bstr)
+    aligned = kc.vec4_ok(x) and (g == 4 or kc.storage(x)[1] % 4 == 0)  # 8 f16: 4 words
+    return ok and aligned and all(s % g == 0 for s in bstr)
 
 
 def _emit_tiled(kc: KernelCtx, node, L):
@@ -279,18 +301,19 @@ def _emit_matrices(kc: KernelCtx, node, L, dims, tile):
     (_TileLoader.matrix). At the end each result matrix in turn is stored into
     the subgroup's M x N of Cs, and all invocations write Cs through the epilogue."""
     fm, fn, fk = dims
-    BM, BN, BK, WM, WN = tile
+    BM, BN, BK, WM, WN, pad = tile
     S = sgmat.subgroup_size(kc.target)
     SM, SN = BM // WM, BN // WN
     FM, FN, nsub = SM // fm, SN // fn, WM * WN
     mx = sgmat.Matrices(kc, dims, S)
-    kc.decls.append(f"var<workgroup> As: array<f16, {2 * BK * BM}>;")
-    kc.decls.append(f"var<workgroup> Bs: array<f16, {2 * BK * BN}>;")
-    kc.decls.append(f"var<workgroup> Cs: array<f32, {nsub * fm * fn}>;")
     # the subgroup's block: uniform offsets (from subgroup_id), as the builtins need
     body = [f"let sg = {mx.subgroup()};", f"let sm = (sg / {WN}u) * {SM}u;"]
     body.append(f"let sn = (sg % {WN}u) * {SN}u;")
-    la, lb, disp = _staging(kc, node, L, BM, BN, BK, nsub * S, body, flat=True)
+    la, lb, disp = _staging(kc, node, L, BM, BN, BK, nsub * S, body, flat=True, pad=pad)
+    la.halves = lb.halves = mx.halves
+    kc.decls.append(f"var<workgroup> As: array<f16, {2 * la.tile_size}>;")
+    kc.decls.append(f"var<workgroup> Bs: array<f16, {2 * lb.tile_size}>;")
+    kc.decls.append(f"var<workgroup> Cs: array<f32, {nsub * fm * fn}>;")
     body += la.setup() + lb.setup()
     body += [mx.result(f"acc{i}_{j}") for i in range(FM) for j in range(FN)]
 
@@ -318,7 +341,7 @@ def _matrix_stores(kc: KernelCtx, node, L, mx, tile, FM: int, FN: int) -> list[s
     """Result matrix (i, j) of every subgroup stored into its M x N of Cs, then Cs written
     to C through the epilogue by all invocations (in pairs of neighbours where it stores
     f16 values), guarded only where tiles overhang C's edges; two barriers per matrix."""
-    BM, BN, _, WM, WN = tile
+    BM, BN, _, WM, WN, _ = tile
     fm, fn, S = mx.M, mx.N, mx.S
     T, frag = WM * WN * S, fm * fn
     step = 2 if kc.pairs else 1  # fn is even: a pair never leaves its row
@@ -346,7 +369,7 @@ def _matrix_stores(kc: KernelCtx, node, L, mx, tile, FM: int, FN: int) -> list[s
     return body
 
 
-def _staging(kc: KernelCtx, node, L, BM: int, BN: int, BK: int, T: int, body: list[str], flat: bool):
+def _staging(kc: KernelCtx, node, L, BM: int, BN: int, BK: int, T: int, body: list[str], flat: bool, pad=0):
     """The staged kernels' common start: the tile's first row and column (m0, n0) and
     batch (z), each operand's base, and the loaders of A's BM x BK and B's BN x BK tiles
     (into As and Bs) shared by T invocations; returns (A's loader, B's, the dispatch)."""
@@ -357,10 +380,13 @@ def _staging(kc: KernelCtx, node, L, BM: int, BN: int, BK: int, T: int, body: li
         raise ValueError(f"matmul of shape {node.shape} needs too many workgroups")
     va = _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"] + [L["ao"]])
     vb = _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"] + [L["bo"]])
+    # f16 operands staged flat: eight values (16 bytes) a load where they line up
+    wa = flat and stored_half(a) and _vec_ok(kc, a, M, K, L["am"], L["ak"], L["ab"] + [L["ao"]], 8)
+    wb = flat and stored_half(b) and _vec_ok(kc, b, N, K, L["bn"], L["bk"], L["bb"] + [L["bo"]], 8)
     body += [f"let m0 = wg.y * {BM}u;", f"let n0 = wg.x * {BN}u;", "let z = wg.z;"]
     _bases(L, body)
-    la = _TileLoader(kc, a, "As", "pa", BM, BK, T, "m0", M, K, "abase", L["am"], L["ak"], va, flat)
-    lb = _TileLoader(kc, b, "Bs", "pb", BN, BK, T, "n0", N, K, "bbase", L["bn"], L["bk"], vb, flat)
+    la = _TileLoader(kc, a, "As", "pa", BM, BK, T, "m0", M, K, "abase", L["am"], L["ak"], va, flat, pad, wa)
+    lb = _TileLoader(kc, b, "Bs", "pb", BN, BK, T, "n0", N, K, "bbase", L["bn"], L["bk"], vb, flat, pad, wb)
     return la, lb, (gx, gy, nbatch)
 
 
@@ -411,22 +437,36 @@ class _TileLoader:
     shared array sh (put), which holds element (kk, rr) of tile s at
     [s][kk][rr / 4][rr % 4] (array<array<array<vec4<f32>>>>), or, flat, as f16 in
     array<f16> (the subgroup-matrix kernel's tiles) along the axis the invocations walk:
-    at [s BK R + kk R + rr] where they walk rows, [s BK R + rr BK + kk] where they walk k
-    (kinner), so each invocation's four values are neighbours there too. Consecutive
-    invocations walk the operand's contiguous axis: vec4s of four rows at one k ("rows"),
-    vec4s of four k of one row ("k"), or single elements. Where an invocation's element
-    lies (its row, its k within the tile, its address less k0) is worked out once, before
-    the k loop."""
+    at [s size + kk (R + pad) + rr] where they walk rows, [s size + rr (BK + pad) + kk]
+    where they walk k (kinner), so each invocation's four values are neighbours there
+    too; `pad` f16 after each row of the tile keep a matrix load's rows in different
+    banks. Consecutive invocations walk the operand's contiguous axis: vec4s of four rows
+    at one k ("rows"), vec4s of four k of one row ("k"), or single elements. An f16
+    operand staged flat stays f16 on the way: its four values are fetched as their two
+    words and stored by bitcast (no f16 -> f32 -> f16 conversions). Where an
+    invocation's element lies (its row, its k within the tile, its address less k0) is
+    worked out once, before the k loop."""
 
-    def __init__(self, kc, x, sh, reg, R, BK, T, r0, rows, K, base, rs, ks, vec, flat=False) -> None:
+    def __init__(
+        self, kc, x, sh, reg, R, BK, T, r0, rows, K, base, rs, ks, vec, flat=False, pad=0, wide=False
+    ) -> None:
         self.kc, self.x, self.sh, self.reg, self.R, self.BK, self.T = kc, x, sh, reg, R, BK, T
         self.r0, self.rows, self.K, self.base, self.rs, self.ks = r0, rows, K, base, rs, ks
         self.flat = flat
         self.mode = ("rows" if rs == 1 else "k") if vec else "scalar"
-        self.count = R * BK // (4 if vec else 1)  # loads per tile
+        # elements a load moves: 8 (wide: an f16 operand's vec4<u32>) where the walked
+        # axis of the tile holds whole groups of 8, else 4 (vec4) or 1
+        self.g = 8 if wide and (R if rs == 1 else BK) % 8 == 0 else 4 if vec else 1
+        self.count = R * BK // self.g  # loads per tile
         self.n = ceil_div(self.count, T)  # loads per invocation
         walk_rows = self.mode == "rows" or (self.mode == "scalar" and (rs == 1 or (ks != 1 and rs < ks)))
         self.kinner = flat and not walk_rows
+        # a flat tile's row: BK + pad f16 (kinner) or R + pad; its f16 elements
+        self.stride = (BK if self.kinner else R) + (pad if flat else 0)
+        self.tile_size = (R if self.kinner else BK) * self.stride
+        self.words = flat and vec and stored_half(x)  # f16 values moved as words
+        # a word's two f16 values as a vec2<f16> (the matrix kernel's sgmat.Matrices.halves)
+        self.halves = lambda w: f"vec2<f16>(unpack2x16float({w}))"
         if vec:
             kc.vec4.add(kc.storage(x)[0])
 
@@ -443,13 +483,13 @@ class _TileLoader:
 
     def setup(self) -> list[str]:
         out = []
-        R4, g = self.R // 4, self.reg
+        R4, K4, G, g = self.R // self.g, self.BK // self.g, self.g, self.reg
         for j in range(self.n):
             e = f"(li + {self.T * j}u)"
             if self.mode == "rows":
-                rr, kk = f"({umod(e, R4)} * 4u)", udiv(e, R4)
+                rr, kk = f"({umod(e, R4)} * {G}u)", udiv(e, R4)
             elif self.mode == "k":
-                rr, kk = udiv(e, self.BK // 4), f"({umod(e, self.BK // 4)} * 4u)"
+                rr, kk = udiv(e, K4), f"({umod(e, K4)} * {G}u)"
             elif self.rs == 1 or (self.ks != 1 and self.rs < self.ks):
                 rr, kk = umod(e, self.R), udiv(e, self.R)
             else:
@@ -461,7 +501,9 @@ class _TileLoader:
             out.append(f"let {g}g{j} = {addr};")
             if self._guards(j):
                 out.append(f"let {g}ok{j} = {' && '.join(self._guards(j))};")
-            out.append(f"var {g}{j}: {'f32' if self.mode == 'scalar' else 'vec4<f32>'};")
+            ty = "f32" if self.mode == "scalar" else "vec4<f32>"
+            ty = f"vec{self.g // 2}<u32>" if self.words else ty
+            out.append(f"var {g}{j}: {ty};")
         return out
 
     def fetch(self, k0: str) -> list[str]:
@@ -470,6 +512,9 @@ class _TileLoader:
             addr = add_idx(f"{g}g{j}", mul_idx(k0, self.ks)) if k0 != "0u" else f"{g}g{j}"
             if self.mode == "scalar":
                 value, zero = self.kc.load(self.x, addr), "0.0"
+            elif self.words:
+                load = self.kc.load8_words if self.g == 8 else self.kc.load4_words
+                value, zero = load(self.x, udiv(addr, self.g)), f"vec{self.g // 2}<u32>()"
             else:
                 value, zero = self.kc.load4(self.x, udiv(addr, 4)), "vec4<f32>()"
             cond = ([f"{g}ok{j}"] if self._guards(j) else []) + (
@@ -503,17 +548,21 @@ class _TileLoader:
         at = self.flat_at(tile, f"{g}k{j}", f"{g}r{j}")
         if self.mode == "scalar":
             return [f"{self.sh}[{at}] = f16({g}{j});"]
+        if self.words:  # word w holds values 2w and 2w + 1
+            out = [f"let h{w} = {self.halves(f'{g}{j}.' + 'xyzw'[w])};" for w in range(self.g // 2)]
+            out += [f"{self.sh}[{at} + {c}u] = h{c // 2}.{'xy'[c % 2]};" for c in range(self.g)]
+            return ["{"] + ["  " + ln for ln in out] + ["}"]
         return [f"{self.sh}[{at} + {c}u] = f16({g}{j}[{c}]);" for c in range(4)]
 
     def flat_at(self, tile: str, kk: str, rr: str) -> str:
         """The flat array's index of element (kk, rr) of tile `tile`."""
-        inner = f"{rr} * {self.BK}u + {kk}" if self.kinner else f"{kk} * {self.R}u + {rr}"
-        return f"({tile}) * {self.BK * self.R}u + {inner}"
+        inner = f"{rr} * {self.stride}u + {kk}" if self.kinner else f"{kk} * {self.stride}u + {rr}"
+        return f"({tile}) * {self.tile_size}u + {inner}"
 
     def matrix(self, left: bool) -> tuple[bool, int]:
         """(col_major, stride) of a subgroup-matrix load from the flat tiles: the left matrix
         is rows x k, the right one k x rows."""
-        return (left != self.kinner), (self.BK if self.kinner else self.R)
+        return (left != self.kinner), self.stride
 
 
 def _batch_index(bstr, batch):

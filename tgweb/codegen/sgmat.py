@@ -108,6 +108,13 @@ class Matrices:
         t = FORMS["result"].format(t="f32", n=self.N, m=self.M)
         return f"var {name} = {t}();"
 
+    def halves(self, word: str) -> str:
+        """A u32 word's two f16 values as a vec2<f16>: its bits as they are (Tint), or,
+        emulated, through f32 (exact; wgpu's Naga takes no bitcast from u32 to vec2<f16>)."""
+        if self.emulated:
+            return f"vec2<f16>(unpack2x16float({word}))"
+        return f"bitcast<vec2<f16>>({word})"
+
     def load(self, side: str, name: str, array: str, offset: str, col_major: bool, stride: int) -> str:
         """let name = the left (M x K) or right (K x N) matrix whose element (r, c) is
         array[offset + r stride + c] (row-major) or array[offset + c stride + r]."""

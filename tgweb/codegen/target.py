@@ -35,6 +35,10 @@ TUNING = {
         # least), WM x WN subgroups each owning a (BM/WM) x (BN/WN) block of C; the first
         # that makes at least `least` workgroups. Only an emulating test Target runs them here.
         "matrix_tiles": ((64, 64, 16, 2, 2, 0),),
+        # f16 elements of padding after each row of a subgroup-matrix kernel's staged tiles
+        # (16 bytes: rows stay 16-byte aligned for the matrix loads, and 8 rows of a load
+        # fall in different banks instead of one)
+        "matrix_pad": 8,
     },
     # tiles for every product that is not skinny, and workgroup trees for any row longer
     # than 16; the figures behind each knob: benchmarks/RESULTS.md ("GPU class tuning")
@@ -55,10 +59,19 @@ TUNING = {
         "split_k_tiles": 2048,
         "attention_rows": 64,
         "attention_tile": 16,
-        # 4 subgroups of 32 x 64 (64 x 32) of C: 2 x 4 (4 x 2) 16 x 16 fragments each; two
-        # f16 tiles of BK = 16 (12 KiB) and a 16 x 16 f32 fragment per subgroup for the
-        # epilogue (4 KiB): WebGPU's default 16 KiB of workgroup memory
-        "matrix_tiles": ((64, 128, 16, 2, 2, 512), (128, 64, 16, 2, 2, 512), (64, 64, 16, 2, 2, 0)),
+        # f16 products on subgroup matrices; the first that fits the device's workgroup
+        # memory (Target.workgroup_bytes) and makes enough workgroups. 128 x 128 by 2 x 2
+        # subgroups (64 x 64 of C each: 4 x 4 result matrices of 16 x 16) with k slices of
+        # 32 takes 41 KiB with the padding: devices that raise maxComputeWorkgroupStorageSize
+        # (48 KiB on the H200). Within WebGPU's default 16 KiB: 4 subgroups of 32 x 64
+        # (64 x 32) of C, 2 x 4 (4 x 2) matrices each, BK = 16
+        "matrix_tiles": (
+            (128, 128, 32, 2, 2, 512),
+            (64, 128, 16, 2, 2, 512),
+            (128, 64, 16, 2, 2, 512),
+            (64, 64, 16, 2, 2, 0),
+        ),
+        "matrix_pad": 8,
     },
 }
 
@@ -75,6 +88,7 @@ MATRIX_FEATURE = "chromium-experimental-subgroup-matrix"
 # the component types a subgroup-matrix configuration may name (GPUSubgroupMatrixComponentType)
 MATRIX_TYPES = ("f32", "f16", "u32", "i32", "u8", "i8")
 SUBGROUP_SIZES = (4, 128)  # the spec's bounds of an adapter's subgroupMinSize / subgroupMaxSize
+DEFAULT_WORKGROUP_BYTES = 16384  # WebGPU's default maxComputeWorkgroupStorageSize
 
 _CPU_WORDS = ("swiftshader", "lavapipe", "llvmpipe", "softpipe", "warp", "cpu")
 
@@ -92,7 +106,11 @@ class Target:
     chromium-experimental-subgroup-matrix).
     emulate_matrices: tests only: the subgroup-matrix kernel's matrix types and builtins
     are emitted as ordinary WGSL with the same results (codegen/sgmat.py), so lavapipe runs
-    the rest of its text; the Program then needs neither feature."""
+    the rest of its text; the Program then needs neither feature.
+    workgroup_bytes: the workgroup memory one kernel may declare (the device's
+    maxComputeWorkgroupStorageSize: lower() sets it from the limits it is given; WebGPU's
+    default 16 KiB without). Only the subgroup-matrix products take more than 16 KiB, so
+    every other kernel runs on any device."""
 
     cls: str = "cpu"
     vendor: str = ""
@@ -102,6 +120,7 @@ class Target:
     subgroup_sizes: tuple = SUBGROUP_SIZES
     matrix_configs: tuple = ()
     emulate_matrices: bool = False
+    workgroup_bytes: int = DEFAULT_WORKGROUP_BYTES
 
     def __post_init__(self) -> None:
         if self.cls not in TUNING:
@@ -132,6 +151,11 @@ class Target:
             **({"subgroup_sizes": list(self.subgroup_sizes)} if self.has("subgroups") else {}),
             **({"matrix_configs": [list(c) for c in self.matrix_configs]} if self.matrix_configs else {}),
             **({"emulate_matrices": True} if self.emulate_matrices else {}),
+            **(
+                {"workgroup_bytes": self.workgroup_bytes}
+                if self.workgroup_bytes != DEFAULT_WORKGROUP_BYTES
+                else {}
+            ),
         }
 
 

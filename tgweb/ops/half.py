@@ -11,8 +11,9 @@ itself (it is not rounded again).
 
 The other activations the backward pass reads are kept as f16 too (saved, grad_reading_saved):
 while the forward is traced, each activation gets an f16 copy and a `from_f16` view of it
-(f32 values over f16 storage); an op whose gradient reads an activation then reads that
-view, in the forward as in the backward (as an f16 op reads its rounded input under
+(f32 values over f16 storage); an op whose gradient (for an input that wants one: not a
+dropout's mask) reads an activation then reads that view, in the forward as in the
+backward (as an f16 op reads its rounded input under
 PyTorch's autocast: GELU's input, layer norm's input and normalized value, the logits).
 Both passes see the same rounded value, so rematerialization recomputes from the f16
 copy bit for bit, and the f32 value lives only until its other forward readers ran (the
@@ -123,10 +124,13 @@ def loss_tail(loss: Tensor) -> set[int]:
     return tail
 
 
-def grad_reading_saved(rule, t: Tensor, g: Tensor):
+def grad_reading_saved(rule, t: Tensor, g: Tensor, needed=lambda x: True):
     """rule(t, g) with t reading, from now on, the f16 copy (copy_early) of each input its
     gradient reads; the other inputs stay as they were. Products and attention read f16
-    copies of their operands already."""
+    copies of their operands already. needed(x): whether input x needs its gradient; a
+    copy only the gradient of one that does not reads (a dropout's product with its mask,
+    whose gradient for the mask nothing wants) is left out, so the forward reads the f32
+    value and nothing keeps a copy of it."""
     saved = t.graph.saved
     ins = t.inputs
     alt = tuple(saved.get(x.id, x) for x in ins)
@@ -137,6 +141,21 @@ def grad_reading_saved(rule, t: Tensor, g: Tensor):
     try:
         out = rule(t, g)
     finally:
-        read = {x.id for n in t.graph.tensors[mark:] for x in n.inputs}
-        t.inputs = tuple(a if a.id in read else x for x, a in zip(ins, alt))
+        t.inputs = tuple(
+            a if a.id in _read(t.graph.tensors[mark:], ins, out, needed) else x for x, a in zip(ins, alt)
+        )
     return out
+
+
+def _read(new: list, ins, out, needed) -> set[int]:
+    """Ids of the tensors that the new nodes computing the wanted gradients (out[i] for
+    the inputs needed) read, and those gradients themselves."""
+    by_id = {n.id: n for n in new}
+    wanted = [gx for x, gx in zip(ins, out or ()) if gx is not None and needed(x)]
+    live, todo = set(), [gx for gx in wanted if gx.id in by_id]
+    while todo:
+        n = todo.pop()
+        if n.id not in live:
+            live.add(n.id)
+            todo.extend(x for x in n.inputs if x.id in by_id)
+    return {x.id for i in live for x in by_id[i].inputs} | {gx.id for gx in wanted}

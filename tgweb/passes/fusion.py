@@ -162,7 +162,11 @@ def _join(n, cx: _Ctx) -> Group | None:
     for g in cand:
         if g.kind != "ew" or g.shape != n.shape:
             continue
-        if not all(d and same_index(c.kind) for c, d in cons if cx.group_of.get(c.id) is g):
+        if not all(
+            (d or _same_index_view(c, n, g, cx)) and same_index(c.kind)
+            for c, d in cons
+            if cx.group_of.get(c.id) is g
+        ):
             continue
         others = [h for h in cand if h is not g]
         ids = {m.id for m in g.members} | {n.id}
@@ -175,6 +179,13 @@ def _join(n, cx: _Ctx) -> Group | None:
             g.ext = new_ext
             return g
     return None
+
+
+def _same_index_view(c, n, g: Group, cx: _Ctx) -> bool:
+    """Whether c reads n only through views of g's shape: a view keeps the flat index
+    (reshape, from_f16), so the group's emitter hands c the value n has there (a mixed
+    graph's f16 copy read through its from_f16 view by the op computed from it)."""
+    return all(tuple(x.shape) == g.shape for x in c.inputs if x is not n and cx.root_of(x) is n)
 
 
 def _mark_stored(groups, cx: _Ctx) -> None:
