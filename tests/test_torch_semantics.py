@@ -101,19 +101,20 @@ LAYER_STATUS = {
     "BatchNorm1d, BatchNorm2d, BatchNorm3d": SAME + " (training and eval); running_mean, running_var and "
     "num_batches_tracked are state the step updates (skipped with the step), in trainer.buffers() and "
     "checkpoints under their names; an attached inference program reads them in eval mode",
-    "InstanceNorm1d/2d/3d, GroupNorm": SAME + " (unbatched InstanceNorm inputs too)",
+    "InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm": SAME
+    + " (unbatched InstanceNorm inputs too)",
     "F.batch_norm, F.instance_norm, F.group_norm": SAME + "; running statistics must be a module's buffers",
     "Conv1d, ConvTranspose1d, ConvTranspose2d": SAME
     + "; Conv1d's padding_mode too (ConvTranspose's zeros only)",
     "MaxPool1d, AvgPool1d": SAME + "; dilation and return_indices refused",
-    "AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d": SAME
+    "AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d": SAME
     + " (an even split is one pooling op; an uneven average "
     "a product with a constant matrix); return_indices refused",
-    "Upsample, F.interpolate": SAME
+    "Upsample, UpsamplingNearest2d, UpsamplingBilinear2d, F.interpolate": SAME
     + " for nearest, linear (1-D) and bilinear (2-D), align_corners either way; "
     "other modes and antialias refused",
     "PixelShuffle, PixelUnshuffle": SAME,
-    "ZeroPad, ConstantPad, ReflectionPad, ReplicationPad, CircularPad (1d, 2d), F.pad": SAME,
+    "ZeroPad1d, ZeroPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, F.pad": SAME,
     "LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, LogSigmoid, Softsign, Hardsigmoid, "
     "Hardswish, Mish, Tanhshrink, Softmax, LogSoftmax, Softmax2d": SAME + "; inplace= accepted and ignored",
     "CrossEntropyLoss, NLLLoss": SAME + " (weight, ignore_index, label_smoothing, probability targets, "
