@@ -265,6 +265,19 @@ def test_tensor_attributes():
     np.testing.assert_allclose(value, 6 * (np.log1p(1.0) + np.expm1(0.01)), rtol=1e-6)
 
 
+def test_len_of_a_traced_tensor_is_its_first_axis():
+    """PyTorch's examples write len(src) (the word-language model's batchify, loops)."""
+
+    def f(m, x):
+        assert len(x) == 2 and len(x[0]) == 3 and len(x.T) == 3
+        with pytest.raises(TypeError, match="len\\(\\) of a 0-d tensor"):
+            len(x.sum())
+        return x.sum() * len(x)
+
+    value, _ = tg.value_and_grad(f, tgt.nn.Linear(1, 1), x=np.ones((2, 3), np.float32))
+    assert float(value) == 12.0
+
+
 def test_init_orthogonal_and_gain():
     for shape in [(5, 8), (8, 5), (4, 2, 3)]:
         p = tgt.nn.Parameter(tgt.zeros(*shape))

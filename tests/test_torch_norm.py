@@ -144,3 +144,11 @@ def test_refusals():
         tg.value_and_grad(lambda m, x: m(x).sum(), tgt.nn.BatchNorm1d(3), x=np.ones((1, 3), np.float32))
     with pytest.raises(tg.TraceError, match="rank 4"):
         tg.value_and_grad(lambda m, x: m(x).sum(), tgt.nn.BatchNorm2d(3), x=np.ones((2, 3), np.float32))
+
+
+def test_to_torch_refuses_module_buffers_with_a_clear_error():
+    import tgweb as tg
+
+    m = tgt.nn.Sequential(tgt.nn.Linear(3, 4), tgt.nn.BatchNorm1d(4))
+    with pytest.raises(tg.TraceError, match="reads module buffers .*1.running_mean.* tg.compile"):
+        tg.to_torch(m, lambda m, x: m(x).sum(), inputs={"x": (5, 3)})

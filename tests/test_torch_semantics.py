@@ -100,7 +100,8 @@ OPTIM_STATUS = {
 LAYER_STATUS = {
     "BatchNorm1d, BatchNorm2d, BatchNorm3d": SAME + " (training and eval); running_mean, running_var and "
     "num_batches_tracked are state the step updates (skipped with the step), in trainer.buffers() and "
-    "checkpoints under their names; an attached inference program reads them in eval mode",
+    "checkpoints under their names; an attached inference program reads them in eval mode; "
+    "tg.to_torch refuses a model with them (it does not carry module buffers yet)",
     "InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm": SAME
     + " (unbatched InstanceNorm inputs too)",
     "F.batch_norm, F.instance_norm, F.group_norm": SAME + "; running statistics must be a module's buffers",
@@ -114,7 +115,8 @@ LAYER_STATUS = {
     + " for nearest, linear (1-D) and bilinear (2-D), align_corners either way; "
     "other modes and antialias refused",
     "PixelShuffle, PixelUnshuffle": SAME,
-    "ZeroPad1d, ZeroPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, F.pad": SAME,
+    "ZeroPad1d, ZeroPad2d, ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, "
+    "ReplicationPad1d, ReplicationPad2d, CircularPad1d, CircularPad2d, F.pad": SAME,
     "LeakyReLU, PReLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, LogSigmoid, Softsign, Hardsigmoid, "
     "Hardswish, Mish, Tanhshrink, Softmax, LogSoftmax, Softmax2d": SAME + "; inplace= accepted and ignored",
     "CrossEntropyLoss, NLLLoss": SAME + " (weight, ignore_index, label_smoothing, probability targets, "

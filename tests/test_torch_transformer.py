@@ -256,7 +256,6 @@ def test_bad_arguments_are_refused():
 def test_every_layer_is_listed_in_torch_md():
     import inspect
     import pathlib
-
     import re
 
     doc = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "TORCH.md").read_text()

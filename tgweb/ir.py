@@ -300,6 +300,12 @@ class TensorOps:
     def numel(self) -> int:
         return prod(self.shape)
 
+    def __len__(self) -> int:
+        """The first axis's size, as PyTorch's and NumPy's len(); a 0-d tensor has none."""
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
     def dim(self) -> int:
         return len(self.shape)
 

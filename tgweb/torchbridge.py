@@ -62,6 +62,12 @@ def _traced(fn, model, specs):
     )
     if missing:
         raise TraceError(f"to_torch: op kinds with no PyTorch mapping yet: {missing}")
+    if graph.states:  # module buffers as graph state (BatchNorm's running statistics)
+        raise TraceError(
+            f"to_torch: the forward reads module buffers {sorted(graph.states)} as graph state, "
+            "which the module tg.to_torch makes does not carry yet; train such a model with "
+            "tg.compile (trainer.buffers() holds them), or use PyTorch's own layer for it"
+        )
     return graph, out
 
 
