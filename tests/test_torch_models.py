@@ -103,6 +103,7 @@ CASES = [
     ("style", ()),
     ("lstm_mnist", ()),
     ("vae", ()),
+    ("classweights", ()),
 ]
 
 
@@ -321,3 +322,23 @@ def test_add_param_group_before_compile_trains_with_its_own_lr():
     after = tr.params()
     assert all(np.any(before[k] != after[k]) for k in ("a.weight", "a.bias"))
     assert all(np.array_equal(before[k], after[k]) for k in ("b.weight", "b.bias"))
+
+
+@pytest.mark.parametrize("limit", [8, 10])
+def test_every_kernel_fits_the_devices_binding_limit(limit):
+    """The DCGAN's step asked for 12 storage bindings in one kernel where SwiftShader
+    allows 10 (WebGPU's default is 8): fusion counted a group's stored members only as
+    roots, not those other groups read, and took the updates in a host's epilogue (batch
+    norm's step count beside the global norm) as written in place, which the planner may
+    not do."""
+    from tgweb.compile import _optimizer_from_spec, build_training_graph
+    from tgweb.lower import lower
+    from tgweb.program import LIMITS
+
+    mod = load("dcgan", True)
+    m = mod.model()
+    opt, _ = _optimizer_from_spec(mod.optimizer(m)[0])
+    graph = build_training_graph(m, mod.loss, mod.INPUTS, opt, None, None, "float32")
+    prog = lower(graph, limits={**LIMITS, "maxStorageBuffersPerShaderStage": limit})
+    worst = max(prog.kernels, key=lambda k: len(k.bindings))
+    assert len(worst.bindings) <= limit, (worst.name, len(worst.bindings))

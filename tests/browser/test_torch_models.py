@@ -53,13 +53,23 @@ def _train_file(case, backend):
     for i, b in enumerate(batches):
         if hasattr(mod, "set_lr"):
             mod.set_lr(opt, i)
-        steps.append(trainer.step(**{k: array.array("q", v) for k, v in b.items()}))
+        feeds = {k: array.array("f" if kind == "f" else "q", v) for k, (kind, v) in b.items()}
+        steps.append(trainer.step(**feeds))
     losses = [float(r.loss) for r in steps]
     trainer.close()
     return losses
 """
 
-CASES = [("gpt", [True]), ("gpt", [False]), ("manual_lr", [])]
+# nanoGPT's model; an LSTM word model; convolutions with batch norm (running statistics as
+# graph state) and transposed convolutions; data constants the forward builds
+CASES = [
+    ("gpt", [True]),
+    ("gpt", [False]),
+    ("manual_lr", []),
+    ("wordlm", ["LSTM"]),
+    ("dcgan", []),
+    ("classweights", []),
+]
 
 
 @pytest.mark.parametrize("name,args", CASES, ids=[f"{n}-{'-'.join(map(str, a))}" for n, a in CASES])
@@ -71,7 +81,9 @@ def test_model_file_trains_in_chromium_as_on_the_reference_backend(page, name, a
     params = dict(mod.model(*args).named_parameters())  # buffers are rebuilt by the file
     init = {k: np.asarray(v.value).ravel().tolist() for k, v in params.items()}
     rng = np.random.default_rng(1)
-    batches = [{k: v.ravel().tolist() for k, v in mod.batch(rng).items()} for _ in range(STEPS)]
+    batches = [
+        {k: [v.dtype.kind, v.ravel().tolist()] for k, v in mod.batch(rng).items()} for _ in range(STEPS)
+    ]
     case = json.dumps([src, name, args, init, batches])
     want = ns["_train_file"](case, "reference")
     py(page, HELPER)

@@ -171,7 +171,9 @@ def _join(n, cx: _Ctx) -> Group | None:
         others = [h for h in cand if h is not g]
         ids = {m.id for m in g.members} | {n.id}
         new_ext = (g.ext - {n.id}) | cx.ext_of(n, ids)
-        st = {m.id for m in g.members if m.id in cx.roots}
+        # what the group stores: roots, and members read outside it or through a view
+        # (each a binding of its own, as _mark_stored will find)
+        st = {m.id for m in g.members if m.id in cx.roots or _read_outside(m, g, cx)}
         if n.id in cx.roots or others:
             st.add(n.id)
         # the other consumers then read g: refused when g waits for one of them
@@ -179,6 +181,11 @@ def _join(n, cx: _Ctx) -> Group | None:
             g.ext = new_ext
             return g
     return None
+
+
+def _read_outside(m, g: Group, cx: _Ctx) -> bool:
+    """Whether a member of g is read by another group or through a view."""
+    return any(not d or cx.group_of.get(c.id) is not g for c, d in cx.consumers.get(m.id, []))
 
 
 def _same_index_view(c, n, g: Group, cx: _Ctx) -> bool:
@@ -195,9 +202,7 @@ def _mark_stored(groups, cx: _Ctx) -> None:
         if g.kind != "ew":
             continue
         for m in g.members:
-            if m.id in cx.roots or any(
-                not d or cx.group_of.get(c.id) is not g for c, d in cx.consumers.get(m.id, [])
-            ):
+            if m.id in cx.roots or _read_outside(m, g, cx):
                 g.stored.add(m.id)
 
 
@@ -251,7 +256,9 @@ def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
     ext = (e.ext - {r.id}) | g.ext
     if g.prologue is not None:
         ext |= g.prologue.ext
-    if cx.fits(ext, e.stored):
+    # an update in a host's epilogue is not counted as written in place: the planner may
+    # give it a buffer of its own (the step's state updates beside the global norm)
+    if len(ext) + len(e.stored) <= cx.max_bindings:
         g.epilogue = e
         e.absorbed = True
 
