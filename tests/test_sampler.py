@@ -152,6 +152,21 @@ def test_stream_cached_checks_its_arguments():
         next(s.stream_cached(sampler, temperature=0))
     with pytest.raises(ValueError, match="top_k must be an int >= 0"):
         next(s.stream_cached(sampler, top_k=-1))
+    with pytest.raises(ValueError, match="ahead must be an int >= 1"):
+        s.stream_cached(sampler, ahead=0)
+
+
+def test_the_runs_are_sent_before_any_character_is_read():
+    """The prompt's runs and `ahead` chained ones go out at once; each character read sends
+    one more, until the cache's positions are spoken for (block 32)."""
+    s, tr = _trainer("reference")
+    sampler = tr.attach(s.next_token, inputs=s.TOKEN_INPUTS)
+    text = s.stream_cached(sampler, "ROMEO:", ahead=10)
+    assert sampler.runs == 6 + 9  # the prompt's last run draws the first character
+    next(text)
+    assert sampler.runs == 6 + 10
+    s.stream_cached(sampler, "ROMEO:", ahead=100)
+    assert sampler.runs == 16 + 6 + (32 - 6)  # a run for each position left
 
 
 def test_state_and_assign_are_for_attached_forward_functions():
@@ -184,3 +199,47 @@ def test_evaluation_sent_between_steps_sees_the_parameters_of_the_steps_before(b
     now = s.metric(lambda b: ev2.run(**b).output)
     assert sent_then == pytest.approx(now, rel=1e-6)
     assert s.metric(lambda b: evaluate.run(**b).output) != pytest.approx(sent_then, rel=1e-6)
+
+
+@pytest.mark.native
+def test_the_page_source_reports_between_steps_and_streams_its_text(monkeypatch):
+    """web/page/samples/shakespeare.py at the small size, natively, through the page's
+    harness: an evaluation step sends its report and train() shows it DEPTH steps later,
+    as the steps go on (reading it waits for nothing: it ran before the step read last);
+    the harness's show() after train() streams LENGTH characters from the last step's
+    model; the figures name the precision chosen."""
+    import importlib.util
+    import pathlib
+
+    from tgweb import pipeline, worker
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("page_harness", root / "web/page/harness.py")
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    source = (root / "web/page/samples/shakespeare.py").read_text()
+    assert source.count('.sized("full")') == 1
+    source = source.replace('.sized("full")', '.sized("small")')
+    source = source.replace("EVAL_EVERY = 250", "EVAL_EVERY = 10")
+    views = []
+    monkeypatch.setattr(worker, "_handler", None)
+
+    def on(event, data):
+        if event == "view":
+            views.append((data, harness._spaces["shakespeare"]["trainer"].calls))
+
+    worker.set_handler(on)
+    harness.page_exec("shakespeare", source, "shakespeare.py", show=False)
+    out = harness.page_train("shakespeare", 22)
+    assert out["steps"] == 22 and not out["stopped"]
+    shown = {v["shakespeare"]["step"]: (v, calls) for v, calls in views if v["shakespeare"]["done"]}
+    # the step-1 view (harness), step 10's report shown after step 10 + DEPTH, step 20's
+    # dropped (the harness's show() after train() draws from the newer model), then step 22's
+    assert sorted(shown) == [1, 10, 22], sorted(shown)
+    assert shown[10][1] == 10 + pipeline.DEPTH + 1
+    for v, _ in shown.values():
+        text = v["shakespeare"]["text"]
+        assert len(text) == 240 and set(text) <= set(sh.chars())
+        assert v["figures"]["precision"] == "float32" == v["shakespeare"]["precision"]
+        assert 3.0 < v["figures"]["validation loss"] < 4.5  # near ln 65 = 4.17 this early
+    harness._spaces.clear()

@@ -4,9 +4,11 @@ costs one token's work and only its id is read back. Used by the GPT samples' sa
 
 from __future__ import annotations
 
+import array
 import math
 
 from .. import inference, ops
+from ._util import flatten
 
 MASKED = -1e30  # a logit or score that softmax and the Gumbel draw never pick (finite: WGSL has no inf)
 
@@ -53,3 +55,47 @@ def cached_attention(name: str, q, k, v, here, seen):
     inference.assign(values, values_now)
     scores = ops.matmul(q, ops.transpose(keys_now, 2, 3)) * (1.0 / math.sqrt(hd))  # [1, h, 1, block]
     return ops.matmul(ops.softmax(ops.where(seen, scores, MASKED), axis=-1), values_now)
+
+
+class Draws:
+    """The token ids a sampler program draws (an attached forward like shakespeare's
+    next_token: inputs token, temperature and top_k; a draw of -1's token is the previous
+    run's, kept on the device), endless, read one by one. Runs are sent when this is made
+    and as ids are read, up to `ahead` sent and unread: runs chain on the device, so none
+    waits for the host. The context's tokens are run first, filling the cache; when the
+    cache's `block` positions are used, it is emptied and filled again from the last
+    block // 2 tokens (the one wait for the host: it must know them)."""
+
+    def __init__(self, sampler, context: list[int], block: int, feeds: dict, ahead: int) -> None:
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 1:
+            raise ValueError(f"ahead must be an int >= 1 (runs sent before one is read), got {ahead!r}")
+        self.sampler, self.block, self.feeds, self.ahead = sampler, block, feeds, ahead
+        self.context = list(context[-block:])
+        self._fill()
+
+    def _send(self, token: int):
+        return self.sampler.submit(token=array.array("i", [token]), **self.feeds)
+
+    def _fill(self) -> None:
+        self.sampler.reset_state()
+        self.pending = [self._send(t) for t in self.context][-1:]  # the context's own draws unread
+        self.room = self.block - len(self.context)  # chained runs the cache has positions for
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while len(self.pending) < self.ahead and self.room > 0:
+            self.pending.append(self._send(-1))
+            self.room -= 1
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        token = int(flatten(self.pending.pop(0)().output)[0])
+        self.context.append(token)
+        if len(self.context) > self.block:  # every run sent has been read: refill
+            self.context = self.context[-(self.block // 2) :]
+            self._fill()
+        else:
+            self._top_up()
+        return token

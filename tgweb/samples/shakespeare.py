@@ -376,39 +376,28 @@ class Sample:
             context.append(tok)
             yield chars()[tok]
 
-    def stream_cached(self, sampler, prompt: str = "\n", temperature: float = 1.0, top_k: int = 0):
+    def stream_cached(
+        self, sampler, prompt: str = "\n", temperature: float = 1.0, top_k: int = 0, ahead=None
+    ):
         """Characters drawn after prompt, endlessly, by `sampler` (trainer.attach(next_token,
-        inputs=TOKEN_INPUTS)): one run a character, its draw made on the device and fed to
-        the next run there, so up to AHEAD runs are sent before the first is read and only
-        each character's id comes back. The prompt's characters are run first, filling the
-        key/value cache. The context is every character since the cache was last filled:
-        when it holds BLOCK, it restarts from the last BLOCK // 2 (their keys and values
-        computed again: one refill every BLOCK // 2 characters). top_k: draw among the k
-        most likely characters (1: greedy; 0: all). A run sent and not yet read when the
-        caller stops taking characters is wasted, nothing else."""
+        inputs=TOKEN_INPUTS)): one run a character, drawn on the device and fed to the next
+        run there, so only each character's id comes back (_decode.Draws). The runs are
+        sent now, before the first character is asked for, up to `ahead` (default AHEAD)
+        sent and unread. The context is every character since the key/value cache was
+        last filled: when it holds BLOCK, it restarts from the last BLOCK // 2 (their keys
+        and values computed again: one refill every BLOCK // 2 characters). top_k: draw
+        among the k most likely characters (1: greedy; 0: all). Runs sent and never read
+        (the caller stops taking characters) are wasted, nothing else."""
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
             raise ValueError(f"top_k must be an int >= 0 (0: every character), got {top_k!r}")
-        block, table = self.config.block, chars()
-        fixed = {"temperature": array.array("f", [float(temperature)]), "top_k": array.array("i", [top_k])}
-
-        def send(token: int):
-            return sampler.submit(token=array.array("i", [token]), **fixed)
-
-        context = (encode(prompt) or [0])[-block:]
-        while True:
-            sampler.reset_state()
-            pending = [send(t) for t in context][-1:]  # the prompt's draws but the last are not read
-            room, sent = block - len(context), 1  # positions left; runs whose draw is awaited
-            while pending:
-                while len(pending) < self.AHEAD and sent < room + 1:
-                    pending.append(send(-1))
-                    sent += 1
-                tok = int(flatten(pending.pop(0)().output)[0])
-                context.append(tok)
-                yield table[tok]
-            context = context[-(block // 2) :]
+        feeds = {"temperature": array.array("f", [float(temperature)]), "top_k": array.array("i", [top_k])}
+        table = chars()
+        draws = _decode.Draws(
+            sampler, encode(prompt) or [0], self.config.block, feeds, self.AHEAD if ahead is None else ahead
+        )
+        return (table[t] for t in draws)
 
     def generate(self, probs_fn, length: int, prompt: str = "\n", temperature: float = 1.0, rng=0) -> str:
         """length characters drawn after prompt (see stream)."""
