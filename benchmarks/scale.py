@@ -58,6 +58,9 @@ MODELS = {
 }
 TINY = dataclasses.replace(shakespeare.SMALL, layers=1, heads=2, dim=32, block=16, batch=4, dropout=0.2)
 WARMUP_S = 1.0
+# tgweb's rows train in float32, beside torch fp32 (the sample itself trains in mixed
+# precision where the GPU offers shader-f16: benchmarks/page_pace.py times that)
+PRECISION = "float32"
 
 
 def _timed_steps(step, batches, steps: int) -> list[float]:
@@ -80,7 +83,7 @@ def _timed_steps(step, batches, steps: int) -> list[float]:
 def tgweb_native(cfg, batches, steps: int) -> dict:
     sample = shakespeare.Sample(cfg)
     t = time.perf_counter()
-    tr = samples.compile(sample, backend="native", seed=0)
+    tr = samples.compile(sample, backend="native", seed=0, precision=PRECISION)
     compile_s = time.perf_counter() - t
     prev = [None]
 
@@ -106,7 +109,7 @@ from tgweb.samples import shakespeare
 sample = shakespeare.Sample(shakespeare.Config(**CFG))
 batches = [{k: array.array("i", v) for k, v in b.items()} for b in BATCHES]
 t = time.perf_counter()
-tr = samples.compile(sample, seed=0)
+tr = samples.compile(sample, seed=0, precision="float32")
 compile_s = time.perf_counter() - t
 ms, prev, t0, i = [], None, time.perf_counter(), 0
 while len(ms) < STEPS:
