@@ -243,3 +243,27 @@ def test_the_page_source_reports_between_steps_and_streams_its_text(monkeypatch)
         assert v["figures"]["precision"] == "float32" == v["shakespeare"]["precision"]
         assert 3.0 < v["figures"]["validation loss"] < 4.5  # near ln 65 = 4.17 this early
     harness._spaces.clear()
+
+
+@pytest.mark.native
+def test_a_cached_sampler_program_keeps_its_own_state():
+    """A repeat visit's sampler comes from the compiled-Program cache (progcache): its
+    Program and the graph's leaves, no graph; its cache state is still its own and
+    emptied, so it draws the same text as the compiled one."""
+    from tgweb import progcache
+
+    store = progcache.MemoryStore()
+    progcache.use(store)
+    try:
+        texts, outcomes = [], []
+        for _ in range(2):
+            with progcache.keyed("sampler source", "shakespeare"):
+                s, tr = _trainer("native")
+                sampler = tr.attach(s.next_token, inputs=s.TOKEN_INPUTS)
+            outcomes.append([e["outcome"] for e in progcache.log])
+            texts.append("".join(itertools.islice(s.stream_cached(sampler, "ROMEO:", top_k=1), 40)))
+            assert sorted(tr.buffers()) == [] and "run.h0.k" in sampler.program.states
+            tr.close()
+    finally:
+        progcache.use(None)
+    assert outcomes == [["miss", "miss"], ["hit", "hit"]] and texts[0] == texts[1]

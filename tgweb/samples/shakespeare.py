@@ -31,8 +31,16 @@ tokens and targets; `metric` averages it over EVAL_BATCHES fixed batches of the
 validation text (offsets drawn once from a fixed seed). Success: validation loss below
 1.50 within STEPS steps (nanoGPT reports 1.47 after 5,000).
 
-Text: `sample_probs` is an inference graph of next-character distributions whose
-temperature is an input; `stream` draws characters one at a time from it.
+Text: `next_token` draws one character on the device, its keys and values kept in the
+program's own cache between runs (one token's work a character); `stream_cached` chains
+its runs on the device and reads back only the ids (what the page shows). `sample_probs`
+is the whole-window forward (every position's next-character distribution), and `stream`
+draws from it one full forward a character: the oracle the cached sampler is tested by.
+`metric_later` sends the evaluation batches without waiting.
+
+Precision: `choose_precision(backend)` is "mixed" where the adapter is a GPU offering
+shader-f16 and "float32" elsewhere (as nanoGPT trains in bf16 where it can); samples.compile
+and the page train in it.
 """
 
 from __future__ import annotations
