@@ -262,7 +262,7 @@ def test_a_cached_sampler_program_keeps_its_own_state():
                 sampler = tr.attach(s.next_token, inputs=s.TOKEN_INPUTS)
             outcomes.append([e["outcome"] for e in progcache.log])
             texts.append("".join(itertools.islice(s.stream_cached(sampler, "ROMEO:", top_k=1), 40)))
-            assert sorted(tr.buffers()) == [] and "run.h0.k" in sampler.program.states
+            assert sorted(tr.buffers()) == [] and "@run.h0.k" in sampler.program.states
             tr.close()
     finally:
         progcache.use(None)

@@ -170,7 +170,8 @@ def assign(target: Tensor, value) -> None:
 
 
 # an attached program's own states are named apart from the trainer's module buffers
-STATE_PREFIX = "run."
+# (dotted attribute paths, which never hold "@")
+STATE_PREFIX = "@run."
 
 
 def own_states(graph) -> list[str]:
@@ -232,6 +233,11 @@ class FreeInference:
         if self._closed:
             raise RuntimeError(CLOSED)
         return self._inference_for(batch).run(**batch)
+
+    def reset_state(self) -> None:
+        """Inference.reset_state of every compiled size (each keeps its own state)."""
+        for inf in self._compiled.values():
+            inf.reset_state()
 
     def submit(self, **batch) -> Callable[[], RunResult]:
         """Inference.submit of the batch's size."""
