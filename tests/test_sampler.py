@@ -49,6 +49,8 @@ def test_the_reference_backend_trains_in_float32():
     assert fastest_precision(None) == "float32"
     assert samples.precision_for("reference") == "float32"
     assert samples.compile(sh.sized("small"), backend="reference").precision == "float32"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        samples.precision_for("webgl")
 
 
 @pytest.mark.native

@@ -86,8 +86,12 @@ def fastest_precision(target) -> str:
 
 def precision_for(backend: str | None = None) -> str:
     """fastest_precision of the adapter `backend` (None: tg.compile's default) runs on."""
-    from ..backends import lowering_for
-    from ..compile import default_backend
+    from ..backends import lowering_for, require
+    from ..compile import BACKENDS, default_backend
 
-    device = lowering_for(backend or default_backend())
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    require(backend)  # a missing wgpu-py or NumPy said as tg.compile says it
+    device = lowering_for(backend)
     return fastest_precision(device["target"] if device is not None else None)
