@@ -206,6 +206,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--precision", choices=("float32", "mixed"), help="instead of the source's choice")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--tiny", action="store_true", help="the small size, 40 steps: checks the script runs")
+    ap.add_argument("--chromium", action="store_true", help="Chromium without GPU_CHROMIUM too (SwiftShader)")
     ap.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     a = ap.parse_args(argv)
     if a.tiny:
@@ -221,7 +222,7 @@ def main(argv: list[str]) -> int:
     results, lines = {}, []
     results["native"] = native(g)
     lines += report("tgweb native", results["native"])
-    if os.environ.get("GPU_CHROMIUM"):
+    if os.environ.get("GPU_CHROMIUM") or a.chromium:
         import bench  # its Chromium, flags and site server
 
         with bench.tgweb_page() as (page, adapter):
