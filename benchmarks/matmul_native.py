@@ -111,7 +111,7 @@ def step_ms(sample: str, steps: int) -> tuple[float, dict]:
     from tgweb import samples
 
     s = samples.get(sample)
-    tr = samples.compile(s, backend="native", seed=0)
+    tr = samples.compile(s, backend="native", seed=0, precision="float32")  # beside torch fp32/tf32
     batches = [s.batch(i) for i in range(steps + 3)]
     t0 = time.perf_counter()  # warm-up: 3 steps and 1 s (an idle GPU clocks itself down)
     for i in range(3):

@@ -12,6 +12,7 @@ wall time. info lists the backends and the GPU adapters wgpu-py finds.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -40,8 +41,8 @@ def _bound_text(mod) -> str:
 def _show(name: str, mod, predict, seed: int, trainer) -> list[str]:
     """A few lines of the sample's own view of the trained model."""
     if name == "shakespeare":
-        probs = trainer.attach(mod.sample_probs, inputs=mod.SAMPLE_INPUTS)
-        return ["sampled text:", mod.generate(lambda b: probs.run(**b).output, 300, rng=seed)]
+        sampler = trainer.attach(mod.next_token, inputs=mod.TOKEN_INPUTS)  # keys and values cached
+        return ["sampled text:", "".join(itertools.islice(mod.stream_cached(sampler), 300))]
     if name == "names":
         return ["sampled names: " + ", ".join(mod.sample_names(predict, 12, seed))]
     if name == "digits":

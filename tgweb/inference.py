@@ -4,12 +4,14 @@ and compiles one Inference per size it meets. Both have run(**batch) and close()
 
 from __future__ import annotations
 
+import array
+import math
 from typing import Any, Callable
 
 from . import progcache
 from .arrays import InputError
 from .backends import lowering_for, make_engine
-from .ir import Graph, Tensor, TraceError
+from .ir import Graph, Tensor, TraceError, current_graph
 from .lower import lower
 from .step_data import check_inputs, index_bounds
 from .trace import trace
@@ -66,6 +68,7 @@ class Inference:
         self.graph = graph
         self._engine = make_engine(graph, program, trainer.backend, trainer.precision, share=trainer.engine)
         self.runs = 0  # run() calls: the position of its random stream
+        self.reset_state()
 
     def traced(self) -> Graph:
         """The forward graph (traced now unless it already was); sets whether the function
@@ -76,9 +79,10 @@ class Inference:
         graph, out = trace(
             self._fn, self.trainer.model, self._inputs, Graph(precision=self.trainer.graph.precision)
         )
-        if graph.updates:
+        buffers = sorted(n for n in graph.updates if n not in own_states(graph))
+        if buffers:
             raise TraceError(
-                f"the forward function updates the module buffers {sorted(graph.updates)} (a BatchNorm "
+                f"the forward function updates the module buffers {buffers} (a BatchNorm "
                 "in training mode): an inference program only reads them; call model.eval() first"
             )
         if isinstance(out, Tensor):
@@ -98,23 +102,81 @@ class Inference:
         return self._engine.program
 
     def run(self, **batch) -> RunResult:
+        return self.submit(**batch)()
+
+    def submit(self, **batch) -> Callable[[], RunResult]:
+        """Send one run to the device and return at once: a function that waits for its
+        RunResult. Runs, training steps and writes reach the device in the order sent, so
+        several runs may be sent before any is read (a page's evaluation batches between
+        training steps, a sampler's tokens), and a run sees the parameters of every
+        training step sent before it."""
         data = check_inputs(self.graph.inputs, batch, "run", self._bounds)
         outs, caps = list(self.graph.outputs), list(self.graph.captures)
         scalars = {}
         if "seed" in self.graph.scalars:  # random ops (sampling): new numbers each run
             scalars["seed"] = seed_word(self.trainer.seed, self.runs, stream=2)
         self.runs += 1
-        got = self._engine.run(
+        pending = self._engine.submit(
             data, scalars, [("outputs", n) for n in outs] + [("captures", n) for n in caps]
         )
-        o = {n: got[("outputs", n)] for n in outs}
-        return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
+
+        def wait() -> RunResult:
+            got = pending()
+            o = {n: got[("outputs", n)] for n in outs}
+            return RunResult(o["output"] if self._single else o, {n: got[("captures", n)] for n in caps})
+
+        return wait
+
+    def reset_state(self) -> None:
+        """Set the program's own state (declared with `state` while tracing: a sampler's
+        key/value cache) back to zeros, as it starts."""
+        for n in own_states(self.graph):
+            shape = self.graph.states[n].shape
+            self._engine.write("states", n, array.array("f", bytes(4 * math.prod(shape))))
 
     def close(self) -> None:
         """Free this program's GPU buffers and pipelines; afterwards run() raises. Closing
         twice is harmless."""
         self._engine.close()
         self._engine = Closed()
+
+
+def state(name: str, shape) -> Tensor:
+    """While tracing an attached forward function: an f32 tensor of `shape` that persists on
+    the device from one run() to the next (zeros at first and after reset_state()); the run
+    writes it with `assign`. A sampler keeps its keys and values here, so a token's run
+    reads the earlier tokens' work instead of redoing it."""
+    graph = current_graph()
+    if graph is None:
+        raise TraceError("inference.state is declared while tracing an attached forward function")
+    if not isinstance(name, str) or not name.startswith(STATE_PREFIX):
+        name = STATE_PREFIX + str(name)
+    return graph.state(name, tuple(shape))
+
+
+def assign(target: Tensor, value) -> None:
+    """The run writes value (broadcast to target's shape) into target, a `state` tensor; a
+    later run reads it. Reads of target in this run see the old value."""
+    from . import ops
+    from .ops.base import as_tensor
+
+    name = target.attrs.get("name", "") if target.kind == "state" else ""
+    if not name.startswith(STATE_PREFIX):
+        raise TraceError(f"assign writes a tensor made by inference.state, got a {target.kind} tensor")
+    value = ops.broadcast_to(as_tensor(value), target.shape)
+    if value.dtype != "f32":
+        raise TraceError(f"assign: state {name!r} holds f32 values, got {value.dtype}")
+    target.graph.updates[name] = value
+
+
+# an attached program's own states are named apart from the trainer's module buffers
+# (dotted attribute paths, which never hold "@")
+STATE_PREFIX = "@run."
+
+
+def own_states(graph) -> list[str]:
+    """The states an attached program declared itself (`state`), not the trainer's buffers."""
+    return [n for n in graph.states if n.startswith(STATE_PREFIX)]
 
 
 def spec_shape(spec) -> tuple:
@@ -171,6 +233,17 @@ class FreeInference:
         if self._closed:
             raise RuntimeError(CLOSED)
         return self._inference_for(batch).run(**batch)
+
+    def reset_state(self) -> None:
+        """Inference.reset_state of every compiled size (each keeps its own state)."""
+        for inf in self._compiled.values():
+            inf.reset_state()
+
+    def submit(self, **batch) -> Callable[[], RunResult]:
+        """Inference.submit of the batch's size."""
+        if self._closed:
+            raise RuntimeError(CLOSED)
+        return self._inference_for(batch).submit(**batch)
 
     def close(self) -> None:
         """Free every compiled size; afterwards run() raises. Closing twice is harmless."""

@@ -2,7 +2,7 @@
 10.7M-parameter model is far too big for SwiftShader): the text drawn from the model
 streams in, growing a few characters at a time until it is complete, every character of
 it from the text's vocabulary; after training the validation loss has fallen and the
-text is drawn from the trained model."""
+text is drawn from the trained model; the page names the precision it trains in."""
 
 from __future__ import annotations
 
@@ -53,5 +53,9 @@ def test_text_streams_in_as_the_model_writes_it(app):
     assert len(set(streamed)) >= 5 and sorted(streamed) == streamed and max(streamed) < 240, seen
     status = page.inner_text("#shakespeare-status")
     assert "from the model of step 61" in status, status
+    # the precision the source chose: SwiftShader is a CPU, so float32 (tests/test_sampler.py)
+    assert "training in float32" in status, status
+    precision = page.inner_text('#view-figures dd[data-name="precision"]')
+    assert precision == "float32", precision
     screenshot(page, "shakespeare-text")
     assert not [p for p in page.problems if "pageerror" in p], page.problems

@@ -105,8 +105,11 @@ class RuntimeEngine:
         shared = None
         if share is not None:
             # an inference program's states are module buffers (BatchNorm's running
-            # statistics): the trainer's, as its params are
-            shared = {n: share.rt.param_handle(n) for n in (*self.program.params, *self.program.states)}
+            # statistics): the trainer's, as its params are; states the trainer lacks (a
+            # sampler's key/value cache) are the program's own
+            theirs = share.program.states
+            names = (*self.program.params, *(n for n in self.program.states if n in theirs))
+            shared = {n: share.rt.param_handle(n) for n in names}
         self.rt = mod.Runtime(self.program, shared=shared)
         self._slots = {
             "params": self.program.params,

@@ -8,6 +8,7 @@ or, for finite-difference checks, float64.
 from __future__ import annotations
 
 import array
+from collections import ChainMap
 from typing import Any, Iterable
 
 import numpy as np
@@ -96,7 +97,10 @@ class Engine:
         self.f = self.ctx.f
         self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}
         if share is not None:
-            self.values = share.values  # the same dicts: updates are seen (module buffers too)
+            # the same dicts: updates are seen (module buffers too); states the shared engine
+            # lacks (an inference program's own, a sampler's key/value cache) are this
+            # engine's alone: a ChainMap writes to its first map
+            self.values = {"params": share.values["params"], "states": ChainMap({}, share.values["states"])}
         self._leaf = {"params": graph.params, "states": graph.states}
         self._out = [
             (k, n, t)

@@ -26,6 +26,9 @@ tests, the CLI and the benchmarks treat them alike:
   instead, which returns its tgweb.torch.optim optimizer.
 - ``MAX_MEMORY`` (optional, default None): the bytes a training step's buffers may
   hold, tg.compile's ``max_memory``.
+- ``choose_precision(backend)`` (optional): the precision ``compile`` trains in on that
+  backend's adapter (shakespeare: "mixed" where a GPU offers shader-f16, else "float32";
+  ``_util.fastest_precision``). Without it, tg.compile's default (float32).
 - ``STEPS`` and ``SUCCESS``: the step budget and the success criterion: a metric
   name, "within_steps" and a bound, "below" or "at_least" a number, or
   "below_baseline" (a function of the module, e.g. names.bigram_loss) less
@@ -38,7 +41,7 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 
-from ._util import flatten, make_rng, succeeded, success_bound  # noqa: F401
+from ._util import fastest_precision, flatten, make_rng, precision_for, succeeded, success_bound  # noqa: F401
 
 
 class _Samples(Mapping):
@@ -73,7 +76,8 @@ def get(name: str):
 
 def compile(sample, **options):
     """A trainer for a sample (its name or its module), as the sample sets it up: its
-    Model, loss, INPUTS and OPTIMIZER. `options` go to `tg.compile` (backend, seed, ...)."""
+    Model, loss, INPUTS, OPTIMIZER, MAX_MEMORY and choose_precision. `options` go to
+    `tg.compile` (backend, seed, ...)."""
     from ..compile import compile as tg_compile
 
     mod = get(sample) if isinstance(sample, str) else sample
@@ -82,4 +86,7 @@ def compile(sample, **options):
     make = getattr(mod, "configure_optimizers", None)
     optimizer = make(model) if make is not None else mod.OPTIMIZER
     options.setdefault("max_memory", getattr(mod, "MAX_MEMORY", None))
+    choose = getattr(mod, "choose_precision", None)
+    if choose is not None and "precision" not in options:
+        options["precision"] = choose(options.get("backend"))
     return tg_compile(model, mod.loss_fn, inputs=mod.INPUTS, optimizer=optimizer, **options)

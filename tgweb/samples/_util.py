@@ -71,3 +71,27 @@ def succeeded(sample, value: float) -> bool:
     """Whether a metric value meets the sample's SUCCESS bound (see success_bound)."""
     kind, bound = success_bound(sample)
     return value < bound if kind == "below" else value >= bound
+
+
+def fastest_precision(target) -> str:
+    """The precision a sample trains fastest in on an adapter (a tgweb.codegen.target.Target,
+    or None for the reference backend, which has none): "mixed" (f16 products, f32 updates,
+    loss scaling) on a GPU-class adapter that offers shader-f16, "float32" anywhere else. As
+    nanoGPT trains in bf16 wherever the GPU has it: half-width products are where a GPU's
+    speed is, while a CPU emulating WebGPU gains nothing from f16 and loses accuracy."""
+    if target is None:
+        return "float32"
+    return "mixed" if target.cls == "gpu" and target.has("shader-f16") else "float32"
+
+
+def precision_for(backend: str | None = None) -> str:
+    """fastest_precision of the adapter `backend` (None: tg.compile's default) runs on."""
+    from ..backends import lowering_for, require
+    from ..compile import BACKENDS, default_backend
+
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    require(backend)  # a missing wgpu-py or NumPy said as tg.compile says it
+    device = lowering_for(backend)
+    return fastest_precision(device["target"] if device is not None else None)

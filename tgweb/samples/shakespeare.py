@@ -31,8 +31,16 @@ tokens and targets; `metric` averages it over EVAL_BATCHES fixed batches of the
 validation text (offsets drawn once from a fixed seed). Success: validation loss below
 1.50 within STEPS steps (nanoGPT reports 1.47 after 5,000).
 
-Text: `sample_probs` is an inference graph of next-character distributions whose
-temperature is an input; `stream` draws characters one at a time from it.
+Text: `next_token` draws one character on the device, its keys and values kept in the
+program's own cache between runs (one token's work a character); `stream_cached` chains
+its runs on the device and reads back only the ids (what the page shows). `sample_probs`
+is the whole-window forward (every position's next-character distribution), and `stream`
+draws from it one full forward a character: the oracle the cached sampler is tested by.
+`metric_later` sends the evaluation batches without waiting.
+
+Precision: `choose_precision(backend)` is "mixed" where the adapter is a GPU offering
+shader-f16 and "float32" elsewhere (as nanoGPT trains in bf16 where it can); samples.compile
+and the page train in it.
 """
 
 from __future__ import annotations
@@ -43,9 +51,10 @@ import math
 import random
 from dataclasses import dataclass
 
-from .. import nn, ops
+from .. import inference, nn, ops
 from ..nn import init
-from ._util import data_bytes, flatten, make_rng
+from . import _decode
+from ._util import data_bytes, flatten, make_rng, precision_for
 
 SAMPLE_BATCH = 1  # one text is drawn at a time
 
@@ -243,6 +252,34 @@ def sample_probs(model: Model, tokens, temperature):
     return ops.softmax(model(tokens, training=False) / temperature, axis=-1)
 
 
+def next_token(model: Model, token, temperature, top_k):
+    """One character drawn on the device after the ones run before (stream_cached): the
+    token run is `token` (i32 [1, 1]) when >= 0, else the one the previous run drew (kept on
+    the device, so runs chain without the host); its keys and values go into the program's
+    cache (inference.state) at the next position, and attention reads the earlier ones
+    there: one token's work. temperature: f32 [1, 1]; top_k: i32 [1, 1] (1: greedy; 0:
+    every character). Returns the drawn id, i32 [1, 1]. reset_state() empties the cache."""
+    tr, c = model.transformer, model.config
+    h, hd = c.heads, c.dim // c.heads
+    drawn = inference.state("drawn", (1, 1))  # the previous run's draw, as f32
+    at = inference.state("position", (1,))  # where this run's token goes
+    pos = ops.cast(at, "i32")
+    token = ops.where(token >= 0, token, ops.cast(drawn, "i32"))
+    here, seen = _decode.positions(pos, c.block)
+    x = ops.embedding(tr.wte.weight, token) + ops.embedding(tr.wpe.weight, ops.reshape(pos, (1, 1)))
+    for i, blk in enumerate(tr.h):
+        a = blk.attn
+        qkv = ops.permute(ops.reshape(a.c_attn(blk.ln_1(x)), (1, 1, 3, h, hd)), (2, 0, 3, 1, 4))
+        y = _decode.cached_attention(f"h{i}", qkv[0], qkv[1], qkv[2], here, seen)  # [1, h, 1, hd]
+        x = x + a.c_proj(ops.reshape(ops.permute(y, (0, 2, 1, 3)), (1, 1, c.dim)))
+        x = x + blk.mlp(blk.ln_2(x), False)
+    logits = ops.matmul(tr.ln_f(x), ops.transpose(tr.wte.weight))  # [1, 1, vocab]
+    out = _decode.draw(logits, temperature, top_k)
+    inference.assign(drawn, ops.cast(out, "f32"))
+    inference.assign(at, at + 1.0)
+    return out
+
+
 # ---------------------------------------------------------------- one size
 
 
@@ -252,6 +289,11 @@ class Sample:
     loss_fn = staticmethod(loss_fn)
     forward = staticmethod(forward)
     sample_probs = staticmethod(sample_probs)
+    next_token = staticmethod(next_token)
+    # "mixed" where the adapter is a GPU offering shader-f16, else "float32" (_util)
+    choose_precision = staticmethod(precision_for)
+    TOKEN_INPUTS = {"token": ((1, 1), "i32"), "temperature": (1, 1), "top_k": ((1, 1), "i32")}
+    AHEAD = 64  # runs stream_cached keeps sent and unread
 
     def __init__(self, config: Config) -> None:
         c = self.config = config
@@ -275,6 +317,7 @@ class Sample:
             "clip": 1.0,
         }
         self.SUCCESS = {"metric": "val_loss", "below": c.bound, "within_steps": c.steps}
+        self._eval = None  # eval_batches(), once made
 
     def batch(self, step: int, rng=0) -> dict[str, array.array]:
         """BATCH windows of the training text at uniformly drawn offsets: tokens and
@@ -285,18 +328,35 @@ class Sample:
         return _windows(train, [r.randrange(len(train) - block) for _ in range(self.config.batch)], block)
 
     def eval_batches(self) -> list[dict[str, array.array]]:
-        """The EVAL_BATCHES fixed batches of the validation text that metric averages over."""
-        val, c = split()[1], self.config
-        r = random.Random(1337)
-        return [
-            _windows(val, [r.randrange(len(val) - c.block) for _ in range(c.batch)], c.block)
-            for _ in range(c.eval_batches)
-        ]
+        """The EVAL_BATCHES fixed batches of the validation text that metric averages over
+        (made once: the same every time)."""
+        if self._eval is None:
+            val, c = split()[1], self.config
+            r = random.Random(1337)
+            self._eval = [
+                _windows(val, [r.randrange(len(val) - c.block) for _ in range(c.batch)], c.block)
+                for _ in range(c.eval_batches)
+            ]
+        return self._eval
 
     def metric(self, loss_fn_) -> float:
         """Validation loss: the mean of loss_fn_(batch) (forward's mean cross-entropy, a
         scalar, any nesting) over eval_batches(); lower is better."""
-        losses = [flatten(loss_fn_(b)) for b in self.eval_batches()]
+        return self._mean([loss_fn_(b) for b in self.eval_batches()])
+
+    def metric_later(self, submit):
+        """metric without waiting: submit(**batch) sends one evaluation batch and returns a
+        function that waits for forward's output (an attached forward's Inference.submit,
+        whose RunResult's output is read); every batch is sent
+        now, and the function returned waits for them all and gives the validation loss.
+        Training steps sent meanwhile queue behind the evaluation, which sees the parameters
+        of the steps sent before it, so a page keeps its step pipeline full."""
+        waits = [submit(**b) for b in self.eval_batches()]
+        return lambda: self._mean([w() for w in waits])
+
+    @staticmethod
+    def _mean(outputs) -> float:
+        losses = [flatten(getattr(v, "output", v)) for v in outputs]
         if any(len(v) != 1 for v in losses):
             raise ValueError(f"the evaluation function must return one number a batch, got {losses[0][:4]}")
         return sum(float(v[0]) for v in losses) / len(losses)
@@ -324,6 +384,29 @@ class Sample:
             context.append(tok)
             yield chars()[tok]
 
+    def stream_cached(
+        self, sampler, prompt: str = "\n", temperature: float = 1.0, top_k: int = 0, ahead=None
+    ):
+        """Characters drawn after prompt, endlessly, by `sampler` (trainer.attach(next_token,
+        inputs=TOKEN_INPUTS)): one run a character, drawn on the device and fed to the next
+        run there, so only each character's id comes back (_decode.Draws). The runs are
+        sent now, before the first character is asked for, up to `ahead` (default AHEAD)
+        sent and unread. The context is every character since the key/value cache was
+        last filled: when it holds BLOCK, it restarts from the last BLOCK // 2 (their keys
+        and values computed again: one refill every BLOCK // 2 characters). top_k: draw
+        among the k most likely characters (1: greedy; 0: all). Runs sent and never read
+        (the caller stops taking characters) are wasted, nothing else."""
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature!r}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise ValueError(f"top_k must be an int >= 0 (0: every character), got {top_k!r}")
+        feeds = {"temperature": array.array("f", [float(temperature)]), "top_k": array.array("i", [top_k])}
+        table = chars()
+        draws = _decode.Draws(
+            sampler, encode(prompt) or [0], self.config.block, feeds, self.AHEAD if ahead is None else ahead
+        )
+        return (table[t] for t in draws)
+
     def generate(self, probs_fn, length: int, prompt: str = "\n", temperature: float = 1.0, rng=0) -> str:
         """length characters drawn after prompt (see stream)."""
         it = self.stream(probs_fn, prompt, temperature, rng)
@@ -341,6 +424,7 @@ def sized(name: str) -> Sample:
 _FULL = Sample(FULL)
 BATCH, BLOCK, STEPS, MAX_MEMORY = _FULL.BATCH, _FULL.BLOCK, _FULL.STEPS, _FULL.MAX_MEMORY
 INPUTS, EVAL_INPUTS, SAMPLE_INPUTS = _FULL.INPUTS, _FULL.EVAL_INPUTS, _FULL.SAMPLE_INPUTS
+TOKEN_INPUTS, choose_precision = _FULL.TOKEN_INPUTS, _FULL.choose_precision
 OPTIMIZER, SUCCESS = _FULL.OPTIMIZER, _FULL.SUCCESS
-batch, eval_batches, metric = _FULL.batch, _FULL.eval_batches, _FULL.metric
-stream, generate = _FULL.stream, _FULL.generate
+batch, eval_batches, metric, metric_later = _FULL.batch, _FULL.eval_batches, _FULL.metric, _FULL.metric_later
+stream, generate, stream_cached = _FULL.stream, _FULL.generate, _FULL.stream_cached

@@ -1,7 +1,10 @@
 // The shakespeare sample's view: text drawn from the model character by character. show()
-// in page/samples/shakespeare.py sends view.shakespeare = {text, done, step} every few
-// characters while it draws, so the text grows on the page as the model writes it.
+// in page/samples/shakespeare.py sends view.shakespeare = {text, done, step, precision}
+// as the characters come back from the GPU, so the text grows on the page as the model
+// writes it; precision: what the source's PRECISION chose ("mixed" or "float32").
 import { el } from "../view.mjs";
+
+const PRECISIONS = { mixed: "mixed precision (f16 products)", float32: "float32" };
 
 export function render(body, view, ctx) {
   ctx.parts(body, view);
@@ -18,5 +21,6 @@ export function render(body, view, ctx) {
     text,
     el("p", { className: "muted", id: "shakespeare-status", style: "margin:.4rem 0 0;font-size:.85rem",
       textContent: `${s.done ? "drawn" : "drawing"} from the model of step ${s.step}, ` +
-        "one character at a time (temperature 1)" }));
+        "one character at a time (temperature 1)" +
+        (s.precision ? `; training in ${PRECISIONS[s.precision] || s.precision}` : "") }));
 }
