@@ -163,12 +163,17 @@ def visit(ctx, url: str, sample: str, waterfall: list):
     """One visit of the page at url in ctx, then sample's first step: ({row: ms}, the page). Its
     requests go into waterfall (dicts: name, start, first byte, end, bytes, encoding)."""
     requests = []
-    listen = requests.append
+
+    def listen(request):  # Playwright wraps handlers: a function of ours, not list.append
+        requests.append(request)
+
     ctx.on("requestfinished", listen)
     try:
         page = _ready_page(ctx, url, url)
         print("adapter:", json.dumps(page.evaluate("window.app.tg.info.adapter")), file=sys.stderr)
-        ready = _flat(page.evaluate("window.app.tg.info.timings"))
+        timings = page.evaluate("window.app.tg.info.timings")
+        print("snapshot:", timings.get("snapshot"), file=sys.stderr)
+        ready = _flat(timings)
         got = {READY_ROWS[k]: v for k, v in ready.items() if k in READY_ROWS}
         src = (ROOT / "tools" / "compile_phases.py").read_text()
         step = page.evaluate(
