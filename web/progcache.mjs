@@ -172,9 +172,10 @@ function unpackWheel(py, wheel) {
  *  good one, else booted plainly. The wheel's files are unpacked either way (a snapshot holds
  *  memory, not files). A visit without a snapshot leaves it to makeSnapshot, in another
  *  worker after the first step (worker.mjs): making one here would put the boot in Pyodide's
- *  snapshot mode and copy and hash its memory before Python could run anything. Resolves to
- *  {pyodide, snapshot: "restored" | "pending" | "off" | "refused: why"}. */
-export async function bootPython(loadPyodide, { indexURL, wheel, cache, key }) {
+ *  snapshot mode and copy and hash its memory before Python could run anything. now: make it
+ *  here all the same (a page opened from disk, whose worker can start no other). Resolves to
+ *  {pyodide, snapshot: "restored" | "pending" | "made" | "off" | "refused: why"}. */
+export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, now = false }) {
   let refused = null;
   if (cache && key && await cache.hasSnapshot(key).catch(() => false)) {
     try {
@@ -188,9 +189,22 @@ export async function bootPython(loadPyodide, { indexURL, wheel, cache, key }) {
       await cache.removeSnapshot(key).catch(() => {});
     }
   }
-  const pyodide = await loadPyodide({ indexURL });
+  const make = !!(cache && key);
+  const pyodide = await loadPyodide({ indexURL, _makeSnapshot: make && now });
   unpackWheel(pyodide, await wheel);
-  return { pyodide, snapshot: refused || (cache && key ? "pending" : "off") };
+  if (!(make && now)) return { pyodide, snapshot: refused || (make ? "pending" : "off") };
+  cache.putSnapshot(key, memoryAfterImports(pyodide)).catch(() => {}); // storage full: next time
+  // While a snapshot can still be made, Python's `js` is Pyodide's path-recording proxy of
+  // the globals, on which accessors such as js.self or js.location throw "Illegal
+  // invocation". The snapshot is taken: from here on `js` is the globals themselves.
+  pyodide.registerJsModule("js", globalThis);
+  pyodide.runPython("import sys; sys.modules.pop('js', None)");
+  return { pyodide, snapshot: refused || "made" };
+}
+
+function memoryAfterImports(pyodide) {
+  pyodide.runPython(PRELOAD);
+  return pyodide.makeMemorySnapshot();
 }
 
 /** Boot a Pyodide of its own in snapshot mode, import tgweb (PRELOAD), and keep its memory
@@ -201,8 +215,7 @@ export async function makeSnapshot(loadPyodide, { indexURL, wheel, cache, key })
   const t0 = performance.now();
   const pyodide = await loadPyodide({ indexURL, _makeSnapshot: true });
   unpackWheel(pyodide, await wheel);
-  pyodide.runPython(PRELOAD);
-  const bytes = pyodide.makeMemorySnapshot();
+  const bytes = memoryAfterImports(pyodide);
   await cache.putSnapshot(key, bytes);
   return { size: bytes.byteLength, ms: Math.round(performance.now() - t0) };
 }

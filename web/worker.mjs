@@ -204,9 +204,8 @@ async function filesPyodide(files) {
   return (opts) => self.loadPyodide({ ...opts, createPyodideModule: self._createPyodideModule });
 }
 
-// where the site's files are, and Pyodide's loader from there
+// where the site's files are, and Pyodide's loader from there (files: serveFiles' first)
 async function pyodideLoader(files) {
-  if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
   const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
   return { base, loadPyodide, indexURL: new URL("pyodide/", base).href };
@@ -215,6 +214,7 @@ async function pyodideLoader(files) {
 async function setupPython(files, cache) {
   const s = performance.now();
   startup("downloading Pyodide");
+  if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
@@ -226,7 +226,9 @@ async function setupPython(files, cache) {
   const manifest = await manifestReady;
   const key = await snapshotKey(manifest);
   // restored from the memory snapshot after importing tgweb, when a visit left one
-  const boot = await bootPython(loadPyodide, { indexURL, wheel: wheelReady, cache: await cache, key });
+  // a worker on file:// (origin "null") can start no worker of its own: it makes the snapshot now
+  const boot = await bootPython(loadPyodide, { indexURL, wheel: wheelReady, cache: await cache, key,
+    now: self.origin === "null" });
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
   if (boot.snapshot !== "restored" && boot.snapshot !== "off") {
@@ -281,10 +283,15 @@ function startSnapshot() {
   const done = (data) => {
     timings.snapshot = data.error ? `failed: ${data.error}` : "made";
     post({ type: "event", event: "snapshot", data });
-    w.terminate();
+    if (w) w.terminate();
   };
-  // this very script: served, worker.mjs (or the Blob that imports it); from disk, worker.js
-  const w = new Worker(self.location.href, { type: job.files ? "classic" : "module", name: SNAPSHOT_WORKER });
+  let w;
+  try { // this very script: served, worker.mjs (or the Blob that imports it); else worker.js
+    w = new Worker(self.location.href, { type: job.files ? "classic" : "module", name: SNAPSHOT_WORKER });
+  } catch (e) {
+    done({ error: e.message });
+    return;
+  }
   w.onmessage = (ev) => { if (ev.data && ev.data.type === "snapshot") done(ev.data.result); };
   w.onerror = (ev) => { ev.preventDefault(); done({ error: ev.message || "the snapshot's worker failed" }); };
   w.postMessage({ type: "snapshot", ...job }, [job.wheel.buffer]);
@@ -296,6 +303,7 @@ async function snapshotJob(m) {
     WebAssembly.instantiateStreaming = async (_response, imports) =>
       ({ module: m.module, instance: await WebAssembly.instantiate(m.module, imports) });
   }
+  if (m.files) serveFiles(m.files);
   const { loadPyodide, indexURL } = await pyodideLoader(m.files);
   return makeSnapshot(loadPyodide, { indexURL, wheel: m.wheel, cache: await openProgramCache(), key: m.key });
 }
