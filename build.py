@@ -346,6 +346,45 @@ def _precompress(site: Path) -> None:
                 (f.parent / (f.name + ".gz")).write_bytes(gz)
 
 
+# Pyodide's standard library less what no page of tgweb's can use: a first visit downloads
+# and unpacks the rest. Debuggers, test runners, the REPL and help(), process pools, mail
+# and FTP clients, sqlite3 (its C module is not bundled), and the codecs of legacy code
+# pages (UTF-8/16/32, ASCII, Latin-1, cp437 (zip file names), cp1252 and the bytes codecs
+# stay). tests/test_serve.py checks that neither tgweb nor the page's sources nor micropip
+# import any of it.
+STDLIB_DROP = {
+    *("_pyrepl", "pdb", "bdb", "doctest", "unittest", "pydoc", "multiprocessing", "xmlrpc", "wsgiref"),
+    *("imaplib", "poplib", "ftplib", "mailbox", "sqlite3", "antigravity", "this", "__hello__", "__phello__"),
+    *("tabnanny", "pty", "tty", "webbrowser", "zipapp"),
+}
+ENCODINGS_KEEP = {
+    *("__init__", "aliases", "charmap", "ascii", "latin_1", "iso8859_1", "iso8859_15", "cp437", "cp1252"),
+    *("utf_8", "utf_8_sig", "utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le", "utf_7"),
+    *("idna", "punycode", "raw_unicode_escape", "unicode_escape", "undefined", "rot_13"),
+    *("base64_codec", "hex_codec", "zlib_codec", "bz2_codec", "quopri_codec", "uu_codec"),
+}
+
+
+def stdlib_kept(name: str) -> bool:
+    """Whether a path in Pyodide's python_stdlib.zip stays in the site's copy."""
+    parts = name.split("/")
+    if parts[0].removesuffix(".py") in STDLIB_DROP:
+        return False
+    if parts[0] == "encodings" and len(parts) == 2 and parts[1].endswith(".py"):
+        return parts[1].removesuffix(".py") in ENCODINGS_KEEP
+    return True
+
+
+def trim_stdlib(src: Path, dst: Path) -> None:
+    """python_stdlib.zip without what stdlib_kept leaves out (entries in their order)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            if stdlib_kept(info.filename):
+                zout.writestr(info, zin.read(info), compress_type=info.compress_type)
+
+
 def web_files() -> list[Path]:
     """The files of web/ that the served site holds: not web/disk/ (the page opened from
     disk does not come from the site) nor caches."""
@@ -377,7 +416,10 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
             shutil.copy2(f, dst)
 
     for name in PYODIDE_FILES:
-        shutil.copy2(pyodide_dir / name, tmp / "pyodide" / name)
+        if name == "python_stdlib.zip":
+            trim_stdlib(pyodide_dir / name, tmp / "pyodide" / name)
+        else:
+            shutil.copy2(pyodide_dir / name, tmp / "pyodide" / name)
     lock = json.loads((pyodide_dir / "pyodide-lock.json").read_text())
     packages = {}
     for name in PYODIDE_WHEELS:

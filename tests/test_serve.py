@@ -101,3 +101,43 @@ def test_head_revalidation_and_plain_files(server):
     assert h["content-type"] == "text/javascript"
     status, h, _ = _get(port, "/nothing.wasm", **{"Accept-Encoding": "gzip"})
     assert status == 404 and "content-encoding" not in h
+
+
+def _imported(text: str, filename: str) -> set[str]:
+    """The top-level names of every module a Python source imports, anywhere in it."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(text, filename)):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_trimmed_standard_library_has_what_tgweb_and_micropip_import():
+    import zipfile
+
+    sources = [*(ROOT / "tgweb").rglob("*.py"), *(ROOT / "web" / "page").rglob("*.py")]
+    got = {p.relative_to(ROOT).as_posix(): _imported(p.read_text(), str(p)) for p in sources}
+    for name in build.PYODIDE_WHEELS:  # micropip and packaging, which a page may load
+        with zipfile.ZipFile(build._pyodide_wheel(name)) as z:
+            for n in z.namelist():
+                if n.endswith(".py"):
+                    got[n] = _imported(z.read(n).decode(), n)
+    dropped = {f: sorted(names & build.STDLIB_DROP) for f, names in got.items() if names & build.STDLIB_DROP}
+    assert not dropped, dropped
+    assert len(got) > 100 and "tgweb/worker.py" in got
+    # the trimmed zip: what stdlib_kept says, the rest as Pyodide has it
+    src = ROOT / "node_modules" / "pyodide" / "python_stdlib.zip"
+    if not src.exists():
+        pytest.skip("node_modules/pyodide is not installed")
+    with zipfile.ZipFile(src) as z:
+        names = z.namelist()
+    kept = [n for n in names if build.stdlib_kept(n)]
+    assert "encodings/utf_8.py" in kept and "encodings/cp437.py" in kept and "asyncio/__init__.py" in kept
+    assert "encodings/cp1251.py" not in kept and not [
+        n for n in kept if n.startswith(("unittest/", "pdb.py"))
+    ]
+    assert "email/parser.py" in kept and "zipfile/__init__.py" in kept
