@@ -14,27 +14,14 @@
 // the worker serves Pyodide's fetches from them (worker.mjs, serveFiles).
 (function () {
   "use strict";
-  const PRELOAD = ["pyodide/pyodide.asm.wasm", "pyodide/pyodide.asm.mjs", "pyodide/python_stdlib.zip",
-    "pyodide/pyodide-lock.json", "manifest.json"];
   if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") {
     // the worker starts (and loads Python) now, while the page's modules load; tgweb.mjs's
     // start() takes it
-    const here = document.currentScript.src;
-    if (navigator.gpu) {
-      // Pyodide's big files, asked for now: the worker asks for them only after its own
-      // modules, the manifest and pyodide.mjs have come, and then finds them in the HTTP
-      // cache (or arriving). Fetched and drained here, not <link rel=preload>d in index.html:
-      // opened from disk those would fail, and Chromium warns of a preload the page itself
-      // does not use.
-      for (const name of PRELOAD) {
-        fetch(new URL(name, here), { priority: "high" })
-          .then((r) => r.body && r.body.pipeTo(new WritableStream())).catch(() => {});
-      }
-      globalThis.tgwebWorker = new Worker(new URL("worker.mjs", here), { type: "module", name: "tgweb" });
-    }
+    if (navigator.gpu) globalThis.tgwebWorker = new Worker(new URL("worker.mjs", document.currentScript.src),
+      { type: "module", name: "tgweb" });
     const app = document.createElement("script");
     app.type = "module";
-    app.src = new URL("app.mjs", here).href;
+    app.src = new URL("app.mjs", document.currentScript.src).href;
     document.head.append(app);
     return;
   }

@@ -204,6 +204,29 @@ async function filesPyodide(files) {
   return (opts) => self.loadPyodide({ ...opts, createPyodideModule: self._createPyodideModule });
 }
 
+// Pyodide's big files and its lock file, asked for now: Pyodide asks for them only once
+// pyodide.mjs has come (and the wasm and the standard library once the lock file has), and
+// then takes these responses, already on their way. (Fetched by the page as it parses,
+// they took connections and the server's time from the worker's own modules: slower.)
+function fetchAhead(base) {
+  const ahead = new Map();
+  for (const name of ["pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip", "pyodide/pyodide-lock.json"]) {
+    const url = new URL(name, base).href;
+    const response = fetch(url);
+    response.catch(() => {}); // Pyodide's own fetch reports it
+    ahead.set(url, response);
+  }
+  const netFetch = self.fetch;
+  self.fetch = (req, init) => {
+    const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
+    const response = ahead.get(href);
+    if (!response) return netFetch.call(self, req, init);
+    ahead.delete(href);
+    if (!ahead.size) self.fetch = netFetch;
+    return response;
+  };
+}
+
 // where the site's files are, and Pyodide's loader from there (files: serveFiles' first)
 async function pyodideLoader(files) {
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
@@ -216,6 +239,7 @@ async function setupPython(files, cache) {
   startup("downloading Pyodide");
   if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
+  if (!files) fetchAhead(base);
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
