@@ -317,6 +317,7 @@ def bundle_site() -> Path:
     t0 = time.time()
     tmp = ROOT / "build" / "site.tmp"
     files = _assemble_site(tmp)
+    _precompress(tmp)
     old = ROOT / "build" / "site.old"
     shutil.rmtree(old, ignore_errors=True)
     if SITE.exists():
@@ -325,6 +326,63 @@ def bundle_site() -> Path:
     shutil.rmtree(old, ignore_errors=True)
     print(f"bundled the site into {SITE} ({len(files)} files, {time.time() - t0:.1f} s)", flush=True)
     return SITE
+
+
+# what the site serves gzip-compressed (make_server) from a NAME.gz beside each file; .zip and
+# .whl are compressed already. Python's standard library has gzip and no brotli.
+COMPRESS = {".wasm", ".mjs", ".js", ".json", ".css", ".html", ".py", ".txt", ".svg"}
+
+
+def _precompress(site: Path) -> None:
+    """Write NAME.gz beside each file of the site that COMPRESS names and that gzip makes
+    smaller, so the server sends it without compressing on every request."""
+    import gzip
+
+    for f in sorted(site.rglob("*")):
+        if f.is_file() and f.suffix in COMPRESS and f.stat().st_size >= 1024:
+            data = f.read_bytes()
+            gz = gzip.compress(data, 9, mtime=0)
+            if len(gz) < 0.9 * len(data):
+                (f.parent / (f.name + ".gz")).write_bytes(gz)
+
+
+# Pyodide's standard library less what no page of tgweb's can use: a first visit downloads
+# and unpacks the rest. Debuggers, test runners, the REPL and help(), process pools, mail
+# and FTP clients, sqlite3 (its C module is not bundled), and the codecs of legacy code
+# pages (UTF-8/16/32, ASCII, Latin-1, cp437 (zip file names), cp1252 and the bytes codecs
+# stay). tests/test_serve.py checks that neither tgweb nor the page's sources nor micropip
+# import any of it.
+STDLIB_DROP = {
+    *("_pyrepl", "pdb", "bdb", "doctest", "unittest", "pydoc", "multiprocessing", "xmlrpc", "wsgiref"),
+    *("imaplib", "poplib", "ftplib", "mailbox", "sqlite3", "antigravity", "this", "__hello__", "__phello__"),
+    *("tabnanny", "pty", "tty", "webbrowser", "zipapp"),
+}
+ENCODINGS_KEEP = {
+    *("__init__", "aliases", "charmap", "ascii", "latin_1", "iso8859_1", "iso8859_15", "cp437", "cp1252"),
+    *("utf_8", "utf_8_sig", "utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le", "utf_7"),
+    *("idna", "punycode", "raw_unicode_escape", "unicode_escape", "undefined", "rot_13"),
+    *("base64_codec", "hex_codec", "zlib_codec", "bz2_codec", "quopri_codec", "uu_codec"),
+}
+
+
+def stdlib_kept(name: str) -> bool:
+    """Whether a path in Pyodide's python_stdlib.zip stays in the site's copy."""
+    parts = name.split("/")
+    if parts[0].removesuffix(".py") in STDLIB_DROP:
+        return False
+    if parts[0] == "encodings" and len(parts) == 2 and parts[1].endswith(".py"):
+        return parts[1].removesuffix(".py") in ENCODINGS_KEEP
+    return True
+
+
+def trim_stdlib(src: Path, dst: Path) -> None:
+    """python_stdlib.zip without what stdlib_kept leaves out (entries in their order)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            if stdlib_kept(info.filename):
+                zout.writestr(info, zin.read(info), compress_type=info.compress_type)
 
 
 def web_files() -> list[Path]:
@@ -358,7 +416,10 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
             shutil.copy2(f, dst)
 
     for name in PYODIDE_FILES:
-        shutil.copy2(pyodide_dir / name, tmp / "pyodide" / name)
+        if name == "python_stdlib.zip":
+            trim_stdlib(pyodide_dir / name, tmp / "pyodide" / name)
+        else:
+            shutil.copy2(pyodide_dir / name, tmp / "pyodide" / name)
     lock = json.loads((pyodide_dir / "pyodide-lock.json").read_text())
     packages = {}
     for name in PYODIDE_WHEELS:
@@ -546,19 +607,60 @@ def _tgweb_version() -> str:
     return m.group(1) if m else "0"
 
 
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header takes gzip: named (or "*") without q=0."""
+    for part in accept_encoding.split(","):
+        name, _, params = part.strip().partition(";")
+        if name.strip().lower() in ("gzip", "*"):
+            q = params.strip().lower()
+            try:
+                if not q.startswith("q=") or float(q[2:]) > 0:
+                    return True
+            except ValueError:  # a q we cannot read: as if gzip were not named
+                pass
+    return False
+
+
 def make_server(directory: Path, port: int = 0):
     """An HTTP server for the site on 127.0.0.1 (a secure context, so WebGPU works):
     right MIME types, no caching, and cross-origin isolation so that the page can
-    share memory with the worker (used to interrupt running Python)."""
+    share memory with the worker (used to interrupt running Python). A file with a
+    NAME.gz beside it (_precompress) goes gzip-compressed to a client that accepts it,
+    with Content-Encoding and Vary: Accept-Encoding; others get the file itself."""
     import http.server
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME}
+        encoding = None  # "gzip" while the request is answered from NAME.gz
+        vary = False  # the answer depends on Accept-Encoding
 
         def __init__(self, *a, **kw):
             super().__init__(*a, directory=str(directory), **kw)
 
+        def send_head(self):
+            plain = super().translate_path(self.path)
+            self.vary = os.path.isfile(plain) and os.path.isfile(plain + ".gz")
+            takes = accepts_gzip(self.headers.get("Accept-Encoding", ""))
+            self.encoding = "gzip" if self.vary and takes else None
+            return super().send_head()  # through translate_path and guess_type below
+
+        def translate_path(self, path):
+            plain = super().translate_path(path)
+            return plain + ".gz" if self.encoding else plain
+
+        def guess_type(self, path):
+            return super().guess_type(path.removesuffix(".gz") if self.encoding else path)
+
+        def send_response(self, code, message=None):
+            if code != 200:  # a 304 or an error carries no body to decode
+                self.encoding = None
+            super().send_response(code, message)
+
         def end_headers(self):
+            if self.encoding:
+                self.send_header("Content-Encoding", self.encoding)
+            if self.vary:
+                self.send_header("Vary", "Accept-Encoding")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Cross-Origin-Opener-Policy", "same-origin")
             self.send_header("Cross-Origin-Embedder-Policy", "require-corp")

@@ -1,13 +1,17 @@
 """Cold start of the served trainer page, phase by phase: page load -> Ready (the worker's
 start-up: Pyodide's wasm, its boot, the tgweb wheel and import, the GPU device) -> a
 sample's first training step done (its model, trace, autodiff, optimizer, lowering, the
-initial values, pipeline creation, the first step read back). Each load is in a fresh
-browser context (empty cache): a first visit.
+initial values, pipeline creation, the first step read back). Each run is a first visit in
+a fresh browser context (empty cache), then a repeat visit in the same context (its HTTP
+cache, the Pyodide snapshot and the compiled Programs kept: the tool waits until the first
+visit has stored its snapshot, which the worker makes after the first step).
 
     python3 build.py bundle && .venv/bin/python tools/cold_start.py [--runs N]
         [--samples sin,addition,shakespeare] [--site DIR --site DIR2 ...]
 
-Prints one table per sample: each phase's median in ms over the runs. With several --site
+Prints one table per sample and visit: each phase's median in ms over the runs; then the
+waterfall of the last run's requests (start and end since navigation, bytes on the wire,
+Content-Encoding), from Playwright's request timing. With several --site
 (bundled sites, e.g. a copy of site/ from before a change), the runs alternate between them
 (the machine is shared and noisy) and each site gets its column. `shakespeare` is the
 sample's small size (`sized("small")`); SwiftShader needs minutes for the full one.
@@ -52,11 +56,14 @@ def _first_step(name):
     t_imports = time.perf_counter() - _T0
     sample = shakespeare.sized("small") if name == "shakespeare" else samples.get(name)
     tgc = importlib.import_module("tgweb.compile")
+    from tgweb import progcache
+
     clock = _cp.Clock()
     t0 = time.perf_counter()
     model = sample.Model()  # shakespeare: reads the text (its vocabulary)
     t1 = time.perf_counter()
-    with clock.wrapped(_cp._targets("browser")):
+    # keyed as the trainer page keys a sample's source: the repeat visit takes the Program
+    with clock.wrapped(_cp._targets("browser")), progcache.keyed("cold_start " + name, label=name):
         trainer = tgc.compile(model, sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER)
     t2 = time.perf_counter()
     batch = sample.batch(0)
@@ -96,13 +103,22 @@ READY_ROWS = {
     "since_page_load.worker_created": "worker created",
     "since_page_load.worker_started": "worker script running",
     "wasm": "wasm fetch + compile",
-    "pyodide": "Pyodide boot (+ wheel, snapshot)",
+    "pyodide": "Pyodide boot or restore (+ wheel)",
     "micropip": "micropip + packaging (sites before this change)",
     "tgweb_wheel": "tgweb wheel fetch + install (before progcache)",
     "import_tgweb": "import tgweb",
     "gpu": "GPU adapter + device",
     "page_load_to_ready": "page load -> Ready",
 }
+# the first visit stores its Pyodide snapshot in the background: the repeat visit waits for it
+SNAPSHOT_KEPT = """async () => {
+    const cache = window.app.programs && window.app.programs.cache;
+    for (let i = 0; cache && i < 1200; i++) {
+        if ((await cache.snapshots()).length) return true;
+        await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+}"""
 
 
 def _build():
@@ -143,13 +159,21 @@ def _ready_page(ctx, url: str, what: str):
     return page
 
 
-def one_load(browser, url: str, sample: str) -> dict[str, float]:
-    """One first visit of the page at url, then sample's first step: {row: ms}."""
-    ctx = browser.new_context()
+def visit(ctx, url: str, sample: str, waterfall: list):
+    """One visit of the page at url in ctx, then sample's first step: ({row: ms}, the page). Its
+    requests go into waterfall (dicts: name, start, first byte, end, bytes, encoding)."""
+    requests = []
+
+    def listen(request):  # Playwright wraps handlers: a function of ours, not list.append
+        requests.append(request)
+
+    ctx.on("requestfinished", listen)
     try:
         page = _ready_page(ctx, url, url)
         print("adapter:", json.dumps(page.evaluate("window.app.tg.info.adapter")), file=sys.stderr)
-        ready = _flat(page.evaluate("window.app.tg.info.timings"))
+        timings = page.evaluate("window.app.tg.info.timings")
+        print("snapshot:", timings.get("snapshot"), file=sys.stderr)
+        ready = _flat(timings)
         got = {READY_ROWS[k]: v for k, v in ready.items() if k in READY_ROWS}
         src = (ROOT / "tools" / "compile_phases.py").read_text()
         step = page.evaluate(
@@ -163,9 +187,62 @@ def one_load(browser, url: str, sample: str) -> dict[str, float]:
         got.update({k: v for k, v in step.items() if k not in ("sent", "done", "loss")})
         got["page: app ready, first step sent"] = step["sent"]
         got["page load -> first step done"] = step["done"]
-        return got
+        origin = page.evaluate("performance.timeOrigin")
+        waterfall[:] = [_timed(r, origin) for r in requests]
+        return got, page
+    finally:
+        ctx.remove_listener("requestfinished", listen)
+
+
+def _timed(request, origin: float) -> dict:
+    """A finished request's place in the waterfall, in ms since navigation."""
+    t = request.timing  # startTime: epoch ms; the others: ms after it, -1 when not known
+    start = t["startTime"] - origin
+    resp = request.response() if hasattr(request, "response") else None
+    headers = resp.headers if resp else {}
+    try:
+        size = request.sizes()["responseBodySize"]
+    except Exception:  # a request the browser answered from its cache has no sizes
+        size = -1
+    return {
+        "name": request.url.split("/", 3)[-1] or "/",
+        "start": start,
+        "first byte": start + t["responseStart"] if t["responseStart"] >= 0 else float("nan"),
+        "end": start + t["responseEnd"] if t["responseEnd"] >= 0 else float("nan"),
+        "bytes": size,
+        "status": resp.status if resp else 0,
+        "encoding": headers.get("content-encoding", ""),
+    }
+
+
+def one_run(browser, url: str, sample: str, waterfalls: dict) -> dict[str, dict[str, float]]:
+    """A first visit in a fresh context, then a repeat visit in it: {visit: {row: ms}}."""
+    ctx = browser.new_context()
+    try:
+        first, page = visit(ctx, url, sample, waterfalls.setdefault("first", []))
+        kept = page.evaluate(SNAPSHOT_KEPT)
+        page.close()
+        if not kept:
+            print("warning: the first visit kept no snapshot", file=sys.stderr)
+        repeat, page = visit(ctx, url, sample, waterfalls.setdefault("repeat", []))
+        page.close()
+        return {"first": first, "repeat": repeat}
     finally:
         ctx.close()
+
+
+def waterfall_table(rows: list[dict]) -> str:
+    """The requests in the order they started: when, how long, how big."""
+    lines = [f"{'request':44s}{'start':>8s}{'1st byte':>9s}{'end':>8s}{'kB':>9s}  status encoding"]
+    for r in sorted(rows, key=lambda r: r["start"]):
+        kb = f"{r['bytes'] / 1e3:9.1f}" if r["bytes"] >= 0 else f"{'-':>9s}"
+        name = r["name"] if len(r["name"]) <= 43 else "…" + r["name"][-42:]
+        when = f"{r['start']:8.0f}{r['first byte']:9.0f}{r['end']:8.0f}"
+        lines.append(f"{name:44s}{when}{kb}  {r['status']:6d} {r['encoding']}")
+    return "\n".join(lines)
+
+
+VISITS = ("first", "repeat")
 
 
 def phases(sites: list[Path], samples: list[str], runs: int) -> None:
@@ -174,21 +251,27 @@ def phases(sites: list[Path], samples: list[str], runs: int) -> None:
     build = _build()
     urls = {str(s): _serve(build.make_server(s, 0)) for s in sites}
     exe, args = build.chromium()  # a real GPU's where launch.sh exported GPU_CHROMIUM
-    got = {(smp, s): [] for smp in samples for s in urls}
+    got = {(smp, s, v): [] for smp in samples for s in urls for v in VISITS}
+    waterfalls = {s: {} for s in urls}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=args)
         for _ in range(runs):
             for smp in samples:
                 for s, url in urls.items():  # alternately: the machine's load drifts
-                    got[smp, s].append(one_load(browser, url, smp))
-                    print(
-                        f"{smp} {s}: {got[smp, s][-1]['page load -> first step done']:.0f} ms",
-                        file=sys.stderr,
-                    )
+                    run = one_run(browser, url, smp, waterfalls[s])
+                    for v in VISITS:
+                        got[smp, s, v].append(run[v])
+                    done = ", ".join(f"{v} {run[v]['page load -> first step done']:.0f} ms" for v in VISITS)
+                    print(f"{smp} {s}: {done}", file=sys.stderr)
         browser.close()
     for smp in samples:
-        print(f"\n{smp} (median of {runs} first visits, ms)")
-        print(table({s: got[smp, s] for s in urls}))
+        for v in VISITS:
+            print(f"\n{smp}, {v} visit (median of {runs}, ms)")
+            print(table({s: got[smp, s, v] for s in urls}))
+    for s, falls in waterfalls.items():
+        for v in VISITS:
+            print(f"\nrequests of the last {v} visit ({samples[-1]}), {s} (ms since navigation)")
+            print(waterfall_table(falls.get(v, [])))
 
 
 def table(cols: dict[str, list[dict[str, float]]]) -> str:

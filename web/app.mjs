@@ -7,6 +7,7 @@ import { drawLossChart, fmt } from "./page/charts.mjs";
 import { SAMPLES } from "./page/gallery.mjs";
 import { lineBoxes, renderGutter as drawGutter } from "./page/gutter.mjs";
 import { SavedRuns, autosaveSeconds } from "./page/saved.mjs";
+import { Phases } from "./page/phases.mjs";
 import { ProgramsPanel } from "./page/programs.mjs";
 import { openProgramCache } from "./progcache.mjs";
 import { renderFigures as renderViewFigures, renderParts } from "./page/view.mjs";
@@ -27,7 +28,8 @@ let store = null;     // store.mjs: kept sources and saved runs (null: the brows
 let saved = null;     // the saved runs' panel (page/saved.mjs)
 let programs = null;  // the compiled programs' panel (page/programs.mjs)
 const AUTOSAVE_S = autosaveSeconds();
-const app = { state, ready: false, errors: [], saves: [], runs: [], startup: [] };
+// waits: each wait the status line counted (start-up, a Start to its first loss), ended
+const app = { state, ready: false, errors: [], saves: [], runs: [], startup: [], waits: [] };
 window.app = app;
 
 // ------------------------------------------------------------------ status, log, errors
@@ -36,6 +38,18 @@ function setStatus(text, kind = "") {
   const el = $("status");
   el.textContent = text;
   el.dataset.kind = kind;
+}
+
+// what the page waits for, ticking in the status line (page/phases.mjs)
+const phases = new Phases(setStatus);
+const pageClock = (epochMs) => (epochMs != null ? epochMs - performance.timeOrigin : undefined);
+
+/** The wait is over: kept in app.waits; returns it ({summary, ms, phases}). */
+function endWait(what, extra = {}) {
+  if (!phases.active) return null;
+  const w = { what, ...extra, ...phases.end() };
+  app.waits.push(w);
+  return w;
 }
 
 function log(text, cls = "") {
@@ -304,7 +318,9 @@ async function ensureCompiled(s, show = true) {
   s.compiled = null;  // the old namespace is gone once the new source starts running
   s.error = null;
   showError(s);
-  setStatus(`${s.title}: compiling…`, "busy");
+  const what = "compiling the model (Python: trace, gradients, WGSL)";
+  if (phases.active) phases.next(what);
+  else setStatus(`${s.title}: ${what}…`, "busy");
   const t0 = performance.now();
   s.info = await call("page_exec(PAGE_NAME, PAGE_SOURCE, PAGE_FILE, PAGE_SHOW)",
     { PAGE_NAME: s.name, PAGE_SOURCE: s.source, PAGE_FILE: `${s.name}.py`, PAGE_SHOW: show });
@@ -337,19 +353,24 @@ async function trainSample(name, only = null) {
     renderGallery(); renderControls();
     try {
       await loadSource(s);
+      // the status line says what Start waits for until the first loss (onMetric)
+      job.steps = steps;
+      phases.begin(`${s.title}: `, s.compiled === s.source ? "running the first step" : "compiling the model");
       const fresh = await ensureCompiled(s, false);
       if (fresh && name === current) renderAll();
-      setStatus(`${s.title}: training ${steps} steps…`, "busy");
+      phases.next("running the first step");
       s.rateMarks = [];
       job.target = (s.info.calls || 0) + steps;  // the step the run ends at: a resume goes on to it
       const r = await call("page_train(PAGE_NAME, PAGE_STEPS, PAGE_AUTOSAVE)",
         { PAGE_NAME: name, PAGE_STEPS: steps, PAGE_AUTOSAVE: store ? AUTOSAVE_S : 0 });
+      endWait("start", { sample: name, loss: null });  // a train() that reported no loss
       s.info = { ...s.info, ...r };
       const rate = r.ran > 0 && r.seconds > 0 ? r.ran / r.seconds : null;
       setStatus(`${s.title}: ${r.stopped ? "stopped" : "done"} at step ${r.steps}` +
         (rate ? ` (${r.ran} steps, ${rate.toFixed(1)} steps/s)` : ""), r.stopped ? "" : "ok");
       return r;
     } catch (e) {
+      endWait("start", { sample: name, loss: null, failed: true });
       if (e.stopped) {
         setStatus(`${s.title}: stopped`);
       } else {
@@ -475,6 +496,7 @@ function onMetric(m) {
   const s = state[name];
   if (m.name !== "loss" || m.value == null) return;
   s.losses.push([m.step, m.value]);
+  if (running && running.name === name && phases.active) firstLoss(s, m);
   const now = performance.now();
   s.rateMarks = s.rateMarks || [];
   s.rateMarks.push([now, m.step]);
@@ -482,6 +504,14 @@ function onMetric(m) {
   const [t0, st0] = s.rateMarks[0];
   if (now - t0 > 250 && m.step > st0) s.rate = (m.step - st0) / ((now - t0) / 1000);
   if (name === current) scheduleDraw();
+}
+
+/** Start's wait is over: the first loss, now, with what the wait was made of. */
+function firstLoss(s, m) {
+  const w = endWait("start", { sample: s.name, loss: m.value, step: m.step });
+  setStatus(`${s.title}: first loss ${fmt(m.value)} ${(w.ms / 1000).toFixed(1)} s after Start (${w.summary}); ` +
+    `training ${running.steps} steps…`, "busy");
+  renderFigures();  // the figures show it at once, not at the next frame
 }
 
 let drawPending = false;
@@ -529,11 +559,19 @@ async function boot() {
   const want = location.hash.slice(1);
   if (state[want]) current = want;
   // the worker boots (Pyodide, the GPU device) while the page opens its store and draws
+  phases.begin("Starting: ", "downloading Pyodide");
   const starting = start({ on: {
     log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : ""),
     startup: (p) => {
       app.startup.push(p.text);
-      setStatus(`Starting: ${p.text}…`);
+      phases.next(p.text, pageClock(p.at));
+    },
+    // the worker's phases while a Start waits (compiling kernels)
+    phase: (p) => { if (phases.active) phases.next(p.text, pageClock(p.at)); },
+    snapshot: (p) => {
+      app.snapshot = p;
+      log(p.error ? `the Python snapshot for the next visit failed: ${p.error}` :
+        `kept a Python snapshot for the next visit (${(p.size / 1e6).toFixed(0)} MB, made in ${(p.ms / 1000).toFixed(1)} s)`);
     },
   } });
   const harnessText = fetchText("page/harness.py");
@@ -560,6 +598,7 @@ async function boot() {
     tg = await starting;
     if (store) await tg.keepRuns({ store, details: saveDetails });
   } catch (e) {
+    endWait("ready", { failed: true });
     setStatus(e.message, "error");
     app.startError = e.message;
     return;
@@ -586,13 +625,15 @@ async function boot() {
     log("This page is not cross-origin isolated (opened from disk, the single file, or served without " +
       "COOP/COEP headers): Stop takes effect at the end of the current step, not inside it.");
   }
-  setStatus(`Ready in ${(tg.info.timings.page_load_to_ready / 1000).toFixed(1)} s — Python ${tg.info.python}, ` +
-    `tgweb ${tg.info.tgweb}. Pick a sample and press Start.`, "ok");
+  const w = endWait("ready");
+  setStatus(`Ready in ${(tg.info.timings.page_load_to_ready / 1000).toFixed(1)} s${w ? ` (${w.summary})` : ""} — ` +
+    `Python ${tg.info.python}, tgweb ${tg.info.tgweb}. Pick a sample and press Start.`, "ok");
   renderAll();
   if (new URLSearchParams(location.search).has("autostart")) trainSample(current);
 }
 
 boot().catch((e) => {
+  endWait("ready", { failed: true });
   setStatus(`The page failed to start: ${e.message}`, "error");
   app.startError = e.message;
   console.warn(e);

@@ -14,9 +14,10 @@
 // storage: after each put, the least recently used go until at most maxEntries (200) and
 // maxBytes (48 MiB of Program text) are kept; the entry just put always stays.
 //
-// It also keeps one Pyodide memory snapshot (bootPython): the interpreter's memory after
-// importing tgweb, keyed by the hashes of Pyodide's files and of the tgweb wheel, with its
-// SHA-256; a repeat visit restores it instead of booting Python and importing tgweb.
+// It also keeps one Pyodide memory snapshot (makeSnapshot, after a first visit's first step):
+// the interpreter's memory after importing tgweb, keyed by the hashes of Pyodide's files and
+// of the tgweb wheel, with its SHA-256; a repeat visit restores it (bootPython) instead of
+// booting Python and importing tgweb.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 // what the snapshot holds imported (the worker imports the rest of what it needs later)
@@ -134,6 +135,11 @@ class ProgramCache {
     await this._req("readwrite", (s) => { s.clear(); return s.put(rec); }, SNAPSHOTS);
   }
 
+  /** Whether a snapshot is kept under key (its bytes unread, unchecked). */
+  async hasSnapshot(key) {
+    return (await this._req("readonly", (s) => s.getKey(key), SNAPSHOTS)) !== undefined;
+  }
+
   removeSnapshot(key) {
     return this._req("readwrite", (s) => s.delete(key), SNAPSHOTS);
   }
@@ -163,14 +169,18 @@ function unpackWheel(py, wheel) {
 }
 
 /** Pyodide with the tgweb wheel installed: restored from the cache's snapshot when it has a
- *  good one, else booted (and a snapshot taken after importing tgweb, kept in the
- *  background). The wheel's files are unpacked either way (a snapshot holds memory, not
- *  files). Resolves to {pyodide, snapshot: "restored" | "made" | "off" | "refused: why"}. */
-export async function bootPython(loadPyodide, { indexURL, wheel, cache, key }) {
+ *  good one, else booted plainly. The wheel's files are unpacked either way (a snapshot holds
+ *  memory, not files). A visit without a snapshot leaves it to makeSnapshot, in another
+ *  worker after the first step (worker.mjs): making one here would put the boot in Pyodide's
+ *  snapshot mode and copy and hash its memory before Python could run anything. now: make it
+ *  here all the same (a page opened from disk, whose worker can start no other). Resolves to
+ *  {pyodide, snapshot: "restored" | "pending" | "made" | "off" | "refused: why"}. */
+export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, now = false }) {
   let refused = null;
-  const stored = cache && key ? await cache.snapshot(key).catch(() => null) : null;
-  if (stored) {
+  if (cache && key && await cache.hasSnapshot(key).catch(() => false)) {
     try {
+      // read and checked while Pyodide fetches its files: loadPyodide awaits it only then
+      const stored = cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
       const pyodide = await loadPyodide({ indexURL, _loadSnapshot: stored });
       unpackWheel(pyodide, await wheel);
       return { pyodide, snapshot: "restored" };
@@ -179,15 +189,33 @@ export async function bootPython(loadPyodide, { indexURL, wheel, cache, key }) {
       await cache.removeSnapshot(key).catch(() => {});
     }
   }
-  const pyodide = await loadPyodide({ indexURL, _makeSnapshot: !!(cache && key) });
+  const make = !!(cache && key);
+  const pyodide = await loadPyodide({ indexURL, _makeSnapshot: make && now });
   unpackWheel(pyodide, await wheel);
-  pyodide.runPython(PRELOAD);
-  if (!(cache && key)) return { pyodide, snapshot: "off" };
-  cache.putSnapshot(key, pyodide.makeMemorySnapshot()).catch(() => {}); // storage full: next time
+  if (!(make && now)) return { pyodide, snapshot: refused || (make ? "pending" : "off") };
+  cache.putSnapshot(key, memoryAfterImports(pyodide)).catch(() => {}); // storage full: next time
   // While a snapshot can still be made, Python's `js` is Pyodide's path-recording proxy of
   // the globals, on which accessors such as js.self or js.location throw "Illegal
   // invocation". The snapshot is taken: from here on `js` is the globals themselves.
   pyodide.registerJsModule("js", globalThis);
   pyodide.runPython("import sys; sys.modules.pop('js', None)");
   return { pyodide, snapshot: refused || "made" };
+}
+
+function memoryAfterImports(pyodide) {
+  pyodide.runPython(PRELOAD);
+  return pyodide.makeMemorySnapshot();
+}
+
+/** Boot a Pyodide of its own in snapshot mode, import tgweb (PRELOAD), and keep its memory
+ *  in the cache under key: what a later visit's bootPython restores. This Pyodide is thrown
+ *  away after (its `js` module records paths, on which accessors such as js.self throw
+ *  "Illegal invocation"), so it runs in a worker apart. Resolves to {size, ms}. */
+export async function makeSnapshot(loadPyodide, { indexURL, wheel, cache, key }) {
+  const t0 = performance.now();
+  const pyodide = await loadPyodide({ indexURL, _makeSnapshot: true });
+  unpackWheel(pyodide, await wheel);
+  const bytes = memoryAfterImports(pyodide);
+  await cache.putSnapshot(key, bytes);
+  return { size: bytes.byteLength, ms: Math.round(performance.now() - t0) };
 }

@@ -19,13 +19,17 @@
 //     {type: "event", event, data}          from Python (tgweb.worker.emit/progress/metric/log)
 //                                           and print() output as "log" events; from
 //                                           tgweb.worker.emit_bytes, data.bytes is a Uint8Array;
-//                                           while starting, "startup" events ({text}: the phase)
+//                                           while starting, "startup" events ({text, at}: the
+//                                           phase, since at, epoch ms); while a Program is set up,
+//                                           "phase" events ({text, at}: compiling kernels, ...);
+//                                           "snapshot" ({size, ms} or {error}): the Pyodide
+//                                           snapshot a later visit restores is kept
 // Runs are executed one after another, in the order received.
 
 import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
-import { bootPython, openProgramCache, snapshotKey } from "./progcache.mjs";
+import { bootPython, makeSnapshot, openProgramCache, snapshotKey } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -43,6 +47,13 @@ let fatal = null;
 let hooks = null; // what Python sees as the module tgweb_js
 let deviceReady = null; // after a loss: the promise of the replacement device
 let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_data)
+// the Pyodide memory snapshot, when this visit has none to restore: made by a worker of its
+// own (this script, named SNAPSHOT_WORKER) once the first loss exists or the worker idles
+const SNAPSHOT_WORKER = "tgweb-snapshot";
+const IDLE_MS = 1500;
+let snapshot = null; // {key, wheel, files, module}: what that worker needs; null once started
+let runsPending = 0;
+let idleTimer = null;
 
 function mark(name, since) {
   timings[name] = Math.round(performance.now() - since);
@@ -53,9 +64,29 @@ function mark(name, since) {
 let heard = false;
 const unheard = [];
 function startup(text) {
-  if (heard) post({ type: "event", event: "startup", data: { text } });
-  else unheard.push(text);
+  const data = { text, at: performance.timeOrigin + performance.now() };
+  if (heard) post({ type: "event", event: "startup", data });
+  else unheard.push(data);
 }
+
+// what a Program's set-up waits for, for the page's status line
+function phase(text) {
+  post({ type: "event", event: "phase", data: { text, at: performance.timeOrigin + performance.now() } });
+}
+
+// gpu.mjs as Python sees it, its instantiate announced: creating the pipelines (compiling
+// the kernels) is the longest wait of a first Start
+const announcedGpu = {
+  ...gpu,
+  instantiate: async (...args) => {
+    phase("compiling kernels (GPU pipelines)");
+    try {
+      return await gpu.instantiate(...args);
+    } finally {
+      phase("setting up (initial values, upload)");
+    }
+  },
+};
 
 function serializeError(e, filename) {
   const out = { name: e && e.name ? e.name : "Error", message: String(e && e.message ? e.message : e) };
@@ -173,24 +204,60 @@ async function filesPyodide(files) {
   return (opts) => self.loadPyodide({ ...opts, createPyodideModule: self._createPyodideModule });
 }
 
+// Pyodide's big files and its lock file, asked for now: Pyodide asks for them only once
+// pyodide.mjs has come (and the wasm and the standard library once the lock file has), and
+// then takes these responses, already on their way. (Fetched by the page as it parses,
+// they took connections and the server's time from the worker's own modules: slower.)
+function fetchAhead(base) {
+  const ahead = new Map();
+  for (const name of ["pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip", "pyodide/pyodide-lock.json"]) {
+    const url = new URL(name, base).href;
+    const response = fetch(url);
+    response.catch(() => {}); // Pyodide's own fetch reports it
+    ahead.set(url, response);
+  }
+  const netFetch = self.fetch;
+  self.fetch = (req, init) => {
+    const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
+    const response = ahead.get(href);
+    if (!response) return netFetch.call(self, req, init);
+    ahead.delete(href);
+    if (!ahead.size) self.fetch = netFetch;
+    return response;
+  };
+}
+
+// where the site's files are, and Pyodide's loader from there (files: serveFiles' first)
+async function pyodideLoader(files) {
+  const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
+  const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
+  return { base, loadPyodide, indexURL: new URL("pyodide/", base).href };
+}
+
 async function setupPython(files, cache) {
+  const s = performance.now();
+  startup("downloading Pyodide");
   if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
+  if (!files) fetchAhead(base);
   dataBase = new URL("data/", base);
-  const s = performance.now();
-  // the manifest, Pyodide's module and then the tgweb wheel load while Pyodide boots
+  // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
   wheelReady.catch(() => {}); // reported where it is awaited
-  const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
-  timeWasm(s);
-  startup("loading Python (Pyodide)");
+  const { loadPyodide, indexURL } = await pyodideLoader(files);
+  const module = timeWasm(s);
   const manifest = await manifestReady;
+  const key = await snapshotKey(manifest);
   // restored from the memory snapshot after importing tgweb, when a visit left one
-  const boot = await bootPython(loadPyodide, { indexURL: new URL("pyodide/", base).href, wheel: wheelReady,
-    cache: await cache, key: await snapshotKey(manifest) });
+  // a worker on file:// (origin "null") can start no worker of its own: it makes the snapshot now
+  const boot = await bootPython(loadPyodide, { indexURL, wheel: wheelReady, cache: await cache, key,
+    now: self.origin === "null" });
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
+  if (boot.snapshot !== "restored" && boot.snapshot !== "off") {
+    snapshot = { key, wheel: (await wheelReady).slice(), files, module: await module };
+  }
   pyodide.setStdout({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stdout", text } }) });
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
   mark("pyodide", s); // booted or restored, with the tgweb wheel installed and imported
@@ -203,17 +270,66 @@ async function fetchBytes(url) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
-// how long Pyodide's wasm takes to arrive and compile (loadPyodide streams it in)
+// how long Pyodide's wasm takes to arrive and compile (loadPyodide streams it in); resolves
+// to the compiled module, which the snapshot's worker instantiates again without compiling
 function timeWasm(since) {
   const streaming = WebAssembly.instantiateStreaming;
-  WebAssembly.instantiateStreaming = async (...args) => {
-    try {
-      return await streaming.apply(WebAssembly, args);
-    } finally {
-      WebAssembly.instantiateStreaming = streaming;
-      mark("wasm", since);
-    }
+  return new Promise((resolve) => {
+    WebAssembly.instantiateStreaming = async (...args) => {
+      startup("compiling Pyodide (WebAssembly, as it arrives)");
+      try {
+        const out = await streaming.apply(WebAssembly, args);
+        resolve(out.module);
+        return out;
+      } finally {
+        WebAssembly.instantiateStreaming = streaming;
+        mark("wasm", since);
+        startup("starting Python");
+      }
+    };
+  });
+}
+
+// The snapshot, after the first step: the first "metric" event (the first loss exists), or
+// when no run has been in flight for IDLE_MS. Its worker boots a Pyodide of its own from the
+// module this one compiled (and the HTTP cache): a thread apart from the training's.
+function snapshotWhenIdle() {
+  clearTimeout(idleTimer);
+  if (snapshot && runsPending === 0) idleTimer = setTimeout(startSnapshot, IDLE_MS);
+}
+
+function startSnapshot() {
+  clearTimeout(idleTimer);
+  if (!snapshot) return;
+  const job = snapshot;
+  snapshot = null;
+  timings.snapshot = "making";
+  const done = (data) => {
+    timings.snapshot = data.error ? `failed: ${data.error}` : "made";
+    post({ type: "event", event: "snapshot", data });
+    if (w) w.terminate();
   };
+  let w;
+  try { // this very script: served, worker.mjs (or the Blob that imports it); else worker.js
+    w = new Worker(self.location.href, { type: job.files ? "classic" : "module", name: SNAPSHOT_WORKER });
+  } catch (e) {
+    done({ error: e.message });
+    return;
+  }
+  w.onmessage = (ev) => { if (ev.data && ev.data.type === "snapshot") done(ev.data.result); };
+  w.onerror = (ev) => { ev.preventDefault(); done({ error: ev.message || "the snapshot's worker failed" }); };
+  w.postMessage({ type: "snapshot", ...job }, [job.wheel.buffer]);
+}
+
+// in the snapshot's worker: make it and keep it in the Program cache's database
+async function snapshotJob(m) {
+  if (m.module) { // the visit's compiled module: instantiated again, not compiled again
+    WebAssembly.instantiateStreaming = async (_response, imports) =>
+      ({ module: m.module, instance: await WebAssembly.instantiate(m.module, imports) });
+  }
+  if (m.files) serveFiles(m.files);
+  const { loadPyodide, indexURL } = await pyodideLoader(m.files);
+  return makeSnapshot(loadPyodide, { indexURL, wheel: m.wheel, cache: await openProgramCache(), key: m.key });
 }
 
 function startPython(files) {
@@ -223,7 +339,7 @@ function startPython(files) {
 
 // Served (a module worker), Python needs nothing from the init message: it starts loading
 // at once, while the page is still loading its own modules
-const early = typeof import.meta.url === "string" ? startPython(null) : null;
+const early = typeof import.meta.url === "string" && self.name !== SNAPSHOT_WORKER ? startPython(null) : null;
 if (early) early.python.catch(() => {}); // reported by init
 
 async function init(options) {
@@ -234,12 +350,15 @@ async function init(options) {
   const [, manifest] = await Promise.all([setupGpu(options), python]);
   let s2 = performance.now();
   hooks = {
-    emit: (event, json) => post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) }),
+    emit: (event, json) => {
+      post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) });
+      if (event === "metric" && snapshot) startSnapshot(); // the first loss exists
+    },
     // binary data (tgweb.worker.emit_bytes: an autosave's checkpoint) is moved, not copied
     emitBytes: (event, json, bytes) => self.postMessage({ type: "event", event, data: { ...JSON.parse(json), bytes } },
       [bytes.buffer]),
     stopRequested: () => stopRequested || (interrupt !== null && Atomics.load(interrupt, 0) === 2),
-    gpu,
+    gpu: announcedGpu,
     device,
     adapterInfo: adapterInfo(adapter),
     nextDevice: () => deviceReady || Promise.resolve(device),
@@ -329,9 +448,12 @@ self.onmessage = (ev) => {
   if (m.type === "init") {
     if (ready) return;
     heard = true;
-    unheard.splice(0).forEach(startup);
+    for (const data of unheard.splice(0)) post({ type: "event", event: "startup", data });
     ready = init(m.options || {}).then(
-      (info) => post({ type: "ready", info }),
+      (info) => {
+        post({ type: "ready", info });
+        snapshotWhenIdle();
+      },
       (e) => {
         fatal = `tgweb failed to start: ${e && e.message ? e.message : e}`;
         post({ type: "error", id: null, error: { ...serializeError(e), fatal: true } });
@@ -339,6 +461,8 @@ self.onmessage = (ev) => {
     );
   } else if (m.type === "run") {
     const filename = m.filename || "main.py";
+    runsPending += 1;
+    clearTimeout(idleTimer);
     queue = queue.then(async () => {
       await ready;
       try {
@@ -352,9 +476,14 @@ self.onmessage = (ev) => {
         // a stop request that came late must not hit the next run or the event loop
         if (interrupt) Atomics.store(interrupt, 0, 0);
         stopRequested = false;
+        runsPending -= 1;
+        snapshotWhenIdle();
       }
     });
   } else if (m.type === "stop") {
     stopRequested = true;
+  } else if (m.type === "snapshot" && self.name === SNAPSHOT_WORKER) {
+    snapshotJob(m).then((result) => post({ type: "snapshot", result }),
+      (e) => post({ type: "snapshot", result: { error: String(e && e.message || e) } }));
   }
 };

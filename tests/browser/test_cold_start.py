@@ -5,12 +5,18 @@ big data files, which the worker fetches when a sample first reads them."""
 from __future__ import annotations
 
 import hashlib
+import re
 import zipfile
 
 from .conftest import _build, open_app, py, run_py
 
 SHAKESPEARE = "tinyshakespeare.txt"
-STARTUP = ["loading Python (Pyodide)", "importing tgweb"]
+STARTUP = [
+    "downloading Pyodide",
+    "compiling Pyodide (WebAssembly, as it arrives)",
+    "starting Python",
+    "importing tgweb",
+]
 
 
 def test_start_up_phases_are_timed_and_announced(page):
@@ -26,8 +32,10 @@ def test_start_up_phases_are_timed_and_announced(page):
     assert 0 <= at["start_call"] <= at["worker_created"] <= at["worker_started"] < at["ready"], t
     assert at["ready"] <= t["page_load_to_ready"] + 2, t
     assert t["total"] <= t["start_to_ready"], t
-    started = [d["text"] for e, d in page.evaluate("window.events") if e == "startup"]
-    assert started == STARTUP, started
+    started = [d for e, d in page.evaluate("window.events") if e == "startup"]
+    assert [d["text"] for d in started] == STARTUP, started
+    ats = [d["at"] for d in started]  # epoch ms, in order, within the worker's life
+    assert ats == sorted(ats) and t["worker_started_at"] <= ats[0] and ats[-1] <= t["ready_at"], (ats, t)
 
 
 def test_pipeline_creation_is_timed(page):
@@ -107,3 +115,65 @@ t.close()
 def test_micropip_loads_when_a_source_uses_it(page):
     # the worker no longer loads it to install tgweb; a source that names it gets it
     assert py(page, "import micropip\nmicropip.__name__") == "micropip"
+
+
+# the status line's texts as they change, from the page's load on
+_WATCH_STATUS = """
+window.statusSeen = [];
+new MutationObserver(() => {
+    const el = document.getElementById("status");
+    if (el) window.statusSeen.push(el.textContent);
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_the_status_line_says_what_the_page_waits_for(browser, site_url):
+    """While the page starts and while Start waits for the first loss, the status line names
+    each phase with a ticking time, then gives the phases' times; the first loss is shown as
+    soon as it exists, before training goes on."""
+    page = browser.new_page()
+    page.add_init_script(_WATCH_STATUS)
+    try:
+        page.goto(f"{site_url}/#sin")
+        page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+        ready = page.evaluate("window.app.waits")[0]
+        assert ready["what"] == "ready" and not ready.get("failed"), ready
+        assert [p["text"] for p in ready["phases"]] == STARTUP, ready
+        assert all(p["ms"] >= 0 for p in ready["phases"]) and ready["ms"] > 0, ready
+        seen = page.evaluate("window.statusSeen")
+        for text in STARTUP:  # each phase was on the line, with its time so far
+            assert any(re.fullmatch(rf"Starting: {re.escape(text)}… \d+\.\d s.*", x) for x in seen), (
+                text,
+                seen,
+            )
+        status = page.inner_text("#status")
+        assert status.startswith("Ready in ") and ready["summary"] in status, status
+        assert re.search(r"starting Python \d+\.\d s", status), status
+
+        page.evaluate("window.statusSeen = []")
+        page.fill("#steps", "400")
+        page.dispatch_event("#steps", "change")
+        page.click("#start")
+        page.wait_for_function("window.app.waits.length === 2", timeout=120000)
+        # the first loss is on the page while the 400 steps go on
+        start = page.evaluate("window.app.waits[1]")
+        loss = page.evaluate("window.app.state.sin.losses[0]")
+        assert page.evaluate("window.app.state.sin.losses.length") < 400
+        assert start["what"] == "start" and start["sample"] == "sin" and start["loss"] == loss[1], (
+            start,
+            loss,
+        )
+        texts = [p["text"] for p in start["phases"]]
+        assert texts[0].startswith("compiling the model") and texts[-1] == "running the first step", texts
+        assert "compiling kernels (GPU pipelines)" in texts, texts
+        seen = page.evaluate("window.statusSeen")
+        assert any(
+            re.match(r"sin: compiling kernels \(GPU pipelines\)… \d+\.\d s \(after compiling the model", x)
+            for x in seen
+        ), seen
+        first = [x for x in seen if "first loss" in x]
+        assert first and first[0].startswith("sin: first loss ") and "training 400 steps" in first[0], seen
+        page.wait_for_function("document.body.dataset.state === 'ready'", timeout=300000)
+        assert "done at step 400" in page.inner_text("#status")
+    finally:
+        page.close()

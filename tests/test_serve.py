@@ -1,0 +1,143 @@
+"""`build.py serve`'s server (build.make_server) and the bundle's precompressed files: a file
+with NAME.gz beside it goes gzip-compressed, with Content-Encoding and Vary, to a client
+that accepts gzip; a client that does not (no Accept-Encoding, or gzip;q=0) gets the file
+itself; a revalidation (304) and a file without NAME.gz carry no Content-Encoding."""
+
+from __future__ import annotations
+
+import email.utils
+import gzip
+import http.client
+import importlib.util
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _build():
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+build = _build()
+WASM = bytes(range(256)) * 64 + b"\0" * 20000  # compresses well
+SMALL = b"export const x = 1;\n"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    site = tmp_path_factory.mktemp("site")
+    (site / "pyodide").mkdir()
+    (site / "pyodide" / "pyodide.asm.wasm").write_bytes(WASM)
+    (site / "small.mjs").write_bytes(SMALL)
+    (site / "wheel.whl").write_bytes(WASM)  # compressed already: never precompressed
+    build._precompress(site)
+    srv = build.make_server(site, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield site, srv.server_address[1]
+    srv.shutdown()
+    srv.server_close()
+
+
+def _get(port, path, method="GET", **headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request(method, path, headers=headers)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def test_the_bundle_carries_gzip_beside_what_compresses(server):
+    site, _ = server
+    assert gzip.decompress((site / "pyodide" / "pyodide.asm.wasm.gz").read_bytes()) == WASM
+    assert not (site / "small.mjs.gz").exists()  # under 1 KiB: not worth a second file
+    assert not (site / "wheel.whl.gz").exists()
+
+
+@pytest.mark.parametrize("accept", ["gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.5", "*"])
+def test_a_client_that_accepts_gzip_gets_it(server, accept):
+    site, port = server
+    status, h, body = _get(port, "/pyodide/pyodide.asm.wasm", **{"Accept-Encoding": accept})
+    assert status == 200
+    assert h["content-encoding"] == "gzip" and h["vary"] == "Accept-Encoding"
+    assert h["content-type"] == "application/wasm"  # the file's type, not gzip's
+    assert int(h["content-length"]) == len(body) < len(WASM)
+    assert gzip.decompress(body) == WASM
+    # the cross-origin isolation headers are still there
+    assert h["cross-origin-embedder-policy"] == "require-corp" and h["cache-control"] == "no-cache"
+
+
+@pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "gzip;q=x"])
+def test_a_client_that_does_not_accept_gzip_gets_the_plain_file(server, accept):
+    _, port = server
+    headers = {"Accept-Encoding": accept} if accept else {}
+    status, h, body = _get(port, "/pyodide/pyodide.asm.wasm", **headers)
+    assert status == 200 and body == WASM
+    assert "content-encoding" not in h and h["vary"] == "Accept-Encoding"
+    assert int(h["content-length"]) == len(WASM) and h["content-type"] == "application/wasm"
+
+
+def test_head_revalidation_and_plain_files(server):
+    site, port = server
+    status, h, body = _get(port, "/pyodide/pyodide.asm.wasm", "HEAD", **{"Accept-Encoding": "gzip"})
+    assert status == 200 and body == b"" and h["content-encoding"] == "gzip"
+    assert int(h["content-length"]) == (site / "pyodide" / "pyodide.asm.wasm.gz").stat().st_size
+    since = email.utils.formatdate(
+        (site / "pyodide" / "pyodide.asm.wasm.gz").stat().st_mtime + 10, usegmt=True
+    )
+    status, h, body = _get(
+        port, "/pyodide/pyodide.asm.wasm", **{"Accept-Encoding": "gzip", "If-Modified-Since": since}
+    )
+    assert status == 304 and body == b"" and "content-encoding" not in h and h["vary"] == "Accept-Encoding"
+    status, h, body = _get(port, "/small.mjs", **{"Accept-Encoding": "gzip"})
+    assert status == 200 and body == SMALL and "content-encoding" not in h and "vary" not in h
+    assert h["content-type"] == "text/javascript"
+    status, h, _ = _get(port, "/nothing.wasm", **{"Accept-Encoding": "gzip"})
+    assert status == 404 and "content-encoding" not in h
+
+
+def _imported(text: str, filename: str) -> set[str]:
+    """The top-level names of every module a Python source imports, anywhere in it."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(text, filename)):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_trimmed_standard_library_has_what_tgweb_and_micropip_import():
+    import zipfile
+
+    sources = [*(ROOT / "tgweb").rglob("*.py"), *(ROOT / "web" / "page").rglob("*.py")]
+    got = {p.relative_to(ROOT).as_posix(): _imported(p.read_text(), str(p)) for p in sources}
+    for name in build.PYODIDE_WHEELS:  # micropip and packaging, which a page may load
+        with zipfile.ZipFile(build._pyodide_wheel(name)) as z:
+            for n in z.namelist():
+                if n.endswith(".py"):
+                    got[n] = _imported(z.read(n).decode(), n)
+    dropped = {f: sorted(names & build.STDLIB_DROP) for f, names in got.items() if names & build.STDLIB_DROP}
+    assert not dropped, dropped
+    assert len(got) > 100 and "tgweb/worker.py" in got
+    # the trimmed zip: what stdlib_kept says, the rest as Pyodide has it
+    src = ROOT / "node_modules" / "pyodide" / "python_stdlib.zip"
+    if not src.exists():
+        pytest.skip("node_modules/pyodide is not installed")
+    with zipfile.ZipFile(src) as z:
+        names = z.namelist()
+    kept = [n for n in names if build.stdlib_kept(n)]
+    assert "encodings/utf_8.py" in kept and "encodings/cp437.py" in kept and "asyncio/__init__.py" in kept
+    assert "encodings/cp1251.py" not in kept and not [
+        n for n in kept if n.startswith(("unittest/", "pdb.py"))
+    ]
+    assert "email/parser.py" in kept and "zipfile/__init__.py" in kept
