@@ -207,7 +207,7 @@ def test_bad_inputs_are_rejected_before_the_gpu(page):
     assert "expected 7 values" in errs[1] and "got 6" in errs[1]
     assert "unknown z" in errs[2]
     assert 'no output "nope"' in errs[3] and "c" in errs[3]
-    assert "shared: the Program has no param nope" in errs[4]
+    assert "shared: the Program has no param or state nope" in errs[4]
     assert c_bytes == 28
 
 
