@@ -84,9 +84,30 @@ async def main():
         r = await tr.step_async(**sin.batch(i))
         if i % 50 == 0 or i == 299:
             losses.append(await r.loss_async)
+    try:
+        tr.params()
+    except tg.jsbridge.NeedsAwait as e:
+        refused = str(e)
     params = await tg.jsbridge.call(tr.params)
-    return json.dumps({"losses": losses, "params": sorted(params), "steps": tr.steps})
+    from pyodide.ffi import can_run_sync
+    return json.dumps({"losses": losses, "params": sorted(params), "steps": tr.steps, "refused": refused,
+                       "jspi": can_run_sync()})
 main
+"""
+
+
+# a browser without WebGPU: navigator.gpu is missing
+NO_WEBGPU = "Object.defineProperty(Navigator.prototype, 'gpu', {get: () => undefined});"
+
+NO_GPU_SAYS = """
+import tgweb as tg
+from tgweb.samples import sin
+try:
+    tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER)
+    out = "compiled"
+except tg.jsbridge.NoWebGPU as e:
+    out = str(e)
+out
 """
 
 
@@ -95,9 +116,14 @@ def _wheel(site_url: str) -> str:
         return f"{site_url}/{json.load(r)['wheel']}"
 
 
-@pytest.fixture(scope="module")
-def user_page(browser, site_url):
+# a browser without JavaScript Promise Integration (Safari's, Firefox's): Pyodide finds none
+NO_JSPI = "delete WebAssembly.Suspending; delete WebAssembly.promising;"
+
+
+def _open(browser, site_url, init_script=None):
     page = browser.new_page()
+    if init_script:
+        page.add_init_script(init_script)
     page.on("pageerror", lambda e: print("pageerror:", e))
     page.route(
         "**/__anypyodide__/index.html", lambda r: r.fulfill(status=200, content_type="text/html", body=PAGE)
@@ -109,6 +135,19 @@ def user_page(browser, site_url):
     page.goto(f"{site_url}/__anypyodide__/index.html")
     page.wait_for_function("window.ready === true", timeout=20000)
     page.evaluate("(w) => window.boot(w)", _wheel(site_url))
+    return page
+
+
+@pytest.fixture(scope="module")
+def user_page(browser, site_url):
+    page = _open(browser, site_url)
+    yield page
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def no_jspi_page(browser, site_url):
+    page = _open(browser, site_url, NO_JSPI)
     yield page
     page.close()
 
@@ -119,7 +158,7 @@ def _falls(losses: list[float]) -> None:
 
 
 def test_sync_calls_without_jspi_name_the_awaitable_ones(user_page):
-    # runPython: Python entered synchronously, where nothing can wait for the GPU
+    # runPython: Python entered synchronously, where nothing can wait for the GPU even with JSPI
     msg = user_page.evaluate("(code) => window.py.runPython(code)", SYNC_REFUSES)
     assert "cannot wait for the GPU" in msg and "await tgweb.jsbridge.setup()" in msg, msg
 
@@ -131,15 +170,19 @@ def test_trains_sin_in_the_main_thread(user_page):
     _falls(out["losses"])
 
 
-def test_awaitable_calls_train_sin(user_page):
-    out = user_page.evaluate(
+def test_awaitable_calls_train_sin_without_jspi(no_jspi_page):
+    out = no_jspi_page.evaluate(
         "async (code) => { const main = window.py.runPython(code); try { return await main(); } "
         "finally { main.destroy(); } }",
         AWAITABLE,
     )
     out = json.loads(out)
     _falls(out["losses"])
-    assert out["steps"] == 300 and "net.0.weight" in " ".join(out["params"]), out
+    assert out["jspi"] is False  # the awaitable path itself, not run_sync
+    assert (
+        "await tgweb.jsbridge.call" in out["refused"] and "JavaScript Promise Integration" in out["refused"]
+    ), out
+    assert out["steps"] == 300 and "net.0.weight" in out["params"], out
 
 
 def test_trains_sin_in_a_module_worker(user_page, site_url):
@@ -149,3 +192,12 @@ def test_trains_sin_in_a_module_worker(user_page, site_url):
     print("module worker:", {k: v for k, v in out.items() if k != "adapter"})
     assert out["backend"] == "browser" and out["in_worker"] is False
     _falls(out["losses"])
+
+
+def test_without_webgpu_the_error_says_so_and_names_browsers(browser, site_url):
+    page = _open(browser, site_url, NO_WEBGPU)
+    try:
+        msg = page.evaluate("(code) => window.py.runPythonAsync(code)", NO_GPU_SAYS)
+    finally:
+        page.close()
+    assert "WebGPU is not available" in msg and "Chrome/Edge" in msg and "Safari" in msg, msg
