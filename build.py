@@ -327,6 +327,22 @@ def bundle_site() -> Path:
     return SITE
 
 
+def _pyscript(tmp: Path, whl: Path) -> None:
+    """examples/pyscript.html's runtime: @pyscript/core (package.json) in site/pyscript/, so
+    that the page loads nothing from a CDN; the page names the wheel this build made."""
+    dist = ROOT / "node_modules" / "@pyscript" / "core" / "dist"
+    if not dist.is_dir():
+        print("node_modules/@pyscript/core is missing (npm ci): examples/pyscript.html won't run", flush=True)
+        return
+    shutil.copytree(dist, tmp / "pyscript", ignore=shutil.ignore_patterns("*.map"))
+    page = tmp / "examples" / "pyscript.html"
+    if page.exists():
+        text, n = re.subn(r"wheels/tgweb-[^\"'/]+\.whl", f"wheels/{whl.name}", page.read_text())
+        if n != 1:
+            sys.exit("web/examples/pyscript.html must name the tgweb wheel once (build.py's _pyscript)")
+        page.write_text(text)
+
+
 def web_files() -> list[Path]:
     """The files of web/ that the served site holds: not web/disk/ (the page opened from
     disk does not come from the site) nor caches."""
@@ -372,6 +388,8 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
     (tmp / "pyodide" / "pyodide-lock.json").write_text(json.dumps(lock, indent=1))
 
     tgweb_whl = _tgweb_wheel(tmp / "wheels")
+    if web:
+        _pyscript(tmp, tgweb_whl)
     (tmp / "data").mkdir()
     for name in LAZY_DATA:
         shutil.copy2(ROOT / "tgweb" / "samples" / "data" / name, tmp / "data" / name)
