@@ -12,6 +12,8 @@
                                     ARGS) again under each OpenBLAS core type and ATen capability
                                     this CPU can run (AVX-512, AVX2, SSE): other CPUs round so
     python3 build.py bundle         setup, then assemble the site into site/
+    python3 build.py lite           setup, bundle, then the JupyterLite site in site/lite/
+                                    (tools/jupyterlite_site.py: examples/notebooks/, offline)
     python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
     python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
                                     for pip install (and micropip)
@@ -343,6 +345,14 @@ def _pyscript(tmp: Path, whl: Path) -> None:
         page.write_text(text)
 
 
+def bundle_lite() -> Path:
+    """site/lite/: the JupyterLite site of examples/notebooks/ (after bundle_site)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import jupyterlite_site
+
+    return jupyterlite_site.bundle(SITE)
+
+
 def web_files() -> list[Path]:
     """The files of web/ that the served site holds: not web/disk/ (the page opened from
     disk does not come from the site) nor caches."""
@@ -626,6 +636,10 @@ def main(argv: list[str]) -> int:
     elif cmd == "bundle":
         setup()
         bundle_site()
+    elif cmd == "lite":
+        setup()
+        bundle_site()
+        bundle_lite()
     elif cmd == "disk":
         setup()
         bundle_disk(force=True)
