@@ -18,7 +18,8 @@
     python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
                                     for pip install (and micropip)
     python3 build.py disk           setup, then rebuild web/disk/ even when nothing changed
-    python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
+    python3 build.py serve [--port N] [--lite]   setup, bundle the site (--lite: and site/lite/),
+                                    serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
 
 Everything it installs is pinned here so that a fresh machine gets the same.
@@ -606,12 +607,16 @@ def make_server(directory: Path, port: int = 0):
 def serve(args: list[str]) -> None:
     setup()
     bundle_site()
+    if "--lite" in args:  # site/lite/ again: bundle_site made site/ afresh
+        bundle_lite()
     port = 8000
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
     srv = make_server(SITE, port)
     print(f"serving the tgweb trainer at http://127.0.0.1:{srv.server_address[1]}/", flush=True)
     print(f"  embedding example: http://127.0.0.1:{srv.server_address[1]}/examples/", flush=True)
+    if "--lite" in args:
+        print(f"  JupyterLite: http://127.0.0.1:{srv.server_address[1]}/lite/", flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
