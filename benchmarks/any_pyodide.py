@@ -6,7 +6,7 @@ main thread's path), in one run of this machine's Chromium, with the start-up of
 
 Each context compiles the sample (not timed in the rate), runs one step to build its
 pipelines, then times its steps (sin 300, addition 20: 1.5 steps/s on SwiftShader; --steps
-sets all) on 16 batches made beforehand (the rate is tgweb's,
+sets all) --repeat times, keeping the best, on 16 batches made beforehand (the rate is tgweb's,
 not the sample's batch maker) and reads the last loss back. Start-up: from a fresh page to
 Python with tgweb ready (tgweb.start; loadPyodide + micropip.install + import tgweb).
 """
@@ -37,12 +37,15 @@ for name, steps in {steps!r}.items():
     batches = [mod.batch(i) for i in range(16)]
     float(tr.step(**batches[0]).loss)
     t1 = time.perf_counter()
-    for i in range(steps):
-        r = tr.step(**batches[i % 16])
-    loss = float(r.loss)
-    t2 = time.perf_counter()
+    best = 0.0
+    for rep in range({repeat}):  # the best of them: the machine's other work only slows a run
+        ta = time.perf_counter()
+        for i in range(steps):
+            r = tr.step(**batches[i % 16])
+        loss = float(r.loss)
+        best = max(best, steps / (time.perf_counter() - ta))
     tr.close()
-    out[name] = {{"compile_and_first_step_s": t1 - t0, "steps_per_s": steps / (t2 - t1), "loss": loss}}
+    out[name] = {{"compile_and_first_step_s": t1 - t0, "steps_per_s": best, "loss": loss}}
 json.dumps(out)
 """
 
@@ -51,6 +54,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--samples", nargs="+", default=["sin", "addition"])
+    ap.add_argument("--repeat", type=int, default=3, help="time the steps this many times, keep the best")
     a = ap.parse_args()
     from browser import conftest
     from browser.test_any_pyodide import _open, _wheel
@@ -63,11 +67,11 @@ def main() -> None:
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     steps = {n: a.steps or STEPS.get(n, 20) for n in a.samples}
-    code = RATE.format(steps=steps)
+    code = RATE.format(steps=steps, repeat=a.repeat)
     rows = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=conftest.CHROMIUM, args=conftest.ARGS)
-        print(f"Chromium {browser.version}, steps timed: {steps}", flush=True)
+        print(f"Chromium {browser.version}, steps timed: {steps}, best of {a.repeat}", flush=True)
 
         page = conftest.open_harness(browser, url)
         t0 = time.perf_counter()
@@ -85,15 +89,12 @@ def main() -> None:
             json.loads(page.evaluate("(c) => window.py.runPythonAsync(c)", code)),
         )
 
-        # the module worker boots its own Pyodide: its start-up is the whole run less the steps
-        t0 = time.perf_counter()
+        # the module worker boots its own Pyodide, and says when it was ready
         got = page.evaluate("([w, c]) => window.inWorker(w, c)", [_wheel(url), code])
-        total = time.perf_counter() - t0
         if "error" in got:
             raise SystemExit(f"the module worker failed: {got['error']}")
         res = json.loads(got["value"])
-        run_s = sum(r["compile_and_first_step_s"] + steps[n] / r["steps_per_s"] for n, r in res.items())
-        rows["any Pyodide, module worker"] = (total - run_s, res)
+        rows["any Pyodide, module worker"] = (got["bootMs"] / 1000, res)
         page.close()
         browser.close()
     srv.shutdown()

@@ -35,7 +35,9 @@ self.onmessage = async (ev) => {
     const py = await loadPyodide({ indexURL: "/pyodide/" });
     await py.loadPackage("micropip", { messageCallback: () => {} });
     await py.pyimport("micropip").install(ev.data.wheel);
-    self.postMessage({ value: await py.runPythonAsync(ev.data.code) });
+    py.runPython("import tgweb");
+    const bootMs = performance.now(); // since the worker was made (its time origin)
+    self.postMessage({ value: await py.runPythonAsync(ev.data.code), bootMs });
   } catch (e) {
     self.postMessage({ error: String(e && e.message || e) });
   }
