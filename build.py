@@ -271,6 +271,7 @@ LAZY_DATA = ["tinyshakespeare.txt"]
 # what the wheel is built from besides tgweb/: setup.py packages the shim that
 # tgweb.export_page inlines (web/device.mjs, web/gpu.mjs) as tgweb/_device.mjs, tgweb/_gpu.mjs
 WHEEL_SOURCES = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "web/device.mjs", "web/gpu.mjs"]
+WHEEL_SOURCES.append("web/bulk.mjs")  # tgweb.jsbridge's, in any Pyodide (setup.py's BRIDGE)
 
 
 def _tgweb_wheel(out: Path) -> Path:
@@ -289,14 +290,14 @@ def _tgweb_wheel(out: Path) -> Path:
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
         # an older build.py left copies of the shim in tgweb/: setup.py makes them afresh
-        skip = shutil.ignore_patterns("__pycache__", "_device.mjs", "_gpu.mjs", *LAZY_DATA)
+        skip = shutil.ignore_patterns("__pycache__", "_device.mjs", "_gpu.mjs", "_bulk.mjs", *LAZY_DATA)
         shutil.copytree(ROOT / "tgweb", src / "tgweb", ignore=skip)
         run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", built, src])
         (whl,) = built.glob("tgweb-*.whl")
         with zipfile.ZipFile(whl) as z:
             names = set(z.namelist())
         lacks = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")} - names
-        lacks |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs"} - names
+        lacks |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs", "tgweb/_bulk.mjs"} - names
         if lacks:
             sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5]}")
         out.mkdir(parents=True, exist_ok=True)

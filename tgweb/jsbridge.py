@@ -60,10 +60,12 @@ class NoWebGPU(RuntimeError):
 
 
 class _Hooks:
-    """What the browser backend uses of the worker's tgweb_js: the shim, the device, the adapter."""
+    """What tgweb uses of the worker's tgweb_js outside it: the shim, the device, the
+    adapter, and bulk (web/bulk.mjs: initial values and finite checks in one pass)."""
 
     def __init__(self, gpu: Any, device: Any, adapter_info: Any) -> None:
         self.gpu, self.device, self.adapterInfo = gpu, device, adapter_info
+        self.bulk = None
 
 
 @functools.cache
@@ -74,16 +76,13 @@ def _js_import() -> Callable:
     return run_js("(url) => import(url)")
 
 
-async def _load_shim() -> Any:
-    """The shim (device.mjs + gpu.mjs as one module, from the package's own files)."""
+async def _import_text(text: str) -> Any:
+    """A JavaScript module from its text (the package's own files: nothing is fetched)."""
     from js import URL, Blob, Object
     from pyodide.ffi import to_js
 
-    from .export import _gpu_source
-
     js_type = to_js({"type": "text/javascript"}, dict_converter=Object.fromEntries)
-    blob = Blob.new(to_js([_gpu_source()]), js_type)
-    url = URL.createObjectURL(blob)
+    url = URL.createObjectURL(Blob.new(to_js([text]), js_type))
     try:
         return await _js_import()(url)
     finally:
@@ -94,7 +93,11 @@ async def _make_hooks(power_preference: str | None) -> _Hooks:
     from js import Object, console
     from pyodide.ffi import JsException, create_once_callable, create_proxy, to_js
 
-    shim = await _load_shim()
+    from .export import _gpu_source, js_files
+
+    # the shim (device.mjs + gpu.mjs as one module), and bulk.mjs (as the worker's hooks)
+    shim = await _import_text(_gpu_source())
+    (bulk,) = js_files(("bulk.mjs",))
     asked = {"powerPreference": power_preference} if power_preference else {}
     opts = to_js(asked, dict_converter=Object.fromEntries)
     try:
@@ -102,6 +105,7 @@ async def _make_hooks(power_preference: str | None) -> _Hooks:
     except JsException as e:  # device.mjs says why: no navigator.gpu (naming browsers), or no adapter
         raise NoWebGPU(str(getattr(e, "message", e))) from None
     hooks = _Hooks(shim, None, shim.adapterInfo(adapter))
+    hooks.bulk = await _import_text(bulk.read_text(encoding="utf-8"))
 
     def lost(why: str) -> None:
         # every later call on the device fails with `why`; the next Program gets a new one
@@ -135,6 +139,13 @@ async def setup(power_preference: str | None = None) -> dict:
                 _setup.pop("task", None)
         h = _setup["hooks"]
     return h.adapterInfo.to_py()
+
+
+def made() -> Any:
+    """The hooks if they are there (the worker's, or made here), else None: for what only
+    helps when they are (bulk), and never makes the device."""
+    h = worker.hooks()
+    return h if h is not None else _setup.get("hooks")
 
 
 def hooks() -> Any:

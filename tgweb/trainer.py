@@ -31,7 +31,6 @@ from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
 from .program import Program, memory_text
 from .step_data import check_inputs, index_bounds
-from .worker import hooks as _js_hooks
 
 # what a Pyodide without JSPI awaits instead of a step that would wait (tgweb.jsbridge)
 _STEP_ASYNC = "`r = await trainer.step_async(**batch)`"
@@ -561,9 +560,9 @@ def _first(x):
 
 def first_nonfinite(data: array.array) -> int | None:
     """The flat index of the first NaN or infinity in f32 data, or None. One pass outside
-    the Python loop: web/bulk.mjs in the browser worker, else sum() (finite f32 values cannot
+    the Python loop: web/bulk.mjs in Pyodide, else sum() (finite f32 values cannot
     add up past a double's range), so only data that holds one is walked value by value."""
-    js = getattr(_js_hooks(), "bulk", None)
+    js = getattr(jsbridge.made(), "bulk", None)
     if js is not None:
         from pyodide.ffi import to_js
 

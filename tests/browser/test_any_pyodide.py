@@ -61,6 +61,18 @@ json.dumps({"losses": losses, "backend": tr.backend, "in_worker": worker.in_brow
             "steps_per_s": 300 / (time.perf_counter() - t0), "adapter": tg.backends.browser.adapter_info()})
 """
 
+# the initial values, drawn in bulk by web/bulk.mjs (which the wheel carries too)
+INIT = """
+import json, random
+import tgweb as tg
+from tgweb.nn import init
+from tgweb.samples import sin
+
+tr = tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER)
+json.dumps({"drawer": type(init._bulk(random.Random(0), "gauss", 10**5)).__name__,
+            "w": list(tr.params()["net.2.weight"].tolist()[0])})
+"""
+
 # without waiting inside a call: the synchronous calls refuse, the awaitable ones train
 SYNC_REFUSES = """
 import tgweb as tg
@@ -170,6 +182,18 @@ def test_trains_sin_in_the_main_thread(user_page):
     print("main thread:", {k: v for k, v in out.items() if k != "adapter"})
     assert out["backend"] == "browser" and out["in_worker"] is False
     _falls(out["losses"])
+
+
+def test_initial_values_are_drawn_in_bulk_as_cpython_draws_them(user_page):
+    import tgweb as tg
+    from tgweb.samples import sin
+
+    out = json.loads(user_page.evaluate("(code) => window.py.runPythonAsync(code)", INIT))
+    ref = tg.compile(
+        sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER, backend="reference"
+    )
+    assert out["drawer"] == "_JsDraw"
+    assert out["w"] == ref.params()["net.2.weight"].tolist()[0]
 
 
 def test_awaitable_calls_train_sin_without_jspi(no_jspi_page):
