@@ -12,11 +12,14 @@
                                     ARGS) again under each OpenBLAS core type and ATen capability
                                     this CPU can run (AVX-512, AVX2, SSE): other CPUs round so
     python3 build.py bundle         setup, then assemble the site into site/
+    python3 build.py lite           setup, bundle, then the JupyterLite site in site/lite/
+                                    (tools/jupyterlite_site.py: examples/notebooks/, offline)
     python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
     python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
                                     for pip install (and micropip)
     python3 build.py disk           setup, then rebuild web/disk/ even when nothing changed
-    python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
+    python3 build.py serve [--port N] [--lite]   setup, bundle the site (--lite: and site/lite/),
+                                    serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
 
 Everything it installs is pinned here so that a fresh machine gets the same.
@@ -268,6 +271,7 @@ LAZY_DATA = ["tinyshakespeare.txt"]
 # what the wheel is built from besides tgweb/: setup.py packages the shim that
 # tgweb.export_page inlines (web/device.mjs, web/gpu.mjs) as tgweb/_device.mjs, tgweb/_gpu.mjs
 WHEEL_SOURCES = ["pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "web/device.mjs", "web/gpu.mjs"]
+WHEEL_SOURCES.append("web/bulk.mjs")  # tgweb.jsbridge's, in any Pyodide (setup.py's BRIDGE)
 
 
 def _tgweb_wheel(out: Path) -> Path:
@@ -286,14 +290,14 @@ def _tgweb_wheel(out: Path) -> Path:
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
         # an older build.py left copies of the shim in tgweb/: setup.py makes them afresh
-        skip = shutil.ignore_patterns("__pycache__", "_device.mjs", "_gpu.mjs", *LAZY_DATA)
+        skip = shutil.ignore_patterns("__pycache__", "_device.mjs", "_gpu.mjs", "_bulk.mjs", *LAZY_DATA)
         shutil.copytree(ROOT / "tgweb", src / "tgweb", ignore=skip)
         run([PY, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", built, src])
         (whl,) = built.glob("tgweb-*.whl")
         with zipfile.ZipFile(whl) as z:
             names = set(z.namelist())
         lacks = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")} - names
-        lacks |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs"} - names
+        lacks |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs", "tgweb/_bulk.mjs"} - names
         if lacks:
             sys.exit(f"the tgweb wheel lacks {sorted(lacks)[:5]}")
         out.mkdir(parents=True, exist_ok=True)
@@ -385,6 +389,30 @@ def trim_stdlib(src: Path, dst: Path) -> None:
                 zout.writestr(info, zin.read(info), compress_type=info.compress_type)
 
 
+def _pyscript(tmp: Path, whl: Path) -> None:
+    """examples/pyscript.html's runtime: @pyscript/core (package.json) in site/pyscript/, so
+    that the page loads nothing from a CDN; the page names the wheel this build made."""
+    dist = ROOT / "node_modules" / "@pyscript" / "core" / "dist"
+    if not dist.is_dir():
+        print("node_modules/@pyscript/core is missing (npm ci): examples/pyscript.html won't run", flush=True)
+        return
+    shutil.copytree(dist, tmp / "pyscript", ignore=shutil.ignore_patterns("*.map"))
+    page = tmp / "examples" / "pyscript.html"
+    if page.exists():
+        text, n = re.subn(r"wheels/tgweb-[^\"'/]+\.whl", f"wheels/{whl.name}", page.read_text())
+        if n != 1:
+            sys.exit("web/examples/pyscript.html must name the tgweb wheel once (build.py's _pyscript)")
+        page.write_text(text)
+
+
+def bundle_lite() -> Path:
+    """site/lite/: the JupyterLite site of examples/notebooks/ (after bundle_site)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import jupyterlite_site
+
+    return jupyterlite_site.bundle(SITE)
+
+
 def web_files() -> list[Path]:
     """The files of web/ that the served site holds: not web/disk/ (the page opened from
     disk does not come from the site) nor caches."""
@@ -433,6 +461,8 @@ def _assemble_site(tmp: Path, web: bool = True) -> dict:
     (tmp / "pyodide" / "pyodide-lock.json").write_text(json.dumps(lock, indent=1))
 
     tgweb_whl = _tgweb_wheel(tmp / "wheels")
+    if web:
+        _pyscript(tmp, tgweb_whl)
     (tmp / "data").mkdir()
     for name in LAZY_DATA:
         shutil.copy2(ROOT / "tgweb" / "samples" / "data" / name, tmp / "data" / name)
@@ -680,12 +710,16 @@ def make_server(directory: Path, port: int = 0):
 def serve(args: list[str]) -> None:
     setup()
     bundle_site()
+    if "--lite" in args:  # site/lite/ again: bundle_site made site/ afresh
+        bundle_lite()
     port = 8000
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
     srv = make_server(SITE, port)
     print(f"serving the tgweb trainer at http://127.0.0.1:{srv.server_address[1]}/", flush=True)
     print(f"  embedding example: http://127.0.0.1:{srv.server_address[1]}/examples/", flush=True)
+    if "--lite" in args:
+        print(f"  JupyterLite: http://127.0.0.1:{srv.server_address[1]}/lite/", flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
@@ -710,6 +744,10 @@ def main(argv: list[str]) -> int:
     elif cmd == "bundle":
         setup()
         bundle_site()
+    elif cmd == "lite":
+        setup()
+        bundle_site()
+        bundle_lite()
     elif cmd == "disk":
         setup()
         bundle_disk(force=True)

@@ -67,16 +67,17 @@ def test_wheel_name_contents_and_version(wheel):
     info = f"tgweb-{version}.dist-info/"
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        shim = {n: z.read(f"tgweb/_{n}") for n in ("device.mjs", "gpu.mjs")}
+        shim = {n: z.read(f"tgweb/_{n}") for n in ("device.mjs", "gpu.mjs", "bulk.mjs")}
         tag = z.read(info + "WHEEL").decode()
     assert "Tag: py3-none-any" in tag and "Root-Is-Purelib: true" in tag
     assert _metadata(wheel)["Version"] == version
-    # the package's modules and data, and the shim (export_page writes it into pages);
+    # the package's modules and data, and the shim (export_page writes it into pages) with
+    # bulk.mjs (tgweb.jsbridge loads them in any Pyodide);
     # not the big data files the site serves beside the wheel, nor tests or the site's files
     data = ROOT / "tgweb" / "samples" / "data"
     want = {f.relative_to(ROOT).as_posix() for f in (ROOT / "tgweb").rglob("*.py")}
     want |= {f"tgweb/samples/data/{f.name}" for f in data.iterdir() if f.name not in build.LAZY_DATA}
-    want |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs"}
+    want |= {"tgweb/_device.mjs", "tgweb/_gpu.mjs", "tgweb/_bulk.mjs"}
     assert {n for n in names if not n.startswith(info)} == want
     assert all(text == (ROOT / "web" / n).read_bytes() for n, text in shim.items())
     assert not [

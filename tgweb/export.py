@@ -144,17 +144,22 @@ SHIM = ("device.mjs", "gpu.mjs")
 _IMPORTS = re.compile(r'^(?:import|export) \{[^}]*\} from "\./device\.mjs";\n', re.M)
 
 
-def _gpu_source() -> str:
-    """web/device.mjs and web/gpu.mjs as one module's text: the source checkout's when both
-    are there, else the copies setup.py packages into the wheel (tgweb/_<name>)."""
+def js_files(names: tuple[str, ...]) -> list[Path]:
+    """The package's JavaScript files web/<name>: the source checkout's when all are there,
+    else the copies setup.py packages into the wheel (tgweb/_<name>)."""
     here = Path(__file__)
     for files in (
-        [here.resolve().parents[1] / "web" / n for n in SHIM],
-        [here.with_name("_" + n) for n in SHIM],
+        [here.resolve().parents[1] / "web" / n for n in names],
+        [here.with_name("_" + n) for n in names],
     ):
         if all(p.exists() for p in files):
-            return "\n".join(_IMPORTS.sub("", p.read_text(encoding="utf-8")) for p in files)
+            return files
     raise FileNotFoundError(
-        f"web/{' and web/'.join(SHIM)} are not in this installation of tgweb "
+        f"web/{' and web/'.join(names)} are not in this installation of tgweb "
         "(a wheel built with setup.py carries them)"
     )
+
+
+def _gpu_source() -> str:
+    """web/device.mjs and web/gpu.mjs as one module's text (js_files)."""
+    return "\n".join(_IMPORTS.sub("", p.read_text(encoding="utf-8")) for p in js_files(SHIM))

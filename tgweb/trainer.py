@@ -18,6 +18,7 @@ import json
 import math
 from typing import Any, Callable
 
+from . import jsbridge
 from .arrays import F32_MAX, InputError, from_user
 from .backends import make_engine
 from .backends.base import DeviceLost
@@ -30,7 +31,10 @@ from .optim.schedules import from_spec as _schedule_from_spec
 from .pipeline import DEPTH, OPTIMIZER_SCALARS, InFlight, is_host_scalar, step_scalars, wait
 from .program import Program, memory_text
 from .step_data import check_inputs, index_bounds
-from .worker import hooks as _js_hooks
+
+# what a Pyodide without JSPI awaits instead of a step that would wait (tgweb.jsbridge)
+_STEP_ASYNC = "`r = await trainer.step_async(**batch)`"
+_CALL_ASYNC = "`await tgweb.jsbridge.call(trainer.<method>, ...)`"
 
 
 class StepResult:
@@ -54,8 +58,23 @@ class StepResult:
         return self._pending is None
 
     def _get(self, value):
-        wait(self)
+        if self._pending is not None:
+            jsbridge.check("reading a step's result", "`await r.loss_async` (or `await r.wait_async()`)")
+            wait(self)
         return getattr(self, value)
+
+    async def wait_async(self) -> "StepResult":
+        """Wait for this step's results without blocking (a Pyodide without JSPI; see
+        tgweb.jsbridge); returns the result, whose fields are then in."""
+        if self._pending is not None:
+            await jsbridge.settle()
+            wait(self)
+        return self
+
+    async def _get_async(self, value):
+        return getattr(await self.wait_async(), value)
+
+    loss_async = property(lambda self: self._get_async("_loss"), doc="await it: the loss, without blocking")
 
     loss = property(lambda self: self._get("_loss"), doc="the loss (float)")
     ok = property(lambda self: self._get("_ok"), doc="whether the step was applied")
@@ -363,6 +382,7 @@ class Trainer:
         wait for every step in flight first. An error of a step (a lost device) surfaces
         when it is read back: at the latest DEPTH steps later, or at the next call that
         waits. With recover_every set, every step is read back before step() returns."""
+        jsbridge.check("trainer.step()", _STEP_ASYNC, for_step=True)  # before anything changes
         data = check_inputs(self.graph.inputs, batch, "step", self._bounds)
         try:
             sets = self._in_flight.outcome_sets(self._host_scalars, self._applied)
@@ -393,6 +413,14 @@ class Trainer:
                 return self._recover(e)
         return result
 
+    async def step_async(self, **batch) -> StepResult:
+        """step() without blocking, for a Pyodide that cannot wait for the GPU inside a
+        synchronous call (no JSPI; tgweb.jsbridge): first awaits what step() would wait for
+        (the Program's set-up, the oldest of DEPTH steps in flight). Anywhere else the same
+        as step()."""
+        await jsbridge.settle(for_step=True)
+        return self.step(**batch)
+
     def _step_scalars(self, outcomes: list[dict], seed: int) -> dict:
         """The Program's host scalars for a step (tgweb.pipeline.step_scalars)."""
         return step_scalars(outcomes, self._in_flight.applied_read, seed, self.graph.scalars)
@@ -415,6 +443,8 @@ class Trainer:
 
     def _wait_in_flight(self) -> None:
         """Wait for every step in flight (their results then hold their values)."""
+        if self._in_flight.unread:
+            jsbridge.check("this call", _CALL_ASYNC)
         self._in_flight.wait_all()
 
     def _read_back(self, r: StepResult, got: dict, caps: list, lr: float) -> bool:
@@ -530,9 +560,9 @@ def _first(x):
 
 def first_nonfinite(data: array.array) -> int | None:
     """The flat index of the first NaN or infinity in f32 data, or None. One pass outside
-    the Python loop: web/bulk.mjs in the browser worker, else sum() (finite f32 values cannot
+    the Python loop: web/bulk.mjs in Pyodide, else sum() (finite f32 values cannot
     add up past a double's range), so only data that holds one is walked value by value."""
-    js = getattr(_js_hooks(), "bulk", None)
+    js = getattr(jsbridge.made(), "bulk", None)
     if js is not None:
         from pyodide.ffi import to_js
 

@@ -1,23 +1,27 @@
 """The browser backend: runs a Program on web/gpu.mjs through Pyodide's FFI.
 
-Only usable inside the tgweb worker (web/worker.mjs), which registers the JS
-module ``tgweb_js`` holding gpu.mjs and the GPU device. Calls are synchronous:
-GPU work that JS returns as a Promise is awaited with ``pyodide.ffi.run_sync``
-(JSPI), so scripts written for the native backend run unchanged. Host data
-crosses as whole buffers (array.array -> JS typed array, ArrayBuffer -> bytes),
-never element by element; a step crosses once each way (gpu.mjs's runPacked: its
-inputs and scalars packed into one byte array, its reads back in one ArrayBuffer),
-since each call between Python and JS costs more than the packing.
+Inside the tgweb worker (web/worker.mjs), which registers the JS module ``tgweb_js``
+holding gpu.mjs and the GPU device, and in any other Pyodide with WebGPU, where
+tgweb.jsbridge makes them from the package's own copy of the shim. Calls are synchronous:
+GPU work that JS returns as a Promise is awaited with ``pyodide.ffi.run_sync`` (JSPI), so
+scripts written for the native backend run unchanged. Outside the worker every such
+promise is tracked (tgweb.jsbridge), so that a Pyodide without JSPI can await it through
+the awaitable calls (trainer.step_async, ...) instead. Host data crosses as whole buffers
+(array.array -> JS typed array, ArrayBuffer -> bytes), never element by element; a step
+crosses once each way (gpu.mjs's runPacked: its inputs and scalars packed into one byte
+array, its reads back in one ArrayBuffer), since each call between Python and JS costs
+more than the packing.
 """
 
 from __future__ import annotations
 
 import array
 import functools
+import sys
 import time
 from typing import Any
 
-from .. import worker
+from .. import jsbridge, worker
 from ..arrays import TYPECODE
 from ..codegen.target import Target, classify
 from ..ir import prod
@@ -31,18 +35,17 @@ YIELD_EVERY_S = 0.004
 
 
 def _hooks():
-    """The worker's hooks (tgweb.worker.hooks()); ImportError outside the worker."""
-    h = worker.hooks()
-    if h is None:
-        raise ImportError("tgweb_js: not inside the tgweb worker (web/worker.mjs)")
-    return h
+    """The worker's hooks (tgweb.worker.hooks()), or tgweb.jsbridge's in another Pyodide
+    (which say why there is no WebGPU); ImportError outside Pyodide."""
+    return jsbridge.hooks()
 
 
 def available() -> bool:
-    """True inside the tgweb worker with a GPU device and JSPI (run_sync) support."""
+    """True inside the tgweb worker with a GPU device and JSPI (run_sync) support; in
+    another Pyodide, True: the device is made (or why not said) at first use."""
     h = worker.hooks()
     if h is None:
-        return False
+        return sys.platform == "emscripten"
     from pyodide.ffi import can_run_sync
 
     return h.device is not None and bool(can_run_sync())
@@ -51,7 +54,7 @@ def available() -> bool:
 def why_unavailable() -> str:
     """A sentence saying why available() is False ('' when it is True)."""
     if worker.hooks() is None:
-        return "the browser backend runs only inside the tgweb worker (web/worker.mjs)"
+        return "" if available() else "the browser backend runs in Pyodide (in a browser with WebGPU)"
     from pyodide.ffi import can_run_sync
 
     if not can_run_sync():
@@ -91,6 +94,58 @@ def _await(promise):
         return ffi.run_sync(promise)
     except ffi.JsException as e:
         raise _program_error(e) from None
+
+
+def _await_tracked(h, what: str = "reading the GPU's results back"):
+    """The value of a promise tracked by tgweb.jsbridge: at once when it is in, else waited
+    for with run_sync where this Pyodide can; NeedsAwait (nothing waited) where it cannot."""
+    if not h.done:
+        if not jsbridge._can_run_sync():
+            raise jsbridge.NeedsAwait(
+                f"{what} must wait for the GPU, and {jsbridge.RUN_SYNC}: use the awaitable calls "
+                "(`await trainer.step_async(...)`, `await result.loss_async`, "
+                "`await tgweb.jsbridge.call(fn)`)"
+            )
+        _await(h.promise)  # the holder's promise never rejects: its failure is below
+    if h.failed:
+        raise _program_error(h.error)
+    return h.value
+
+
+class _Deferred:
+    """A gpu.mjs Runtime still being instantiated, outside tgweb's worker: writes (the
+    initial parameters) wait here until it is there; any other use waits for it
+    (_await_tracked). A Pyodide without JSPI thus compiles without waiting."""
+
+    def __init__(self, holder) -> None:
+        self._h, self._rt, self._writes = holder, None, []
+
+    def write(self, kind: str, name: str, data) -> None:
+        if self._rt is None and not self._h.done:
+            self._writes.append((kind, name, data))  # data: a JS copy (to_js), safe to keep
+        else:
+            self.now().write(kind, name, data)
+
+    def now(self):
+        if self._rt is None:
+            self._rt = _await_tracked(self._h, "the Program's first step or read")
+            for w in self._writes:
+                self._rt.write(*w)
+            self._writes.clear()
+        return self._rt
+
+    def destroy(self) -> None:
+        if self._rt is not None or self._h.done:
+            if not self._h.failed:
+                self.now().destroy()
+            return
+        from pyodide.ffi import create_once_callable
+
+        h = self._h
+        h.promise.then(create_once_callable(lambda _: None if h.failed else h.value.destroy()))
+
+    def __getattr__(self, name: str):
+        return getattr(self.now(), name)
 
 
 class BrowserError(RuntimeError):
@@ -138,6 +193,7 @@ class Runtime(base.Runtime):
         from js import Object, Uint8Array
         from pyodide.ffi import to_js
 
+        in_worker = worker.hooks() is not None
         hooks = _hooks()
         self.program = program
         self._gpu = hooks.gpu
@@ -145,8 +201,19 @@ class Runtime(base.Runtime):
         options = to_js({"shared": js_shared}, dict_converter=Object.fromEntries)
         # the worker's device, or its replacement once a lost one has been replaced
         device = _await(hooks.nextDevice()) if hasattr(hooks, "nextDevice") else hooks.device
-        self._rt = _await(self._gpu.instantiate(device, program.to_json(), options))
-        self.setup_ms = float(self._rt.setupMs)
+        promise = self._gpu.instantiate(device, program.to_json(), options)
+        # outside the worker: GPU promises tracked (jsbridge.track), waited for at first use
+        # where this Pyodide cannot wait now; reads a NeedsAwait stopped, kept for the retry
+        self._track = None if in_worker else jsbridge.track
+        self._parked: dict[tuple, Any] = {}
+        if in_worker:
+            self._rt = _await(promise)
+        else:
+            self._rt = _Deferred(jsbridge.track(promise, "setup"))
+            if jsbridge._can_run_sync():
+                self._rt.now()  # as in the worker: a WGSL error surfaces at compile
+        rt = self._rt if in_worker else self._rt._rt  # None: still being set up (no JSPI)
+        self.setup_ms = float(rt.setupMs) if rt is not None else float("nan")
         self._to_js = to_js
         # one step crosses into JS once: its inputs, then its scalar words, packed as the
         # Program's layout says into one reused bytearray (gpu.mjs's runPacked)
@@ -181,18 +248,35 @@ class Runtime(base.Runtime):
         if kind not in ("params", "states", "inputs"):
             raise ValueError(f"cannot write {kind!r}; writable: params, states, inputs")
         self._check_len(kind, name, data)
+        self._parked.clear()  # a read kept from before this write is stale
         self._rt.write(kind, name, _to_js_bytes(data))
+
+    def _result(self, key: tuple, make):
+        """The value of the read make() starts: outside the worker tracked, and kept when
+        this Pyodide cannot wait for it, so that tgweb.jsbridge.call's retry takes it."""
+        if self._track is None:
+            return _await(make())
+        h = self._parked.pop(key, None)
+        if h is None:
+            h = self._track(make())
+        try:
+            return _await_tracked(h)
+        except jsbridge.NeedsAwait:
+            self._parked[key] = h
+            raise
 
     def read(self, kind: str, name: str) -> array.array:
         slot = self._slot(kind, name)
-        return _from_js(_await(self._rt.read(kind, name)), TYPECODE[slot.dtype])
+        buf = self._result(("read", kind, name), lambda: self._rt.read(kind, name))
+        return _from_js(buf, TYPECODE[slot.dtype])
 
     def read_many(self, which: list[tuple[str, str]]) -> dict[tuple[str, str], array.array]:
         """Several slots in one GPU round trip (one submit, one map), e.g. all params."""
         from pyodide.ffi import to_js
 
         slots = [self._slot(k, n) for k, n in which]
-        bufs = _await(self._rt.readMany(to_js([[k, n] for k, n in which])))
+        key = ("many", *((k, n) for k, n in which))
+        bufs = self._result(key, lambda: self._rt.readMany(to_js([[k, n] for k, n in which])))
         return {kn: _from_js(b, TYPECODE[s.dtype]) for kn, s, b in zip(which, slots, bufs)}
 
     def _plan(self, read) -> tuple:
@@ -232,6 +316,10 @@ class Runtime(base.Runtime):
             promise = self._rt.runPacked(self._packed_js, js_plan)  # submitted now
         except ffi.JsException as e:
             raise _program_error(e) from None
+        track = self._track
+        if track is not None:  # outside the worker (tgweb.jsbridge)
+            self._parked.clear()
+            promise = track(promise, "step")
         if not spans:
             # nothing to read: the promise is already resolved, and suspending Python to
             # await it is most of such a step's host time (benchmarks/RESULTS.md, "The
@@ -243,7 +331,7 @@ class Runtime(base.Runtime):
             self._yielded = now
 
         def wait():
-            raw = _await(promise).to_bytes()
+            raw = (_await(promise) if track is None else _await_tracked(promise)).to_bytes()
             out = {}
             for kn, at, nbytes, typecode in spans:
                 a = array.array(typecode)

@@ -6,7 +6,7 @@ The random ones draw from a `random.Random` exactly as a loop of `rng.random()` 
 `rng.gauss()` calls would, value for value and leaving `rng` in the same state. They
 draw in bulk from the same Mersenne Twister words, handed the rng's state, so set-up
 does not cost a Python loop per element: with NumPy's legacy generator where NumPy is
-importable, with web/bulk.mjs in the browser worker (Pyodide has no NumPy there). Only
+importable, with web/bulk.mjs in Pyodide (tgweb.jsbridge: in the worker or not). Only
 elsewhere (CPython without NumPy) are they that loop.
 """
 
@@ -71,7 +71,7 @@ def _gauss_z(u1: float, u2: float, second: int) -> float:
 
 
 def _bulk(rng, method: str, n: int):
-    """The bulk drawer (NumPy where it is importable, else the browser worker's JavaScript)
+    """The bulk drawer (NumPy where it is importable, else web/bulk.mjs in Pyodide)
     where n is large enough and rng's `random` and `method` are random.Random's own (not
     SystemRandom's, nor a subclass's): else None, and the caller loops."""
     if n < _BULK_MIN or not isinstance(rng, random.Random):
@@ -84,9 +84,9 @@ def _bulk(rng, method: str, n: int):
     np = _numpy()
     if np is not None:
         return _NumpyDraw(np)
-    from .. import worker
+    from .. import jsbridge
 
-    js = getattr(worker.hooks(), "bulk", None)
+    js = getattr(jsbridge.made(), "bulk", None)
     return _JsDraw(js) if js is not None else None
 
 
@@ -134,7 +134,7 @@ def _normals(np, u, mean: float, std: float):
 
 
 class _JsDraw:
-    """Draws with web/bulk.mjs in the browser worker, handed the rng's Mersenne Twister
+    """Draws with web/bulk.mjs in Pyodide, handed the rng's Mersenne Twister
     state: one call and one copy of the values each way, whatever n is."""
 
     def __init__(self, js) -> None:
