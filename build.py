@@ -12,14 +12,11 @@
                                     ARGS) again under each OpenBLAS core type and ATen capability
                                     this CPU can run (AVX-512, AVX2, SSE): other CPUs round so
     python3 build.py bundle         setup, then assemble the site into site/
-    python3 build.py lite           setup, bundle, then the JupyterLite site in site/lite/
-                                    (tools/jupyterlite_site.py: examples/notebooks/, offline)
     python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
     python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
                                     for pip install (and micropip)
     python3 build.py disk           setup, then rebuild web/disk/ even when nothing changed
-    python3 build.py serve [--port N] [--lite]   setup, bundle the site (--lite: and site/lite/),
-                                    serve it on 127.0.0.1
+    python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
 
 Everything it installs is pinned here so that a fresh machine gets the same.
@@ -351,15 +348,15 @@ def _precompress(site: Path) -> None:
 
 
 # Pyodide's standard library less what no page of tgweb's can use: a first visit downloads
-# and unpacks the rest. Debuggers, test runners, the REPL and help(), process pools, mail
-# and FTP clients, sqlite3 (its C module is not bundled), and the codecs of legacy code
-# pages (UTF-8/16/32, ASCII, Latin-1, cp437 (zip file names), cp1252 and the bytes codecs
-# stay). tests/test_serve.py checks that neither tgweb nor the page's sources nor micropip
-# import any of it.
+# and unpacks the rest. The REPL, process pools, mail and FTP clients, sqlite3 (its C module
+# is not bundled), and the codecs of legacy code pages (UTF-8/16/32, ASCII, Latin-1, cp437
+# (zip file names), cp1252 and the bytes codecs stay); the debuggers, doctest, unittest,
+# pydoc and the terminal modules stay for IPython (JupyterLite's kernel runs this Pyodide).
+# tests/test_serve.py checks that neither tgweb nor the page's sources nor micropip import
+# any of it.
 STDLIB_DROP = {
-    *("_pyrepl", "pdb", "bdb", "doctest", "unittest", "pydoc", "multiprocessing", "xmlrpc", "wsgiref"),
-    *("imaplib", "poplib", "ftplib", "mailbox", "sqlite3", "antigravity", "this", "__hello__", "__phello__"),
-    *("tabnanny", "pty", "tty", "webbrowser", "zipapp"),
+    *("_pyrepl", "multiprocessing", "xmlrpc", "wsgiref", "imaplib", "poplib", "ftplib", "mailbox"),
+    *("sqlite3", "antigravity", "this", "__hello__", "__phello__", "tabnanny", "zipapp"),
 }
 ENCODINGS_KEEP = {
     *("__init__", "aliases", "charmap", "ascii", "latin_1", "iso8859_1", "iso8859_15", "cp437", "cp1252"),
@@ -403,14 +400,6 @@ def _pyscript(tmp: Path, whl: Path) -> None:
         if n != 1:
             sys.exit("web/examples/pyscript.html must name the tgweb wheel once (build.py's _pyscript)")
         page.write_text(text)
-
-
-def bundle_lite() -> Path:
-    """site/lite/: the JupyterLite site of examples/notebooks/ (after bundle_site)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import jupyterlite_site
-
-    return jupyterlite_site.bundle(SITE)
 
 
 def web_files() -> list[Path]:
@@ -710,16 +699,12 @@ def make_server(directory: Path, port: int = 0):
 def serve(args: list[str]) -> None:
     setup()
     bundle_site()
-    if "--lite" in args:  # site/lite/ again: bundle_site made site/ afresh
-        bundle_lite()
     port = 8000
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
     srv = make_server(SITE, port)
     print(f"serving the tgweb trainer at http://127.0.0.1:{srv.server_address[1]}/", flush=True)
     print(f"  embedding example: http://127.0.0.1:{srv.server_address[1]}/examples/", flush=True)
-    if "--lite" in args:
-        print(f"  JupyterLite: http://127.0.0.1:{srv.server_address[1]}/lite/", flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
@@ -744,10 +729,6 @@ def main(argv: list[str]) -> int:
     elif cmd == "bundle":
         setup()
         bundle_site()
-    elif cmd == "lite":
-        setup()
-        bundle_site()
-        bundle_lite()
     elif cmd == "disk":
         setup()
         bundle_disk(force=True)

@@ -5,6 +5,7 @@ CPython, says it runs in Pyodide. (In Pyodide: tests/browser/test_any_pyodide.py
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import pytest
 
@@ -19,6 +20,13 @@ def _trainer():
     )
 
 
+def _run(coro):
+    """asyncio.run on a thread of its own: in the same process the browser tests' playwright
+    keeps an event loop running on this one."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def test_awaitable_calls_match_the_synchronous_ones():
     sync, awaited = _trainer(), _trainer()
     want = [sync.step(**sin.batch(i)).loss for i in range(12)]  # past DEPTH steps in flight
@@ -31,15 +39,15 @@ def test_awaitable_calls_match_the_synchronous_ones():
         assert (await r.wait_async()) is r and r.ready
         return out, await jsbridge.call(awaited.params)
 
-    got, params = asyncio.run(run())
+    got, params = _run(run())
     assert got == want and awaited.steps == sync.steps == 12
     assert sorted(params) == sorted(sync.params())
 
 
 def test_call_passes_arguments_and_errors_through():
-    assert asyncio.run(jsbridge.call(divmod, 7, 2)) == (3, 1)
+    assert _run(jsbridge.call(divmod, 7, 2)) == (3, 1)
     with pytest.raises(ZeroDivisionError):
-        asyncio.run(jsbridge.call(divmod, 1, 0))
+        _run(jsbridge.call(divmod, 1, 0))
 
 
 def test_browser_backend_in_cpython_says_it_runs_in_pyodide():
