@@ -13,6 +13,7 @@ from .arrays import InputError
 from .backends import lowering_for, make_engine
 from .ir import Graph, Tensor, TraceError, current_graph
 from .lower import lower
+from .ops.random import seed_word
 from .step_data import check_inputs, index_bounds
 from .trace import trace
 
@@ -252,8 +253,3 @@ class FreeInference:
         self._compiled = {}
         self._closed = True
 
-
-def seed_word(seed: int, n: int, stream: int = 1) -> int:
-    """The PRNG seed scalar of the n-th run of a stream (1: training steps, 2: inference
-    runs) for a trainer's seed: every run draws new random numbers."""
-    return (seed * 0x9E3779B1 + n * 0x85EBCA6B + stream) & 0x7FFFFFFF

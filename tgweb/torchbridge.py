@@ -30,7 +30,7 @@ def to_torch(model, fn: Callable, inputs: dict[str, Any]):
     tg.compile; an axis given as None is free (each new size is traced once)."""
     import torch
 
-    from .nn.module import param_rng
+    from .nn.init import initial_values
 
     specs = {n: _spec(n, s) for n, s in inputs.items()}
     graph, out = _traced(
@@ -41,7 +41,7 @@ def to_torch(model, fn: Callable, inputs: dict[str, Any]):
     for name, p in model.named_parameters():
         if name in graph.params:
             # the model's current values (loaded or initialised), else the seed-0 draw
-            value = p.value if p.value is not None else p.init(p.shape, param_rng(0, name))
+            value = p.value if p.value is not None else initial_values(p.init, p.shape, 0, name)
             module.set(name, torch.tensor(_floats(value), dtype=torch.float32).reshape(p.shape))
     return module
 

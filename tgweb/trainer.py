@@ -18,13 +18,15 @@ import json
 import math
 from typing import Any, Callable
 
-from . import jsbridge
+from . import initial, jsbridge
 from .arrays import F32_MAX, InputError, from_user
 from .backends import make_engine
 from .backends.base import DeviceLost
-from .inference import Closed, FreeInference, Inference, seed_word, spec_shape
+from .inference import Closed, FreeInference, Inference, spec_shape
 from .ir import Graph, TraceError, prod
-from .nn.module import Module, param_rng
+from .nn.init import initial_values
+from .nn.module import Module
+from .ops.random import seed_word
 from .optim.optimizers import Optimizer
 from .optim.schedules import Schedule
 from .optim.schedules import from_spec as _schedule_from_spec
@@ -144,6 +146,7 @@ class Trainer:
         self._program = program  # None on the reference backend, unless planned under max_memory
         self._engine = make_engine(graph, program, backend, precision)
         self._attached: list = []  # inference programs: close() frees them too
+        self._initial = None  # the program drawing initial values on the device (reset)
         self.recover_every: int | None = None  # see compile()
         self.cache_key: str | None = None  # its Program's tgweb.progcache key (compile sets it)
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
@@ -193,11 +196,14 @@ class Trainer:
         """Parameters drawn again from the seed, optimizer state to its initial values,
         step count and schedule back to zero."""
         self._wait_in_flight()
-        for n, p in self.model.named_parameters():
-            if n in self._pshape:
-                self._engine.write("params", n, p.init(p.shape, param_rng(self.seed, n)))
-        for n, t in self.graph.states.items():
-            self._engine.write("states", n, array.array("f", [t.attrs["init"]]) * prod(t.shape))
+        states = {n: self.graph.states[n] for n in self._sshape}
+        draws, fills, host = initial.split(self.model, self._pshape, states)
+        for n, p in host:
+            self._engine.write("params", n, initial_values(p.init, p.shape, self.seed, n))
+        if draws or fills:
+            if self._initial is None:  # made once: a reset draws with the seed it has then
+                self._initial = initial.DeviceInit(self, draws, fills)
+            self._initial.draw(self.seed)
         for n, b in self.model.state_buffers():
             if n in self._bshape:
                 self._engine.write("states", n, array.array("f", map(float, b.values)))
@@ -514,6 +520,9 @@ class Trainer:
         attached, self._attached = self._attached, []
         for inf in attached:
             inf.close()
+        if self._initial is not None:
+            self._initial.close()
+            self._initial = None
         self._engine.close()
         self._engine = Closed("this trainer was closed (trainer.close()); compile a new one")
 

@@ -137,10 +137,9 @@ class Engine:
     def run(self, step: StepData, scalars: dict, read: list[tuple[str, str]]) -> dict:
         g = self.graph
         feeds = {t.id: self._array(step[n], step.given[n], t.shape, t.dtype) for n, t in g.inputs.items()}
-        for n, t in g.params.items():
-            feeds[t.id] = self.values["params"][n]
-        for n, t in g.states.items():
-            feeds[t.id] = self.values["states"][n]
+        for kind in ("params", "states"):  # those not set yet (a first reset) are never read
+            have = self.values[kind]
+            feeds.update((t.id, have[n]) for n, t in getattr(g, kind).items() if n in have)
         counted = APPLIED_READ in g.scalars  # a training step: its ok outputs are counted
         self.ctx.scalars = self._selector.select(scalars)
         asked = {(k, n) for k, n in read}

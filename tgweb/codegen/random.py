@@ -43,6 +43,34 @@ _UNIFORM = """fn tg_uniform(k: u32, c: u32) -> f32 {
 }"""
 
 
+# Initial values (ops/random.py's init_draw): integers from the stream's bits, exact in f32,
+# so that one multiply (correctly rounded everywhere) gives the value, bit for bit as the host
+_BITS = """fn tg_bits(k: u32, c: u32) -> u32 {
+  return tg_hash(tg_hash(c ^ k) + k);
+}"""
+
+_SPREAD = """fn tg_spread24(k: u32, i: u32) -> i32 {
+  return 2i * i32(tg_bits(k, i) >> 8u) - 16777215i;
+}"""
+
+_SUM12 = """fn tg_sum12(k: u32, i: u32) -> i32 {
+  var s = 0i;
+  for (var j = 0u; j < 6u; j++) {
+    let h = tg_bits(k, 6u * i + j);
+    s += i32(h & 0xffffu) + i32(h >> 16u);
+  }
+  return 2i * s - 786420i;
+}"""
+
+
+def init_ints_wgsl(kc, key: str, dist: str, ivar: str) -> str:
+    """The WGSL expression of init_draw's integer at flat index ivar (see ops/random.py)."""
+    kc.helper("tg_bits", _BITS)
+    name = "tg_spread24" if dist == "uniform" else "tg_sum12"
+    kc.helper(name, _SPREAD if dist == "uniform" else _SUM12)
+    return f"{name}({key}, {ivar})"
+
+
 def key_wgsl(kc, seed: str, stream: int) -> str:
     """The WGSL expression of key(seed, stream) for a seed value (an i32 expression);
     tg_uniform(key, counter) is then uniform(seed, stream, counter). The stream's

@@ -2,7 +2,14 @@
 returns the values as a flat array('f'); `kind` tells the optimizer whether the
 parameter is a gain or offset (zeros/ones: no weight decay by default).
 
-The random ones draw from a `random.Random` exactly as a loop of `rng.random()` or
+A module's parameters (Module.init_params, and the Trainer, which draws them on the
+device) start from the graph's counter-based stream instead, where the initialiser
+says how (`spec`: a `Draw`, which the built-in random ones give): the values are a
+function of the seed, the parameter's name and the element's index, the same on the
+GPU as on the host bit for bit (ops/random.py's init_draw), so set-up neither loops nor
+uploads per element. `initial_values` is that choice for one parameter.
+
+Called directly, the random ones draw from a `random.Random` exactly as a loop of `rng.random()` or
 `rng.gauss()` calls would, value for value and leaving `rng` in the same state. They
 draw in bulk from the same Mersenne Twister words, handed the rng's state, so set-up
 does not cost a Python loop per element: with NumPy's legacy generator where NumPy is
@@ -15,8 +22,12 @@ from __future__ import annotations
 import array
 import math
 import random
+import struct
+import zlib
+from dataclasses import dataclass
 
 from ..ir import prod
+from ..ops.random import INIT_STREAM, init_ints, seed_word
 
 
 def fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -160,11 +171,93 @@ class _JsDraw:
         return out, r
 
 
+# ---------------------------------------------------------------- the counter-based stream
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+@dataclass(frozen=True)
+class Draw:
+    """How a parameter's values come from the counter-based stream: init_draw's integers
+    of `dist` ("uniform" or "normal") times `scale`, plus `shift` (both f32 values)."""
+
+    dist: str
+    scale: float
+    shift: float = 0.0
+
+    @classmethod
+    def normal(cls, mean: float, std: float) -> "Draw":
+        # the sum of twelve halves has standard deviation 2**17 (see ops/random.py)
+        return cls("normal", _f32(std * 2.0**-17), _f32(mean))
+
+    @classmethod
+    def uniform(cls, low: float, high: float) -> "Draw":
+        # odd integers in (-2**24, 2**24): the half-width is 2**24
+        return cls("uniform", _f32((high - low) / 2 * 2.0**-24), _f32((high + low) / 2))
+
+
+def param_stream(name: str) -> int:
+    """A parameter's stream: its name's CRC-32 (adding a layer changes no other's values)."""
+    return zlib.crc32(name.encode("utf-8", "surrogatepass"))
+
+
+def counter_values(draw: Draw, n: int, seed: int, name: str) -> array.array:
+    """n initial values of the parameter `name` for a trainer's seed, as the device draws
+    them (one f32 product, then the shift as one f32 sum)."""
+    ints = init_ints(seed_word(seed, 0, INIT_STREAM), param_stream(name), draw.dist, n)
+    if isinstance(ints, list):  # no NumPy: array('f') rounds each product and sum to f32
+        v = array.array("f", [k * draw.scale for k in ints])
+        return array.array("f", [x + draw.shift for x in v]) if draw.shift else v
+    import numpy as np
+
+    v = ints.astype(np.float32) * np.float32(draw.scale)
+    if draw.shift:
+        v = v + np.float32(draw.shift)
+    return array.array("f", v.tobytes())
+
+
+def counter_draw(init, shape: tuple[int, ...]) -> Draw | None:
+    """The Draw of a parameter's initialiser, or None where it draws otherwise: not one
+    with a spec, or a subclass that defines its own __call__ below the class whose spec
+    it inherits."""
+    spec = getattr(init, "spec", None)
+    if spec is None:
+        return None
+    for cls in type(init).__mro__:
+        if "spec" in vars(cls):
+            break
+        if "__call__" in vars(cls):
+            return None
+    return spec(shape)
+
+
+def param_rng(seed: int, name: str) -> random.Random:
+    """The generator for one parameter: depends on the seed and its name only,
+    so adding a layer does not change the others' initial values."""
+    return random.Random(zlib.crc32(f"{seed}/{name}".encode()) ^ (seed * 0x9E3779B1 & 0xFFFFFFFF))
+
+
+def initial_values(init, shape: tuple[int, ...], seed: int, name: str) -> array.array:
+    """A parameter's initial values for a seed: from the counter-based stream where its
+    initialiser has a Draw, else the initialiser called with the parameter's own rng."""
+    draw = counter_draw(init, shape)
+    if draw is None:
+        return init(shape, param_rng(seed, name))
+    return counter_values(draw, prod(shape), seed, name)
+
+
 class Init:
     kind = "random"
 
     def __call__(self, shape: tuple[int, ...], rng: random.Random) -> array.array:
         raise NotImplementedError  # pragma: no cover - every subclass defines it
+
+    def spec(self, shape: tuple[int, ...]) -> Draw | None:
+        """How a module's parameter with this initialiser is drawn from the counter-based
+        stream; None: called with the parameter's rng instead."""
+        return None
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
@@ -180,6 +273,9 @@ class normal(Init):
     def __call__(self, shape, rng):
         return draw_normal(rng, prod(shape), self.mean, self.std)
 
+    def spec(self, shape):
+        return Draw.normal(self.mean, self.std)
+
 
 class uniform(Init):
     def __init__(self, low: float = -1.0, high: float = 1.0) -> None:
@@ -190,35 +286,51 @@ class uniform(Init):
     def __call__(self, shape, rng):
         return draw_uniform(rng, prod(shape), self.low, self.high)
 
+    def spec(self, shape):
+        return Draw.uniform(self.low, self.high)
 
-class kaiming(Init):
+
+class _Scaled(Init):
+    """An initialiser that is normal or uniform with a scale from the shape's fans."""
+
+    def _as(self, shape) -> Init:
+        raise NotImplementedError  # pragma: no cover - every subclass defines it
+
+    def __call__(self, shape, rng):
+        return self._as(shape)(shape, rng)
+
+    def spec(self, shape):
+        return self._as(shape).spec(shape)
+
+
+class kaiming(_Scaled):
     """Normal with std gain / sqrt(fan_in) (He et al.; gain sqrt(2) suits ReLU)."""
 
     def __init__(self, gain: float = math.sqrt(2.0)) -> None:
         self.gain = float(gain)
 
-    def __call__(self, shape, rng):
-        return normal(self.gain / math.sqrt(fans(shape)[0]))(shape, rng)
+    def _as(self, shape) -> "normal":
+        return normal(self.gain / math.sqrt(fans(shape)[0]))
 
 
-class xavier(Init):
+class xavier(_Scaled):
     """Uniform in +-gain*sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio)."""
 
     def __init__(self, gain: float = 1.0) -> None:
         self.gain = float(gain)
 
-    def __call__(self, shape, rng):
+    def _as(self, shape) -> "uniform":
         fi, fo = fans(shape)
         a = self.gain * math.sqrt(6.0 / (fi + fo))
-        return uniform(-a, a)(shape, rng)
+        return uniform(-a, a)
 
 
-class fan_in_uniform(Init):
+class fan_in_uniform(_Scaled):
     """Uniform in +-1/sqrt(fan_in): PyTorch's default for Linear and Conv2d weights."""
 
-    def __call__(self, shape, rng):
+    def _as(self, shape) -> "uniform":
         a = 1.0 / math.sqrt(fans(shape)[0])
-        return uniform(-a, a)(shape, rng)
+        return uniform(-a, a)
 
 
 class constant(Init):

@@ -6,19 +6,11 @@ dotted names are an error."""
 from __future__ import annotations
 
 import array
-import random
-import zlib
 from typing import Any
 
 from ..arrays import InputError, from_user, to_user
 from ..ir import TensorOps, TraceError, current_graph, is_text, prod, user_site
 from . import init as _init
-
-
-def param_rng(seed: int, name: str) -> random.Random:
-    """The generator for one parameter: depends on the seed and its name only,
-    so adding a layer does not change the others' initial values."""
-    return random.Random(zlib.crc32(f"{seed}/{name}".encode()) ^ (seed * 0x9E3779B1 & 0xFFFFFFFF))
 
 
 class Parameter(TensorOps):
@@ -91,11 +83,12 @@ class Module:
         return sum(prod(p.shape) for p in self.parameters())
 
     def init_params(self, seed: int = 0, only_missing: bool = False) -> None:
-        """Draw every parameter's initial values (or only those not set yet)."""
+        """Draw every parameter's initial values (or only those not set yet): those a
+        Trainer compiled with this seed starts from (tgweb.nn.init.initial_values)."""
         for name, p in self.named_parameters():
             if only_missing and p.value is not None:
                 continue
-            p.value = p.init(p.shape, param_rng(seed, name))
+            p.value = _init.initial_values(p.init, p.shape, seed, name)
 
     def state_dict(self) -> dict[str, Any]:
         """Parameter arrays by dotted name (NumPy where importable, else tgweb.Array)."""

@@ -29,6 +29,16 @@ Kinds (both f32, no gradient, input: the seed scalar; attrs {shape, stream}):
   stream, 2i + 1):  element i = sqrt(-2 ln(1 - u1)) * cos(2 pi u2).  (1 - u1 is in
   (0, 1], so the log is finite; log/cos/sqrt are only as exact as the platform's.)
 
+- ``init_draw``: a parameter's initial values (the Trainer draws them on the device with
+  a program of these nodes, tgweb.nn.init.counter_values on the host), from
+  ``seed = seed_word(seed, 0, INIT_STREAM)`` and the parameter's stream (its name's
+  CRC-32). Only integer arithmetic, then one f32 multiply by the attr ``scale``, so the
+  GPU's values equal the host's bit for bit (no transcendental, nothing to contract):
+  "uniform": ``2 * (bits(seed, stream, i) >> 8) - (2**24 - 1)``, an odd integer spread
+  evenly over (-2**24, 2**24); "normal": the sum of twelve 16-bit halves ``b`` of
+  ``bits(seed, stream, 6 i + j)`` (j < 6), each as ``2 b + 1 - 2**16``: Irwin-Hall's
+  approximation of a normal (variance exact, tails end at 6 standard deviations).
+
 dropout and categorical compose ``rand`` with elementwise ops:
 dropout(x, p) = where(rand >= p, x * (1 / (1 - p)), 0); categorical(logits) =
 argmax(logits - log(-log(rand)), axis) (Gumbel-max; rand == 0 gives -inf noise).
@@ -37,9 +47,10 @@ argmax(logits - log(-log(rand)), axis) (Gumbel-max; rand == 0 gives -inf noise).
 from __future__ import annotations
 
 import math
+import struct
 
 from ..codegen.common import f32_lit
-from ..codegen.random import M32, key_wgsl, lowbias32, stream_hash
+from ..codegen.random import M32, init_ints_wgsl, key_wgsl, lowbias32, stream_hash
 from ..ir import NO_GRAD, OpError, Tensor, current_graph, make, prod, register
 from .base import as_tensor, norm_axis, op
 
@@ -124,6 +135,84 @@ def _randn_wgsl(g, m) -> str:
     u1 = g.let(f"tg_uniform({k}, 2u * {g.ivar})")
     u2 = g.let(f"tg_uniform({k}, 2u * {g.ivar} + 1u)")
     return g.let(f"sqrt(-2.0 * log(1.0 - {u1})) * cos({f32_lit(6.283185307179586)} * {u2})")
+
+
+# ---------------------------------------------------------------- initial values (init_draw)
+
+INIT_STREAM = 3  # seed_word's stream of initial values (1: training steps, 2: inference runs)
+
+
+def seed_word(seed: int, n: int, stream: int = 1) -> int:
+    """The PRNG seed scalar of the n-th run of a stream (1: training steps, 2: inference
+    runs, INIT_STREAM: initial values) for a trainer's seed: every run draws new numbers."""
+    return (seed * 0x9E3779B1 + n * 0x85EBCA6B + stream) & 0x7FFFFFFF
+
+
+def init_ints(seed: int, stream: int, dist: str, n: int):
+    """init_draw's integers for elements 0..n-1 (see the module docstring): an int32 NumPy
+    array where NumPy is importable, else a list (pure Python, one element at a time)."""
+    from ..arrays import _numpy
+
+    k = key(seed, stream)
+    np = _numpy()
+    if np is None:
+        if dist == "uniform":
+            return [2 * (lowbias32(lowbias32(c ^ k) + k) >> 8) - 0xFFFFFF for c in range(n)]
+        out = []
+        for i in range(n):
+            hs = [lowbias32(lowbias32(((6 * i + j) & M32) ^ k) + k) for j in range(6)]
+            out.append(2 * sum((h & 0xFFFF) + (h >> 16) for h in hs) - 786420)
+        return out
+    with np.errstate(over="ignore"):
+        if dist == "uniform":
+            return 2 * (_np_bits(np, k, np.arange(n, dtype=np.uint32)) >> 8).astype(np.int32) - 0xFFFFFF
+        s = np.zeros(n, np.int32)
+        for j in range(6):
+            h = _np_bits(np, k, (6 * np.arange(n, dtype=np.uint64) + j).astype(np.uint32))
+            s += (h & np.uint32(0xFFFF)).astype(np.int32) + (h >> np.uint32(16)).astype(np.int32)
+        return 2 * s - 786420
+
+
+def _np_bits(np, k: int, c):
+    return _np_lowbias32(np, _np_lowbias32(np, c ^ np.uint32(k)) + np.uint32(k))
+
+
+def _ref_init_draw(ctx, args, t):
+    np = ctx.np
+    seed = int(np.asarray(args[0]).astype(np.int64)) & M32
+    ints = init_ints(seed, t.attrs["stream"], t.attrs["dist"], prod(t.shape))
+    v = ints.astype(np.float32) * np.float32(t.attrs["scale"])
+    return v.astype(ctx.f).reshape(t.shape)
+
+
+def _init_draw_wgsl(g, m) -> str:
+    k = _key_wgsl(g, m)
+    scale = g.kc.word(struct.unpack("<I", struct.pack("<f", m.attrs["scale"]))[0])
+    return g.let(f"f32({init_ints_wgsl(g.kc, k, m.attrs['dist'], g.ivar)}) * bitcast<f32>({scale})")
+
+
+def _infer_init_draw(ins, attrs):
+    if attrs["dist"] not in ("uniform", "normal"):
+        raise OpError(f"init_draw: dist must be 'uniform' or 'normal', got {attrs['dist']!r}")
+    return _infer_random(ins, attrs)
+
+
+register(
+    "init_draw",
+    family="random",
+    role="index",
+    emit=_init_draw_wgsl,
+    infer=_infer_init_draw,
+    grad=NO_GRAD,
+    ref=_ref_init_draw,
+)
+
+
+def init_draw(shape, stream: int, dist: str, scale: float, graph=None) -> Tensor:
+    """A parameter's initial values as a node (see the module docstring); scale must be
+    an f32 value (tgweb.nn.init.Draw rounds it)."""
+    graph = graph or current_graph()
+    return make("init_draw", (graph.scalar("seed", "i32"),), shape=tuple(shape), stream=stream, dist=dist, scale=scale)
 
 
 # the same counter hash on int64 tensors, so a traced module draws tgweb's numbers for the

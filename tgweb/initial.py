@@ -1,0 +1,75 @@
+"""Initial values drawn where the parameters live: a program of init_draw nodes
+(ops/random.py) that shares a Trainer's parameter buffers and writes them, so that a
+reset neither draws nor uploads per element on the host. The values are those
+tgweb.nn.init.initial_values gives on the host, bit for bit, on every backend (the
+reference backend runs the same graph in NumPy).
+
+A parameter is drawn here when its initialiser has a Draw without a shift (all the
+built-in random ones but normal(mean != 0) and asymmetric uniforms): a shift would be
+a second rounding that a GPU may fuse with the product into one. The others, constants
+and custom initialisers are drawn on the host and written as before.
+"""
+
+from __future__ import annotations
+
+from .backends import lowering_for, make_engine
+from .ir import Graph, tracing
+from .lower import lower
+from .nn.init import constant, counter_draw, param_stream
+from .ops.creation import full
+from .ops.random import INIT_STREAM, init_draw, seed_word
+from .step_data import check_inputs
+
+
+def split(model, shapes: dict[str, tuple[int, ...]], states: dict):
+    """What a reset sets on the device: {name: (shape, Draw)} of the parameters (of those
+    named in shapes) drawn there, {(kind, name): (shape, value)} of the parameters and
+    states that start from one value; and [(name, Parameter)], those drawn on the host.
+    states: name -> its graph leaf, the optimizer's states alone (a module's buffers
+    come from its values)."""
+    draws, fills, host = {}, {}, []
+    for n, p in model.named_parameters():
+        if n not in shapes:
+            continue
+        draw = counter_draw(p.init, p.shape)
+        if draw is not None and not draw.shift:
+            draws[n] = (tuple(p.shape), draw)
+        elif type(p.init) is constant:
+            fills[("params", n)] = (tuple(p.shape), p.init.value)
+        else:
+            host.append((n, p))
+    for n, t in states.items():
+        fills[("states", n)] = (tuple(t.shape), t.attrs["init"])
+    return draws, fills, host
+
+
+def graph_of(draws: dict, fills: dict) -> Graph:
+    """The graph whose only work is the next value of each parameter and state it sets."""
+    graph = Graph()
+    with tracing(graph):
+        for n, (shape, draw) in draws.items():
+            graph.param(n, shape)
+            graph.updates[n] = init_draw(shape, param_stream(n), draw.dist, draw.scale, graph)
+        for (kind, n), (shape, value) in fills.items():
+            graph.param(n, shape) if kind == "params" else graph.state(n, shape)
+            graph.updates[n] = full(shape, float(value))
+    return graph
+
+
+class DeviceInit:
+    """A trainer's program of initial values; draw(seed) writes them into its parameters
+    and states."""
+
+    def __init__(self, trainer, draws: dict, fills: dict) -> None:
+        graph = graph_of(draws, fills)
+        device = lowering_for(trainer.backend)
+        program = None if device is None else lower(graph, name="initial values", **device)
+        self._engine = make_engine(graph, program, trainer.backend, "float32", share=trainer.engine)
+        self._none = check_inputs({}, {}, "inputs")
+
+    def draw(self, seed: int) -> None:
+        self._engine.run(self._none, {"seed": seed_word(seed, 0, INIT_STREAM)}, [])
+
+    def close(self) -> None:
+        self._engine.close()
+
