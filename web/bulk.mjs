@@ -3,6 +3,8 @@
 //   - tgweb/nn/init.py draws initial values here, the same values CPython's random.Random
 //     gives: its MT19937 stream, continued from the generator's state, then random()
 //     and gauss() as Lib/random.py computes them, rounded to f32;
+//   - tgweb/nn/init.py draws a module's initial values from the counter-based stream here
+//     (counter), as the device and NumPy do (tgweb/ops/random.py's init_draw);
 //   - tgweb/arrays.py finds the first non-finite value of loaded parameters here.
 
 const N = 624; // MT19937's state: 624 words and a position in them
@@ -85,6 +87,40 @@ export function normal(key, pos, n, mean, std, margin) {
     if (Math.fround(mean + t1 * lo) !== Math.fround(mean + t1 * hi)) fix.push(i + 1, u1, u2);
   }
   return { values, pos: s.pos, fix: Float64Array.from(fix) };
+}
+
+// ops/random.py's lowbias32, on u32 words
+function lowbias32(x) {
+  x ^= x >>> 16;
+  x = Math.imul(x, 0x7feb352d);
+  x ^= x >>> 15;
+  x = Math.imul(x, 0x846ca68b);
+  return (x ^ (x >>> 16)) >>> 0;
+}
+
+const bits = (k, c) => lowbias32((lowbias32((c ^ k) >>> 0) + k) >>> 0);
+
+/**
+ * n initial values of init_draw's stream for the key k (key(seed, stream), a u32):
+ * its integers ("uniform" or "normal"), times scale, plus shift, each rounded to f32.
+ */
+export function counter(k, dist, n, scale, shift) {
+  if (dist !== "uniform" && dist !== "normal") throw new RangeError(`counter: dist must be uniform or normal, got ${dist}`);
+  const values = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    let v;
+    if (dist === "uniform") v = 2 * (bits(k, i) >>> 8) - 0xffffff;
+    else {
+      let s = 0;
+      for (let j = 0; j < 6; j++) {
+        const h = bits(k, (6 * i + j) >>> 0);
+        s += (h & 0xffff) + (h >>> 16);
+      }
+      v = 2 * s - 786420;
+    }
+    values[i] = Math.fround(Math.fround(v * scale) + shift);
+  }
+  return values;
 }
 
 /** The index of the first NaN or infinity in a Float32Array, or -1. */

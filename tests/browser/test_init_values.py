@@ -1,7 +1,8 @@
 """Initial values in the browser (Pyodide, no NumPy: drawn by web/bulk.mjs through the
-worker's hooks) equal CPython's bit for bit, for every init kind and every sample's
-parameters, and leave the generator where CPython leaves it; the finite check of loaded
-values runs there too."""
+worker's hooks, or on the GPU by a trainer) equal CPython's bit for bit: for every init
+kind called with a generator (left where CPython leaves it), every sample's parameters
+from the counter-based stream, and the values a trainer draws on the device; the finite
+check of loaded values runs there too."""
 
 from __future__ import annotations
 
@@ -59,14 +60,27 @@ DRAWS = textwrap.dedent("""
         return out
 
     def samples():
-        from tgweb.nn.module import param_rng
+        from tgweb.nn.init import initial_values
         from tgweb.samples import SAMPLES
 
         out = {}
         for sample, mod in SAMPLES.items():
             tgweb.torch.manual_seed(5)
             for name, p in mod.Model().named_parameters():
-                out[f"{sample}/{name}"] = _digest(p.init(p.shape, param_rng(5, name)).tobytes())
+                out[f"{sample}/{name}"] = _digest(initial_values(p.init, p.shape, 5, name).tobytes())
+        return out
+
+    def compiled(backend=None):
+        # drawn on the device by the trainer (the reference backend in CPython)
+        import tgweb as tg
+        from tgweb.samples import addition, kan, sin
+
+        out = {}
+        for sample, mod in (("sin", sin), ("addition", addition), ("kan", kan)):
+            tr = tg.compile(mod.Model(), mod.loss_fn, mod.INPUTS, mod.OPTIMIZER, backend=backend, seed=5)
+            for name, v in tr.params().items():
+                out[f"{sample}/{name}"] = _digest(bytes(v.data))  # NumPy's or tg.Array's f32 bytes
+            tr.close()
         return out
 """)
 
@@ -99,6 +113,18 @@ def test_every_init_kind_as_in_cpython(page):
 def test_every_sample_parameter_as_in_cpython(page):
     """All of every sample's initial values (shakespeare's 10,745,088 among them)."""
     _same_as_cpython(page, "samples")
+
+
+def test_a_trainer_draws_on_the_gpu_as_cpython_draws(page):
+    """Parameters drawn by the trainer's program on WebGPU (sin, addition, and kan, whose
+    normal(mean != 0)-free and uniform draws mix with host ones) equal CPython's."""
+    scope: dict = {}
+    exec(DRAWS, scope)
+    want = scope["compiled"]("reference")
+    got = py(page, DRAWS + "\ncompiled()")
+    assert sorted(got) == sorted(want) and len(want) > 50
+    differ = [k for k in want if got[k] != want[k]]
+    assert not differ, f"the GPU's initial values differ from CPython's for {differ}"
 
 
 def test_first_nonfinite_in_the_browser(page):

@@ -8,7 +8,6 @@ or, for finite-difference checks, float64.
 from __future__ import annotations
 
 import array
-from collections import ChainMap
 from typing import Any, Iterable
 
 import numpy as np
@@ -97,10 +96,12 @@ class Engine:
         self.f = self.ctx.f
         self.values: dict[str, dict[str, Any]] = {"params": {}, "states": {}}
         if share is not None:
-            # the same dicts: updates are seen (module buffers too); states the shared engine
-            # lacks (an inference program's own, a sampler's key/value cache) are this
-            # engine's alone: a ChainMap writes to its first map
-            self.values = {"params": share.values["params"], "states": ChainMap({}, share.values["states"])}
+            # the same dicts: updates are seen (module buffers too); states the shared
+            # engine's graph lacks (an inference program's own, a sampler's key/value
+            # cache) are this engine's alone, as on the GPU backends
+            theirs = share.values["states"]
+            mine = {n: theirs for n in graph.states if n in share.graph.states}
+            self.values = {"params": share.values["params"], "states": _Split(mine)}
         self._leaf = {"params": graph.params, "states": graph.states}
         self._out = [
             (k, n, t)
@@ -164,3 +165,24 @@ class Engine:
         """run() at once; the wait is free (the interface of a GPU engine's submit)."""
         got = self.run(step, scalars, read)
         return lambda: got
+
+
+class _Split(dict):
+    """States kept here, except those `shared` maps (name -> the sharing engine's dict),
+    which are read from and written to that dict."""
+
+    def __init__(self, shared: dict) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def __getitem__(self, n):
+        return self.shared[n][n] if n in self.shared else super().__getitem__(n)
+
+    def __setitem__(self, n, v) -> None:
+        if n in self.shared:
+            self.shared[n][n] = v
+        else:
+            super().__setitem__(n, v)
+
+    def __contains__(self, n) -> bool:
+        return n in self.shared[n] if n in self.shared else super().__contains__(n)

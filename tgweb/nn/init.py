@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass
 
 from ..ir import prod
-from ..ops.random import INIT_STREAM, init_ints, seed_word
+from ..ops.random import INIT_STREAM, init_ints, key, seed_word
 
 
 def fans(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -95,9 +95,7 @@ def _bulk(rng, method: str, n: int):
     np = _numpy()
     if np is not None:
         return _NumpyDraw(np)
-    from .. import jsbridge
-
-    js = getattr(jsbridge.made(), "bulk", None)
+    js = _js_bulk()
     return _JsDraw(js) if js is not None else None
 
 
@@ -205,9 +203,18 @@ def param_stream(name: str) -> int:
 
 def counter_values(draw: Draw, n: int, seed: int, name: str) -> array.array:
     """n initial values of the parameter `name` for a trainer's seed, as the device draws
-    them (one f32 product, then the shift as one f32 sum)."""
-    ints = init_ints(seed_word(seed, 0, INIT_STREAM), param_stream(name), draw.dist, n)
-    if isinstance(ints, list):  # no NumPy: array('f') rounds each product and sum to f32
+    them: one f32 product, then the shift as one f32 sum (NumPy; else web/bulk.mjs in
+    Pyodide; else a Python loop)."""
+    word, stream = seed_word(seed, 0, INIT_STREAM), param_stream(name)
+    from ..arrays import _numpy
+
+    js = None if _numpy() is not None else _js_bulk()
+    if js is not None:
+        out = array.array("f", [0.0]) * n
+        js.counter(key(word, stream), draw.dist, n, draw.scale, draw.shift).assign_to(out)
+        return out
+    ints = init_ints(word, stream, draw.dist, n)
+    if isinstance(ints, list):  # array('f') rounds each (exact) product and sum to f32
         v = array.array("f", [k * draw.scale for k in ints])
         return array.array("f", [x + draw.shift for x in v]) if draw.shift else v
     import numpy as np
@@ -216,6 +223,13 @@ def counter_values(draw: Draw, n: int, seed: int, name: str) -> array.array:
     if draw.shift:
         v = v + np.float32(draw.shift)
     return array.array("f", v.tobytes())
+
+
+def _js_bulk():
+    """web/bulk.mjs where this Python runs in Pyodide with tgweb's JavaScript, else None."""
+    from .. import jsbridge
+
+    return getattr(jsbridge.made(), "bulk", None)
 
 
 def counter_draw(init, shape: tuple[int, ...]) -> Draw | None:
