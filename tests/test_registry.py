@@ -121,6 +121,7 @@ NO_TORCH_FORM = {
     "conv2d_grad_weight",
     "embedding_grad",
     "global_sumsq",
+    "init_draw",  # initial values (tgweb/initial.py): never in a graph run in PyTorch
     "max_pool2d_grad",
     "max_pool2d_select",
     "sumsq_blocks",

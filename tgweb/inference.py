@@ -252,4 +252,3 @@ class FreeInference:
             inf.close()
         self._compiled = {}
         self._closed = True
-

@@ -72,4 +72,3 @@ class DeviceInit:
 
     def close(self) -> None:
         self._engine.close()
-

@@ -212,7 +212,9 @@ def init_draw(shape, stream: int, dist: str, scale: float, graph=None) -> Tensor
     """A parameter's initial values as a node (see the module docstring); scale must be
     an f32 value (tgweb.nn.init.Draw rounds it)."""
     graph = graph or current_graph()
-    return make("init_draw", (graph.scalar("seed", "i32"),), shape=tuple(shape), stream=stream, dist=dist, scale=scale)
+    return make(
+        "init_draw", (graph.scalar("seed", "i32"),), shape=tuple(shape), stream=stream, dist=dist, scale=scale
+    )
 
 
 # the same counter hash on int64 tensors, so a traced module draws tgweb's numbers for the
