@@ -15,8 +15,7 @@ from __future__ import annotations
 from .backends import lowering_for, make_engine
 from .ir import Graph, tracing
 from .lower import lower
-from .nn.init import constant, counter_draw, param_stream
-from .ops.creation import full
+from .nn.init import constant, counter_draw, f32_round, param_stream
 from .ops.random import INIT_STREAM, init_draw, seed_word
 from .step_data import check_inputs
 
@@ -52,7 +51,7 @@ def graph_of(draws: dict, fills: dict) -> Graph:
             graph.updates[n] = init_draw(shape, param_stream(n), draw.dist, draw.scale, graph)
         for (kind, n), (shape, value) in fills.items():
             graph.param(n, shape) if kind == "params" else graph.state(n, shape)
-            graph.updates[n] = full(shape, float(value))
+            graph.updates[n] = init_draw(shape, 0, "constant", f32_round(value), graph)
     return graph
 
 

@@ -65,6 +65,8 @@ _SUM12 = """fn tg_sum12(k: u32, i: u32) -> i32 {
 
 def init_ints_wgsl(kc, key: str, dist: str, ivar: str) -> str:
     """The WGSL expression of init_draw's integer at flat index ivar (see ops/random.py)."""
+    if dist == "constant":
+        return "1i"
     kc.helper("tg_bits", _BITS)
     name = "tg_spread24" if dist == "uniform" else "tg_sum12"
     kc.helper(name, _SPREAD if dist == "uniform" else _SUM12)

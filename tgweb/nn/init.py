@@ -172,7 +172,8 @@ class _JsDraw:
 # ---------------------------------------------------------------- the counter-based stream
 
 
-def _f32(x: float) -> float:
+def f32_round(x: float) -> float:
+    """x rounded to the nearest f32 value."""
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
@@ -188,12 +189,12 @@ class Draw:
     @classmethod
     def normal(cls, mean: float, std: float) -> "Draw":
         # the sum of twelve halves has standard deviation 2**17 (see ops/random.py)
-        return cls("normal", _f32(std * 2.0**-17), _f32(mean))
+        return cls("normal", f32_round(std * 2.0**-17), f32_round(mean))
 
     @classmethod
     def uniform(cls, low: float, high: float) -> "Draw":
         # odd integers in (-2**24, 2**24): the half-width is 2**24
-        return cls("uniform", _f32((high - low) / 2 * 2.0**-24), _f32((high + low) / 2))
+        return cls("uniform", f32_round((high - low) / 2 * 2.0**-24), f32_round((high + low) / 2))
 
 
 def param_stream(name: str) -> int:

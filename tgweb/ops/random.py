@@ -37,7 +37,8 @@ Kinds (both f32, no gradient, input: the seed scalar; attrs {shape, stream}):
   "uniform": ``2 * (bits(seed, stream, i) >> 8) - (2**24 - 1)``, an odd integer spread
   evenly over (-2**24, 2**24); "normal": the sum of twelve 16-bit halves ``b`` of
   ``bits(seed, stream, 6 i + j)`` (j < 6), each as ``2 b + 1 - 2**16``: Irwin-Hall's
-  approximation of a normal (variance exact, tails end at 6 standard deviations).
+  approximation of a normal (variance exact, tails end at 6 standard deviations);
+  "constant": 1 (the value is the scale: a state's or a constant parameter's fill).
 
 dropout and categorical compose ``rand`` with elementwise ops:
 dropout(x, p) = where(rand >= p, x * (1 / (1 - p)), 0); categorical(logits) =
@@ -155,6 +156,8 @@ def init_ints(seed: int, stream: int, dist: str, n: int):
 
     k = key(seed, stream)
     np = _numpy()
+    if dist == "constant":
+        return [1] * n if np is None else np.ones(n, np.int32)
     if np is None:
         if dist == "uniform":
             return [2 * (lowbias32(lowbias32(c ^ k) + k) >> 8) - 0xFFFFFF for c in range(n)]
@@ -192,8 +195,8 @@ def _init_draw_wgsl(g, m) -> str:
 
 
 def _infer_init_draw(ins, attrs):
-    if attrs["dist"] not in ("uniform", "normal"):
-        raise OpError(f"init_draw: dist must be 'uniform' or 'normal', got {attrs['dist']!r}")
+    if attrs["dist"] not in ("uniform", "normal", "constant"):
+        raise OpError(f"init_draw: dist must be 'uniform', 'normal' or 'constant', got {attrs['dist']!r}")
     return _infer_random(ins, attrs)
 
 
