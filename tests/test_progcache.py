@@ -38,13 +38,16 @@ def _run(source, backend="native", steps=3):
         tr.close()
 
 
-def test_hit_trains_exactly_as_a_compile_and_an_edit_misses(store):
+def test_hit_trains_exactly_as_a_compile_and_an_edit_misses(store, monkeypatch):
     first = _run("source")
-    assert first[0] == "miss" and first[2] == "miss" and len(store) == 2
-    assert _run("source") == ("hit", first[1], "hit", first[3])  # the same losses and outputs
+    # the step, the attached forward, and the trainer's program of initial values
+    assert first[0] == "miss" and first[2] == "miss" and len(store) == 3
+    with monkeypatch.context() as m:  # a hit lowers nothing, its initial values included
+        m.setattr("tgweb.initial.lower", None)
+        assert _run("source") == ("hit", first[1], "hit", first[3])  # the same losses and outputs
     assert [e["kind"] for e in progcache.log] == ["step", "forward"]
     edited = _run("source # edited")
-    assert edited[0] == edited[2] == "miss" and len(store) == 4
+    assert edited[0] == edited[2] == "miss" and len(store) == 6
 
 
 def test_attached_program_from_the_cache_exports_and_is_keyed_by_its_call(store, tmp_path):
@@ -65,7 +68,7 @@ def test_attached_program_from_the_cache_exports_and_is_keyed_by_its_call(store,
         assert [e["outcome"] for e in progcache.log] == ["hit"] * 3 and [
             e["key"] for e in progcache.log
         ] == keys
-        assert len(set(keys)) == 3 and len(store) == 3
+        assert len(set(keys)) == 3 and len(store) == 4  # and the initial values' program
         assert b.run(x=[[0.5]] * 5).output.shape == (5, 1)
         assert not isinstance(a.graph, tg.Graph) and isinstance(a.traced(), tg.Graph)
         assert tg.export_page(a, tmp_path / "sin.html")["bytes"] > 0  # traces again for its CPU-class Program

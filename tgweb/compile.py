@@ -140,9 +140,9 @@ def compile(
         program, bounds = _planned(graph, device, budget)
         if cache is not None:
             cache.save(graph, bounds, program)
-    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds)
+    key = cache.key if cache is not None else None
+    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds, key)
     trainer.recover_every = recover_every
-    trainer.cache_key = cache.key if cache is not None else None
     trainer.keep_host_copy()
     return trainer
 

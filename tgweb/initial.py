@@ -12,6 +12,7 @@ and custom initialisers are drawn on the host and written as before.
 
 from __future__ import annotations
 
+from . import progcache
 from .backends import lowering_for, make_engine
 from .ir import Graph, tracing
 from .lower import lower
@@ -61,8 +62,17 @@ class DeviceInit:
 
     def __init__(self, trainer, draws: dict, fills: dict) -> None:
         graph = graph_of(draws, fills)
-        device = lowering_for(trainer.backend)
-        program = None if device is None else lower(graph, name="initial values", **device)
+        device, program = lowering_for(trainer.backend), None
+        if device is not None:
+            what = {
+                "draws": [[n, list(shape), d.dist, d.scale] for n, (shape, d) in draws.items()],
+                "fills": [[k, n, list(shape), v] for (k, n), (shape, v) in fills.items()],
+            }
+            cache = progcache.Lookup.initial(trainer, what, device)
+            found = cache.load(device["target"]) if cache is not None else None
+            program = found[1] if found is not None else lower(graph, name="initial values", **device)
+            if cache is not None and found is None:
+                cache.save(graph, {}, program)
         self._engine = make_engine(graph, program, trainer.backend, "float32", share=trainer.engine)
         self._none = check_inputs({}, {}, "inputs")
 

@@ -167,7 +167,8 @@ def _digest(desc: dict) -> str:
 
 
 class Lookup:
-    """One compile's (kind "step") or attach's (kind "forward") cache entry: its key, and
+    """One compile's (kind "step"), attach's (kind "forward") or a trainer's initial values
+    (kind "initial") cache entry: its key, and
     load() / save() through the store. params: the model's parameter shapes by name."""
 
     def __init__(self, store, key: str, label: str, params: dict, kind: str = "step") -> None:
@@ -217,6 +218,24 @@ class Lookup:
         scope["attaches"] += 1
         params = {n: list(p.shape) for n, p in trainer.model.named_parameters()}
         return cls(store, _digest(desc), scope["label"], params, kind="forward")
+
+    @classmethod
+    def initial(cls, trainer, what: dict, device) -> "Lookup | None":
+        """The Lookup of a trainer's program of initial values (tgweb/initial.py; `what`:
+        what it sets, plainly), or None where the trainer's Program is not cached."""
+        store = current_store() if trainer.cache_key is not None and device is not None else None
+        if store is None:
+            return None
+        desc = {
+            "format": FORMAT,
+            "tgweb": build_id(),
+            "trainer": trainer.cache_key,
+            "adapter": adapter_class(device),
+            "initial": _plain(what),
+        }
+        params = {n: list(p.shape) for n, p in trainer.model.named_parameters()}
+        scope = _scope.get()
+        return cls(store, _digest(desc), scope["label"] if scope else "", params, kind="initial")
 
     def load(self, target) -> tuple[Skeleton, Program] | None:
         """The entry's (Skeleton, Program), or None on a miss; a corrupt entry is deleted."""
@@ -269,6 +288,8 @@ class Lookup:
         )
 
     def _outcome(self, what: str) -> None:
+        if self.kind == "initial":  # a compile's own outcome is what `last` tells
+            return
         last.clear()
         last.update(key=self.key, outcome=what, label=self.label, kind=self.kind)
         log.append(dict(last))

@@ -123,6 +123,7 @@ class Trainer:
         precision: str,
         clip_grad_norm: float | None,
         bounds: dict | None = None,
+        cache_key: str | None = None,
     ) -> None:
         self.model, self.graph, self.optimizer = model, graph, optimizer
         self.backend, self.seed, self.precision = backend, seed, precision
@@ -148,7 +149,7 @@ class Trainer:
         self._attached: list = []  # inference programs: close() frees them too
         self._initial = None  # the program drawing initial values on the device (reset)
         self.recover_every: int | None = None  # see compile()
-        self.cache_key: str | None = None  # its Program's tgweb.progcache key (compile sets it)
+        self.cache_key = cache_key  # its Program's tgweb.progcache key (from compile)
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
         self._in_flight = InFlight()  # steps sent and not read back yet
         self._memo: dict[tuple, tuple[dict, float]] = {}  # (applied, lr, host_state) -> _host_scalars

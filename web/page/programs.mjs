@@ -22,7 +22,7 @@ export class ProgramsPanel {
       const li = document.createElement("li");
       li.dataset.key = e.key;
       const when = new Date(e.time).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
-      const what = e.kind === "forward" ? " (inference)" : "";
+      const what = { forward: " (inference)", initial: " (initial values)" }[e.kind] || "";
       li.textContent = `${this.opts.titles[e.label] || e.label || "(unnamed)"}${what}: ${e.kernels ?? "?"} kernels, ` +
         `${bytesText(e.size)}, compiled ${when}`;
       return li;
