@@ -76,6 +76,22 @@ def native_adapter() -> bool:
     return need_adapter()
 
 
+def jitter_params(trainer, seed: int) -> None:
+    """Move every parameter of a trainer by one float32 rounding step (a relative 2**-24,
+    signs drawn from seed): a float32 run that differs from the plain one only in rounding,
+    to measure how far rounding alone takes a trajectory (CONTRIBUTING: tests that hold
+    on any CPU)."""
+    import numpy as np
+
+    signs = np.random.default_rng(seed)
+    trainer.load_params(
+        {
+            k: np.float32(v) * (1 + signs.choice([-1, 1], size=np.shape(v)) * 2.0**-24).astype(np.float32)
+            for k, v in trainer.params().items()
+        }
+    )
+
+
 def train_to_success(
     name: str, eval_every: int, tmp_path, seed: int = 0, backend: str = "reference", trained: bool = False
 ):

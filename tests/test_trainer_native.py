@@ -3,6 +3,7 @@ backend: the same steps, losses, flags, captures and parameters."""
 
 import numpy as np
 import pytest
+from conftest import jitter_params
 
 import tgweb as tg
 from tgweb import nn, samples
@@ -111,13 +112,7 @@ def _train(name: str, backend: str, steps: int, jitter: int | None = None):
         backend="reference" if backend == "reference64" else backend,
     )
     if jitter is not None:
-        signs = np.random.default_rng(jitter)
-        tr.load_params(
-            {
-                k: np.float32(v) * (1 + signs.choice([-1, 1], size=np.shape(v)) * 2.0**-24).astype(np.float32)
-                for k, v in tr.params().items()
-            }
-        )
+        jitter_params(tr, jitter)
     losses = np.array([float(tr.step(**s.batch(i)).loss) for i in range(steps)])
     return tr, losses, {k: np.asarray(v, np.float64) for k, v in tr.params().items()}
 
