@@ -51,7 +51,7 @@ def test_the_shape_is_gpt2_small():
     c = sh.GPT2
     assert (c.layers, c.heads, c.dim, c.block, c.vocab, c.dropout) == (12, 12, 768, 1024, 50304, 0.0)
     model = sh.Model(c)
-    # nanoGPT prints 123.59M for its GPT-2 with biases, leaving out wpe's 786,432
+    # nanoGPT's count (get_num_params) leaves out wpe's 786,432: 123.59M for this shape
     assert model.num_params() == 124_373_760
     shapes = {n: p.shape for n, p in model.named_parameters()}
     assert shapes["transformer.wte.weight"] == (50304, 768)
