@@ -148,6 +148,20 @@ def _line(where: str, r: dict) -> str:
     return f"| {where} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | {extra} |"
 
 
+def _versus(results: dict) -> str:
+    """Each tgweb sampler's median over the faster nanoGPT mode's: the issue's target is >= 1."""
+    med = {k: statistics.median(r["chars_per_s"]) for k, r in results.items() if "chars_per_s" in r}
+    torch = max((v for k, v in med.items() if k.startswith("nanoGPT")), default=None)
+    if torch is None:
+        return "no nanoGPT figure to compare with"
+    return (
+        "; ".join(
+            f"{k} / nanoGPT's faster mode: {v / torch:.2f}x" for k, v in med.items() if k.startswith("tgweb")
+        )
+        + " (target >= 1)"
+    )
+
+
 def _tgweb_runs(a, g: dict) -> dict:
     out = {"tgweb native": run_native(SOURCE, g)}
     if os.environ.get("GPU_CHROMIUM") or a.chromium:
@@ -199,6 +213,7 @@ def main(argv: list[str]) -> int:
     )
     print("| sampler | characters/s (range) | |\n|---|---|---|")
     print("\n".join(_line(k, r) for k, r in results.items()))
+    print(_versus(results))
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return 0
