@@ -23,11 +23,13 @@ Chromium as benchmarks/bench.py launches it. In each:
                position's distribution per character)
   evaluation   seconds of metric() (each batch waited for) and of metric_later()
 
-Natively, when PyTorch is installed: nanoGPT's generate (crop to the block, a forward of
-the whole context, logits of the last position / temperature, top-k, softmax,
-multinomial) of the same GPT for 240 characters, fp32 and bf16 autocast, timed to the
-last character on the device. The issue's targets: the page loop within 1.1x the plain
-loop, the page's sampler at least as fast as nanoGPT's generate.
+Natively, when PyTorch is installed: nanoGPT's generate (generate_speed.nanogpt_generate:
+crop to the block, a forward of the whole context, logits of the last position /
+temperature, softmax, multinomial; top-k off, as the page draws) of the same GPT for 240
+characters, fp32 and bf16 autocast, timed to the last character on the device.
+benchmarks/generate_speed.py times the samplers alone, for longer texts. The issue's
+targets: the page loop within 1.1x the plain loop, the page's sampler at least as fast as
+nanoGPT's generate.
 """
 
 from __future__ import annotations
@@ -38,13 +40,13 @@ import math
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
+from generate_speed import nanogpt_generate, run_chromium, run_native  # noqa: E402
 from time_to_loss import edited  # noqa: E402
 
 # runs the page source and times it; natively in CPython, in Chromium through tg.run (the
@@ -126,59 +128,11 @@ def page_source(size: str, eval_every: int | None, precision: str | None) -> str
 
 
 def native(globals_: dict) -> dict:
-    ns = dict(globals_)
-    *body, last = BENCH.strip().splitlines()
-    exec(compile("\n".join(body), "page_pace", "exec"), ns)
-    return ns[last.strip()]
+    return run_native(BENCH, globals_)
 
 
 def chromium(page, globals_: dict) -> dict:
-    return page.evaluate(
-        "([src, g]) => window.tg.run(src, { globals: g })"
-        ".catch((e) => ({ error: String(e.message).split('\\n').slice(-2).join(' ') }))",
-        [BENCH, globals_],
-    )
-
-
-def nanogpt_generate(cfg, length: int, mode: str) -> dict:
-    """nanoGPT's generate (our own writing of its steps) of scale.py's PyTorch GPT, from
-    "\\n", top-k off, temperature 1: characters/s to the last one on the device."""
-    import torch
-    from scale import torch_gpt
-    from torch.nn import functional as F
-
-    from tgweb.samples import shakespeare
-
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch.manual_seed(0)
-    m = torch_gpt(cfg, fused=True).to(dev).eval()
-
-    def logits(idx):
-        x = m.wte(idx) + m.wpe.weight[: idx.shape[1]]
-        for blk in m.h:
-            x = blk(x)
-        return m.ln_f(x) @ m.wte.weight.T
-
-    @torch.no_grad()
-    def generate(n):
-        idx = torch.tensor([shakespeare.encode("\n")], device=dev)
-        for _ in range(n):
-            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=mode == "bf16"):
-                last = logits(idx[:, -cfg.block :])[:, -1, :].float()
-            nxt = torch.multinomial(F.softmax(last, dim=-1), 1)
-            idx = torch.cat((idx, nxt), dim=1)
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        return idx
-
-    generate(8)  # kernels loaded
-    rates = []
-    for _ in range(3):
-        t = time.perf_counter()
-        generate(length)
-        rates.append(length / (time.perf_counter() - t))
-    where = torch.cuda.get_device_name() if dev.type == "cuda" else "CPU"
-    return {"chars_per_s": rates, "where": f"torch {torch.__version__} {mode}, {where}"}
+    return run_chromium(page, BENCH, globals_)
 
 
 def report(where: str, r: dict) -> list[str]:

@@ -3,12 +3,18 @@
 on the same GPU, in one run. Prints a Markdown table for benchmarks/RESULTS.md; not a test.
 
     python3 benchmarks/scale.py [--steps 30] [--only 10.7M] [--json PATH]
+    python3 benchmarks/scale.py --only 124M --engine mixed --engine bf16   # GPT-2 small
     python3 benchmarks/scale.py --tiny      # a tiny GPT, to check the script on a CPU
+    python3 benchmarks/scale.py --tiny-gpt2 # the same, GPT-2's code path (random tokens)
 
 Models: the shakespeare sample's GPT (tgweb.samples.shakespeare) at three sizes, block
 256, batch 64, dropout 0.2, AdamW with clipping: 0.8M (4 layers, 128 wide), 10.7M (the
 sample: 6 layers, 384 wide) and 38M (12 layers, 512 wide). Batches are windows of
-tiny-shakespeare, the same for every engine.
+tiny-shakespeare, the same for every engine. And GPT-2 small's shape (issue 36:
+shakespeare.GPT2, 124M parameters: 12 layers, 12 heads, 768 wide, block 1024, vocabulary
+50,304, no dropout) on tokens drawn uniformly at random, batch 8 (8,192 tokens a step):
+the f32 logits of batch 8 (1.65 GB) fit Chromium's 2 GiB storage binding on the H200,
+nanoGPT's batch 12 would not (tests/test_gpt2_shape.py plans it for those limits).
 
 Engines:
   tgweb native fp32 / mixed   samples.compile(..., backend="native", precision=...):
@@ -63,8 +69,11 @@ MODELS = {
     "0.8M": dataclasses.replace(shakespeare.FULL, layers=4, heads=4, dim=128, **_GPT),
     "10.7M": shakespeare.FULL,
     "38M": dataclasses.replace(shakespeare.FULL, layers=12, heads=8, dim=512, **_GPT),
+    "124M": shakespeare.GPT2,
 }
 TINY = dataclasses.replace(shakespeare.SMALL, layers=1, heads=2, dim=32, block=16, batch=4, dropout=0.2)
+# GPT-2's path at a CPU's size: random tokens of a vocabulary over 256, no dropout
+TINY_GPT2 = dataclasses.replace(TINY, vocab=503, dropout=0.0)
 WARMUP_S = 1.0
 LOG_INTERVAL = 10  # nanoGPT's log_interval: the loss is read (.item()) every this many steps
 
@@ -185,7 +194,7 @@ def torch_gpt(cfg):
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte = nn.Embedding(shakespeare.vocab(), cfg.dim)
+            self.wte = nn.Embedding(shakespeare.vocab(cfg), cfg.dim)
             self.wpe = nn.Embedding(cfg.block, cfg.dim)
             self.h = nn.ModuleList([Block() for _ in range(cfg.layers)])
             self.ln_f = nn.LayerNorm(cfg.dim, bias=False)
@@ -395,6 +404,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--only", action="append", choices=list(MODELS))
     ap.add_argument("--tiny", action="store_true", help="one tiny GPT and 3 steps: checks the script runs")
+    ap.add_argument("--tiny-gpt2", action="store_true", help="the same on random tokens, as 124M trains")
     ap.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     ap.add_argument(
         "--engine",
@@ -403,8 +413,10 @@ def main(argv: list[str]) -> int:
         help="only the engines whose name holds this word (repeatable)",
     )
     a = ap.parse_args(argv)
-    models = {"tiny": TINY} if a.tiny else {k: MODELS[k] for k in a.only or MODELS}
-    steps = 3 if a.tiny else a.steps
+    if a.tiny or a.tiny_gpt2:
+        models, steps = {"tiny": TINY if a.tiny else TINY_GPT2}, 3
+    else:
+        models, steps = {k: MODELS[k] for k in a.only or MODELS}, a.steps
     if os.environ.get("GPU_CHROMIUM"):
         import bench  # its Chromium, flags and site server
 

@@ -38,6 +38,11 @@ is the whole-window forward (every position's next-character distribution), and 
 draws from it one full forward a character: the oracle the cached sampler is tested by.
 `metric_later` sends the evaluation batches without waiting.
 
+Other shapes: `Config.vocab` > 0 makes a model of that many tokens trained on tokens
+drawn uniformly at random (no text, no sampling): GPT-2 small's shape is
+`Config(layers=12, heads=12, dim=768, block=1024, vocab=50304, ...)`, for
+benchmarks/scale.py. The sizes that ship keep vocab=0, the text's characters.
+
 Precision: `choose_precision(backend)` is "mixed" where the adapter is a GPU offering
 shader-f16 and "float32" elsewhere (as nanoGPT trains in bf16 where it can); samples.compile
 and the page train in it.
@@ -76,6 +81,9 @@ class Config:
     eval_batches: int
     bound: float  # success: validation loss below this
     max_memory: float | None = None  # bytes the step's buffers may hold (tg.compile)
+    # 0: the text's characters. More: a model of that many tokens trained on tokens drawn
+    # uniformly at random (no text: a benchmark of the shape, e.g. GPT-2's 50,304)
+    vocab: int = 0
 
 
 FULL = Config(
@@ -89,6 +97,15 @@ SMALL = Config(
     steps=300, warmup=30, lr=4e-3, min_lr=4e-4, eval_batches=8, bound=2.40,
 )  # fmt: skip
 SIZES = {"full": FULL, "small": SMALL}
+# GPT-2 small's shape (124M parameters) on random tokens, nanoGPT's GPT-2 recipe (no
+# dropout, lr 6e-4 -> 6e-5, 2,000 warm-up steps) at batch 8: benchmarks/scale.py. Batch 8
+# keeps the f32 logits (8 x 1024 x 50,304: 1.65 GB) within Chromium's 2 GiB storage
+# binding on NVIDIA (tgweb binds every tensor whole); nanoGPT's batch 12 would need 2.47 GB.
+GPT2 = Config(
+    layers=12, heads=12, dim=768, block=1024, batch=8, dropout=0.0,
+    steps=600_000, warmup=2000, lr=6e-4, min_lr=6e-5, eval_batches=1, bound=10.9,
+    vocab=50304,
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------- data
@@ -106,8 +123,9 @@ def chars() -> str:
     return "".join(sorted(set(text().decode("ascii"))))
 
 
-def vocab() -> int:
-    return len(chars())
+def vocab(config: Config | None = None) -> int:
+    """The tokens a model of `config` knows: config.vocab when set, else the text's characters."""
+    return config.vocab if config is not None and config.vocab else len(chars())
 
 
 @functools.lru_cache(maxsize=1)
@@ -211,7 +229,7 @@ class Block(nn.Module):
 
 class Transformer(nn.Module):
     def __init__(self, c: Config) -> None:
-        self.wte = nn.Embedding(vocab(), c.dim, weight_init=_w())
+        self.wte = nn.Embedding(vocab(c), c.dim, weight_init=_w())
         self.wpe = nn.Embedding(c.block, c.dim, weight_init=_w())
         self.h = nn.ModuleList([Block(c) for _ in range(c.layers)])
         self.ln_f = LayerNorm(c.dim)
@@ -321,22 +339,26 @@ class Sample:
 
     def batch(self, step: int, rng=0) -> dict[str, array.array]:
         """BATCH windows of the training text at uniformly drawn offsets: tokens and
-        targets, flat i32 arrays of BATCH * BLOCK."""
-        r = make_rng(step, rng)
-        train = split()[0]
-        block = self.config.block
-        return _windows(train, [r.randrange(len(train) - block) for _ in range(self.config.batch)], block)
+        targets, flat i32 arrays of BATCH * BLOCK (with Config.vocab set: tokens drawn
+        uniformly at random, each window's targets its tokens shifted by one)."""
+        return self._windows(make_rng(step, rng), 0)
+
+    def _windows(self, r: random.Random, part: int) -> dict[str, array.array]:
+        """One batch drawn with r from split()[part], or at random (Config.vocab)."""
+        c = self.config
+        if c.vocab:
+            n = c.block + 1
+            data = array.array("i", [r.randrange(c.vocab) for _ in range(c.batch * n)])
+            return _windows(data, range(0, c.batch * n, n), c.block)
+        data = split()[part]
+        return _windows(data, [r.randrange(len(data) - c.block) for _ in range(c.batch)], c.block)
 
     def eval_batches(self) -> list[dict[str, array.array]]:
         """The EVAL_BATCHES fixed batches of the validation text that metric averages over
         (made once: the same every time)."""
         if self._eval is None:
-            val, c = split()[1], self.config
             r = random.Random(1337)
-            self._eval = [
-                _windows(val, [r.randrange(len(val) - c.block) for _ in range(c.batch)], c.block)
-                for _ in range(c.eval_batches)
-            ]
+            self._eval = [self._windows(r, 1) for _ in range(self.config.eval_batches)]
         return self._eval
 
     def metric(self, loss_fn_) -> float:
@@ -354,6 +376,13 @@ class Sample:
         waits = [submit(**b) for b in self.eval_batches()]
         return lambda: self._mean([w() for w in waits])
 
+    def _text_only(self, what: str) -> None:
+        if self.config.vocab:
+            raise ValueError(
+                f"{what} draws the text's characters, and this size has vocab={self.config.vocab} "
+                "(random tokens, no text); use a Config with vocab=0"
+            )
+
     @staticmethod
     def _mean(outputs) -> float:
         losses = [flatten(getattr(v, "output", v)) for v in outputs]
@@ -365,6 +394,7 @@ class Sample:
         """Characters drawn one at a time after prompt, endlessly (take what you need).
         probs_fn({"tokens": flat i32 [SAMPLE_BATCH * BLOCK], "temperature": [t]}) returns
         sample_probs's output; the context is the last BLOCK characters, zero-padded after."""
+        self._text_only("stream")
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
         r = rng if isinstance(rng, random.Random) else make_rng(0, rng)
@@ -396,6 +426,7 @@ class Sample:
         and values computed again: one refill every BLOCK // 2 characters). top_k: draw
         among the k most likely characters (1: greedy; 0: all). Runs sent and never read
         (the caller stops taking characters) are wasted, nothing else."""
+        self._text_only("stream_cached")
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
