@@ -151,7 +151,8 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert page.evaluate("window.app.state.sin.info.cache") == "hit"
         assert "from the compiled programs" in page.text_content("#log")
         entries = page.evaluate("window.app.programs.refresh()")
-        assert [(e["label"], e["kind"]) for e in entries] == [("sin", "forward"), ("sin", "step")], entries
+        want = [("sin", "forward"), ("sin", "initial"), ("sin", "step")]  # newest first
+        assert [(e["label"], e["kind"]) for e in entries] == want, entries
         assert page.evaluate("window.app.state.sin.info.cache_attached") == ["hit"]
         page.click("#programs summary")
         page.click("#programs-clear")
@@ -208,25 +209,25 @@ def test_js_is_the_globals_on_the_visit_that_makes_the_snapshot(page):
     assert got == ["http:", True, True]
 
 
-# in the trainer page's worker: every bulk draw of initial values (web/bulk.mjs through the
-# worker's hooks) counted and hashed, in order; init._bulk's drawer for a large draw named
+# in the trainer page's worker: every draw of initial values on the host (web/bulk.mjs
+# through the worker's hooks, or the counter stream's host form) counted; a trainer draws
+# a sample's on the GPU, so none are expected
 _WATCH_DRAWS = """
-import hashlib as _t_hashlib, random as _t_random
 from tgweb.nn import init as _t_init
 
-_t_draws = {"n": 0, "sha": _t_hashlib.sha256()}
-_t_call = _t_init._JsDraw._call
+_t_draws = {"n": 0}
 
-def _t_counted(self, rng, name, n, *args):
-    out, r = _t_call(self, rng, name, n, *args)
-    _t_draws["n"] += 1
-    _t_draws["sha"].update(name.encode() + out.tobytes())
-    return out, r
+def _t_counting(f):
+    def counted(*args, **kw):
+        _t_draws["n"] += 1
+        return f(*args, **kw)
+    return counted
 
-_t_init._JsDraw._call = _t_counted
-type(_t_init._bulk(_t_random.Random(0), "gauss", 1 << 12)).__name__
+_t_init._JsDraw._call = _t_counting(_t_init._JsDraw._call)
+_t_init.counter_values = _t_counting(_t_init.counter_values)
+_t_init._js_bulk() is not None
 """
-_DRAWN = "[_t_draws['n'], _t_draws['sha'].hexdigest()]"
+_DRAWN = "_t_draws['n']"
 # the attached program's output on the held-out pairs, hashed
 _PREDICTED = """
 import array, hashlib as _t_hashlib
@@ -244,9 +245,9 @@ def _app_py(page, source):
 
 
 def _visit_addition(page):
-    """Start addition for 3 steps with its initial values' draws watched: (page info,
-    losses, the draws, the attached program's output)."""
-    assert _app_py(page, _WATCH_DRAWS) == "_JsDraw"
+    """Start addition for 3 steps with its initial values' host draws counted: (page info,
+    losses, the host draws, the attached program's output)."""
+    assert _app_py(page, _WATCH_DRAWS) is True  # bulk.mjs is there, in case
     page.evaluate("window.seen = []; window.app.tg.on('*', (event) => window.seen.push(event)); null")
     open_sample(page, "addition")
     train_app(page, 3, timeout=300)
@@ -257,24 +258,24 @@ def _visit_addition(page):
     return info, losses(page, "addition"), _app_py(page, _DRAWN), _app_py(page, _PREDICTED)
 
 
-def test_repeat_visit_of_addition_takes_its_programs_and_bulk_values(browser, site_url):
+def test_repeat_visit_of_addition_takes_its_programs_and_gpu_drawn_values(browser, site_url):
     page = open_app(browser, site_url, "addition")  # a new browser context: nothing stored
     try:
         info, first_losses, drawn, predicted = _visit_addition(page)
         assert (info["cache"], info["cache_attached"]) == ("miss", ["miss"])
-        assert drawn[0] > 0, "the initial values were not drawn by web/bulk.mjs"
+        assert drawn == 0, "initial values were drawn on the host, not by the trainer on the GPU"
         page.wait_for_function(
-            "window.app.programs.refresh().then((l) => l.filter((e) => e.label === 'addition').length === 2)",
+            "window.app.programs.refresh().then((l) => l.filter((e) => e.label === 'addition').length === 3)",
             timeout=20000,
         )
         kinds = sorted(e["kind"] for e in page.evaluate("window.app.programs.refresh()"))
-        assert kinds == ["forward", "step"]
+        assert kinds == ["forward", "initial", "step"]
         assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
         info, again, drawn_again, predicted_again = _visit_addition(page)
         assert (info["cache"], info["cache_attached"]) == ("hit", ["hit"])
-        assert drawn_again == drawn  # the same values, drawn by web/bulk.mjs after the restore
+        assert drawn_again == 0  # drawn on the GPU again, by the cached program
         assert again == first_losses and predicted_again == predicted
         # an edit of the source misses both (a comment: it trains as before)
         page.fill("#source", page.evaluate("window.app.state.addition.source") + "\n# edited\n")
