@@ -665,10 +665,16 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return False
 
 
+# the JupyterLite site, served without cross-origin isolation: isolated, its kernel's channel
+# (coincident over SharedArrayBuffer, jupyterlite-pyodide-kernel 0.8.6) loses the replies of
+# some cells (`Atomics.waitAsync(...).value.then is not a function`; they stay at [*])
+LITE_PATH = "/lite/"
+
+
 def make_server(directory: Path, port: int = 0):
     """An HTTP server for the site on 127.0.0.1 (a secure context, so WebGPU works):
-    right MIME types, no caching, and cross-origin isolation so that the page can
-    share memory with the worker (used to interrupt running Python). A file with a
+    right MIME types, no caching, and cross-origin isolation (not under LITE_PATH) so
+    that the page can share memory with the worker (used to interrupt running Python). A file with a
     NAME.gz beside it (_precompress) goes gzip-compressed to a client that accepts it,
     with Content-Encoding and Vary: Accept-Encoding; others get the file itself."""
     import http.server
@@ -706,8 +712,9 @@ def make_server(directory: Path, port: int = 0):
             if self.vary:
                 self.send_header("Vary", "Accept-Encoding")
             self.send_header("Cache-Control", "no-cache")
-            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+            if not self.path.startswith(LITE_PATH):
+                self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+                self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
             # other origins may load tgweb from here (a static host for embedding pages)
             self.send_header("Cross-Origin-Resource-Policy", "cross-origin")
             self.send_header("Access-Control-Allow-Origin", "*")

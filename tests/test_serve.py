@@ -74,6 +74,20 @@ def test_a_client_that_accepts_gzip_gets_it(server, accept):
     assert h["cross-origin-embedder-policy"] == "require-corp" and h["cache-control"] == "no-cache"
 
 
+def test_the_jupyterlite_site_is_not_cross_origin_isolated(server):
+    site, port = server
+    (site / "lite").mkdir(exist_ok=True)
+    (site / "lite" / "index.html").write_bytes(b"<!doctype html>")
+    status, h, body = _get(port, "/lite/index.html")
+    assert status == 200 and body == b"<!doctype html>" and h["cache-control"] == "no-cache"
+    assert "cross-origin-embedder-policy" not in h and "cross-origin-opener-policy" not in h
+    status, h, _ = _get(port, "/small.mjs")
+    assert (
+        h["cross-origin-embedder-policy"] == "require-corp"
+        and h["cross-origin-opener-policy"] == "same-origin"
+    )
+
+
 @pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "gzip;q=x"])
 def test_a_client_that_does_not_accept_gzip_gets_the_plain_file(server, accept):
     _, port = server
