@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from build import _sha256, run  # noqa: E402  (build.py, at the repository's root)
+from build import PY, _sha256, run  # noqa: E402  (build.py, at the repository's root)
 
 WHEELS = ROOT / "build" / "cache" / "lite-wheels"
 # what the Pyodide kernel installs for itself (its ipykernel shim, piplite and pyodide_kernel
@@ -48,12 +48,13 @@ KERNEL_WHEELS = {
 KERNEL = "@jupyterlite/pyodide-kernel-extension:kernel"
 
 
-def _jupyter() -> Path:
-    """The `jupyter` of the Python running this (the project's .venv: build.py setup)."""
-    jupyter = Path(sys.executable).parent / "jupyter"
-    if not (Path(sys.executable).parent / "jupyter-lite").exists():
-        sys.exit(f"no jupyter-lite beside {sys.executable}: `python3 build.py setup` installs it")
-    return jupyter
+def _jupyter_lite() -> Path:
+    """The project's .venv's `jupyter-lite` (build.py setup installs it there): `build.py
+    lite` itself runs under whichever python3 started it."""
+    exe = PY.parent / "jupyter-lite"
+    if not exe.exists():
+        sys.exit(f"no {exe}: `python3 build.py setup` installs jupyterlite-core")
+    return exe
 
 
 def _kernel_wheels() -> list[Path]:
@@ -64,7 +65,7 @@ def _kernel_wheels() -> list[Path]:
         path = WHEELS / name
         if not path.exists():
             dist, version = name.split("-")[:2]
-            run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+            run([PY, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                   "--python-version", "3.14", "--platform", "any", "--implementation", "py", "--abi", "none",
                   "-d", WHEELS, f"{dist}=={version}"])  # fmt: skip
         if _sha256(path) != sha:
@@ -79,13 +80,13 @@ def bundle(site: Path) -> Path:
     wheels = sorted((site / "wheels").glob("tgweb-*.whl"))
     if not (site / "pyodide" / "pyodide.mjs").exists() or len(wheels) != 1:
         sys.exit(f"{site} has no Pyodide or no single tgweb wheel: bundle the site first (build.bundle_site)")
-    jupyter = _jupyter()
+    jupyter_lite = _jupyter_lite()
     lite_dir = ROOT / "build" / "lite-src"  # empty: no stray jupyter-lite.json is picked up
     tmp = ROOT / "build" / "lite.tmp"
     shutil.rmtree(lite_dir, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)
     lite_dir.mkdir(parents=True)
-    cmd = [jupyter, "lite", "build", "--lite-dir", lite_dir, "--output-dir", tmp,
+    cmd = [jupyter_lite, "build", "--lite-dir", lite_dir, "--output-dir", tmp,
            "--contents", ROOT / "examples" / "notebooks"]  # fmt: skip
     for whl in [*_kernel_wheels(), wheels[0]]:
         cmd += ["--piplite-wheels", whl]
