@@ -12,11 +12,14 @@
                                     ARGS) again under each OpenBLAS core type and ATen capability
                                     this CPU can run (AVX-512, AVX2, SSE): other CPUs round so
     python3 build.py bundle         setup, then assemble the site into site/
+    python3 build.py lite           setup, bundle, then the JupyterLite site in site/lite/
+                                    (tools/jupyterlite_site.py: examples/notebooks/, offline)
     python3 build.py standalone     setup, then write dist/tgweb.html: the page in one file
     python3 build.py wheel          setup, then write dist/tgweb-*.whl: the wheel the site bundles,
                                     for pip install (and micropip)
     python3 build.py disk           setup, then rebuild web/disk/ even when nothing changed
-    python3 build.py serve [--port N]   setup, bundle the site, serve it on 127.0.0.1
+    python3 build.py serve [--port N] [--lite]   setup, bundle the site (--lite: and site/lite/),
+                                    serve it on 127.0.0.1
     python3 build.py bench [ARGS]   setup, bundle, then benchmarks/bench.py ARGS (tgweb vs peers)
 
 Everything it installs is pinned here so that a fresh machine gets the same.
@@ -46,6 +49,11 @@ PIP_PACKAGES = [
     "tqdm",
     "ruff==0.17.6",  # pinned: a new ruff may add rules or reformat, and CI runs it
     "torch==2.13.0",
+    # what builds the JupyterLite site (tools/jupyterlite_site.py), pinned: its kernel's
+    # JavaScript and the files it serves come from these
+    "jupyterlite-core==0.8.6",
+    "jupyterlite-pyodide-kernel==0.8.6",
+    "jupyter-server==2.21.1",
 ]
 DEBIAN_PACKAGES = ["chromium", "mesa-vulkan-drivers", "libvulkan1"]
 # how the tests and the benchmarks launch Chromium: WebGPU on, and no network of its own
@@ -353,11 +361,18 @@ def _precompress(site: Path) -> None:
 # (zip file names), cp1252 and the bytes codecs stay); the debuggers, doctest, unittest,
 # pydoc and the terminal modules stay for IPython (JupyterLite's kernel runs this Pyodide).
 # tests/test_serve.py checks that neither tgweb nor the page's sources nor micropip import
-# any of it.
+# any of it, and that no kept module imports a dropped one at its top: the JupyterLite
+# kernel started no cell while pydoc (IPython's tracebacks import it) lacked _pyrepl's pager.
 STDLIB_DROP = {
     *("_pyrepl", "multiprocessing", "xmlrpc", "wsgiref", "imaplib", "poplib", "ftplib", "mailbox"),
     *("sqlite3", "antigravity", "this", "__hello__", "__phello__", "tabnanny", "zipapp"),
 }
+# of the dropped, what a kept module imports at its top: pydoc _pyrepl's pager, pdb its
+# syntax colouring (utils, and what that imports)
+STDLIB_KEEP_FILES = {f"_pyrepl/{m}.py" for m in ("__init__", "pager", "utils", "types", "trace")}
+# of the kept, the modules that import a dropped one at their top and that no other module
+# imports: `python -m asyncio`'s REPL and the process pool (concurrent.futures imports it lazily)
+STDLIB_DROP_FILES = {"asyncio/__main__.py", "concurrent/futures/process.py"}
 ENCODINGS_KEEP = {
     *("__init__", "aliases", "charmap", "ascii", "latin_1", "iso8859_1", "iso8859_15", "cp437", "cp1252"),
     *("utf_8", "utf_8_sig", "utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le", "utf_7"),
@@ -369,8 +384,10 @@ ENCODINGS_KEEP = {
 def stdlib_kept(name: str) -> bool:
     """Whether a path in Pyodide's python_stdlib.zip stays in the site's copy."""
     parts = name.split("/")
-    if parts[0].removesuffix(".py") in STDLIB_DROP:
+    if name in STDLIB_DROP_FILES:
         return False
+    if parts[0].removesuffix(".py") in STDLIB_DROP:
+        return name in STDLIB_KEEP_FILES
     if parts[0] == "encodings" and len(parts) == 2 and parts[1].endswith(".py"):
         return parts[1].removesuffix(".py") in ENCODINGS_KEEP
     return True
@@ -400,6 +417,14 @@ def _pyscript(tmp: Path, whl: Path) -> None:
         if n != 1:
             sys.exit("web/examples/pyscript.html must name the tgweb wheel once (build.py's _pyscript)")
         page.write_text(text)
+
+
+def bundle_lite() -> Path:
+    """site/lite/: the JupyterLite site of examples/notebooks/ (after bundle_site)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import jupyterlite_site
+
+    return jupyterlite_site.bundle(SITE)
 
 
 def web_files() -> list[Path]:
@@ -640,10 +665,16 @@ def accepts_gzip(accept_encoding: str) -> bool:
     return False
 
 
+# the JupyterLite site, served without cross-origin isolation: isolated, its kernel's channel
+# (coincident over SharedArrayBuffer, jupyterlite-pyodide-kernel 0.8.6) loses the replies of
+# some cells (`Atomics.waitAsync(...).value.then is not a function`; they stay at [*])
+LITE_PATH = "/lite/"
+
+
 def make_server(directory: Path, port: int = 0):
     """An HTTP server for the site on 127.0.0.1 (a secure context, so WebGPU works):
-    right MIME types, no caching, and cross-origin isolation so that the page can
-    share memory with the worker (used to interrupt running Python). A file with a
+    right MIME types, no caching, and cross-origin isolation (not under LITE_PATH) so
+    that the page can share memory with the worker (used to interrupt running Python). A file with a
     NAME.gz beside it (_precompress) goes gzip-compressed to a client that accepts it,
     with Content-Encoding and Vary: Accept-Encoding; others get the file itself."""
     import http.server
@@ -681,8 +712,9 @@ def make_server(directory: Path, port: int = 0):
             if self.vary:
                 self.send_header("Vary", "Accept-Encoding")
             self.send_header("Cache-Control", "no-cache")
-            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+            if not self.path.startswith(LITE_PATH):
+                self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+                self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
             # other origins may load tgweb from here (a static host for embedding pages)
             self.send_header("Cross-Origin-Resource-Policy", "cross-origin")
             self.send_header("Access-Control-Allow-Origin", "*")
@@ -699,12 +731,16 @@ def make_server(directory: Path, port: int = 0):
 def serve(args: list[str]) -> None:
     setup()
     bundle_site()
+    if "--lite" in args:  # site/lite/ again: bundle_site made site/ afresh
+        bundle_lite()
     port = 8000
     if "--port" in args:
         port = int(args[args.index("--port") + 1])
     srv = make_server(SITE, port)
     print(f"serving the tgweb trainer at http://127.0.0.1:{srv.server_address[1]}/", flush=True)
     print(f"  embedding example: http://127.0.0.1:{srv.server_address[1]}/examples/", flush=True)
+    if "--lite" in args:
+        print(f"  JupyterLite: http://127.0.0.1:{srv.server_address[1]}/lite/", flush=True)
     try:
         srv.serve_forever()
     except KeyboardInterrupt:
@@ -729,6 +765,10 @@ def main(argv: list[str]) -> int:
     elif cmd == "bundle":
         setup()
         bundle_site()
+    elif cmd == "lite":
+        setup()
+        bundle_site()
+        bundle_lite()
     elif cmd == "disk":
         setup()
         bundle_disk(force=True)

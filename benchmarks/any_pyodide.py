@@ -1,6 +1,7 @@
-"""Step rate of the samples in tgweb's own worker and in a Pyodide of the user's own
+"""Step rate of the samples in tgweb's own worker, in a Pyodide of the user's own
 (tgweb.jsbridge: the page's main thread, a module worker of its own; PyScript runs on the
-main thread's path), in one run of this machine's Chromium, with the start-up of each.
+main thread's path) and in JupyterLite's Pyodide kernel (site/lite/, its REPL: the kernel's
+worker), in one run of this machine's Chromium, with the start-up of each.
 
     .venv/bin/python benchmarks/any_pyodide.py [--steps N] [--samples sin addition]
 
@@ -8,7 +9,8 @@ Each context compiles the sample (not timed in the rate), runs one step to build
 pipelines, then times its steps (sin 300, addition 20: 1.5 steps/s on SwiftShader; --steps
 sets all) --repeat times, keeping the best, on 16 batches made beforehand (the rate is tgweb's,
 not the sample's batch maker) and reads the last loss back. Start-up: from a fresh page to
-Python with tgweb ready (tgweb.start; loadPyodide + micropip.install + import tgweb).
+Python with tgweb ready (tgweb.start; loadPyodide + micropip.install + import tgweb;
+JupyterLite's page, its kernel, `%pip install tgweb` and `import tgweb`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -48,6 +51,44 @@ for name, steps in {steps!r}.items():
     out[name] = {{"compile_and_first_step_s": t1 - t0, "steps_per_s": best, "loss": loss}}
 json.dumps(out)
 """
+
+
+# the text of the JupyterLite page's outputs (not its inputs, which hold the markers too)
+OUTPUTS = "[...document.querySelectorAll('.jp-OutputArea-output')].map((e) => e.innerText).join('\\n')"
+
+
+def _jupyterlite(browser, build, url: str, code: str) -> tuple[float, dict]:
+    """(start-up s, RATE's result) in JupyterLite's REPL, whose URL's `code` runs in the
+    Pyodide kernel: a cell is entered asynchronously, so tgweb's synchronous calls wait
+    through JSPI there as in the other contexts."""
+    if not (build.SITE / "lite" / "jupyter-lite.json").exists():
+        build.bundle_lite()
+    cells = [
+        "%pip install tgweb",
+        "import tgweb\nprint('TGWEB READY')",
+        code + "\nprint('RATE', json.dumps(out))",
+    ]
+    query = urllib.parse.urlencode(
+        [("kernel", "python"), *(("code", c) for c in cells)], quote_via=urllib.parse.quote
+    )
+    page = browser.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto(f"{url}{build.LITE_PATH}repl/index.html?{query}")
+        for marker in ("TGWEB READY", "RATE "):
+            page.wait_for_function(
+                f"(o => o.includes({marker!r}) || o.includes('Error'))({OUTPUTS})",
+                timeout=600000,
+                polling=100,
+            )
+            if marker == "TGWEB READY":
+                start = time.perf_counter() - t0
+        out = page.evaluate(OUTPUTS)
+    finally:
+        page.close()
+    if "RATE " not in out:
+        raise SystemExit(f"JupyterLite failed: {out[-2000:]}")
+    return start, json.loads(out.split("RATE ", 1)[1].splitlines()[0])
 
 
 def main() -> None:
@@ -96,6 +137,7 @@ def main() -> None:
         res = json.loads(got["value"])
         rows["any Pyodide, module worker"] = (got["bootMs"] / 1000, res)
         page.close()
+        rows["JupyterLite (kernel's worker)"] = _jupyterlite(browser, build, url, code)
         browser.close()
     srv.shutdown()
 

@@ -74,6 +74,20 @@ def test_a_client_that_accepts_gzip_gets_it(server, accept):
     assert h["cross-origin-embedder-policy"] == "require-corp" and h["cache-control"] == "no-cache"
 
 
+def test_the_jupyterlite_site_is_not_cross_origin_isolated(server):
+    site, port = server
+    (site / "lite").mkdir(exist_ok=True)
+    (site / "lite" / "index.html").write_bytes(b"<!doctype html>")
+    status, h, body = _get(port, "/lite/index.html")
+    assert status == 200 and body == b"<!doctype html>" and h["cache-control"] == "no-cache"
+    assert "cross-origin-embedder-policy" not in h and "cross-origin-opener-policy" not in h
+    status, h, _ = _get(port, "/small.mjs")
+    assert (
+        h["cross-origin-embedder-policy"] == "require-corp"
+        and h["cross-origin-opener-policy"] == "same-origin"
+    )
+
+
 @pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "gzip;q=x"])
 def test_a_client_that_does_not_accept_gzip_gets_the_plain_file(server, accept):
     _, port = server
@@ -142,3 +156,64 @@ def test_the_trimmed_standard_library_has_what_tgweb_and_micropip_import():
     ]
     assert "pdb.py" in kept and "unittest/__init__.py" in kept  # IPython imports them
     assert "email/parser.py" in kept and "zipfile/__init__.py" in kept
+
+
+def _module_level_imports(text: str, package: str) -> set[str]:
+    """The modules (dotted, absolute) that a module's body imports unguarded: the import
+    statements at column 0 (not in a function, class, `try` or `if`). Read statement by
+    statement, not as one tree: Pyodide's standard library is newer than this Python."""
+    import ast
+
+    out, lines = set(), text.splitlines()
+    for k, line in enumerate(lines):
+        if not line.startswith(("import ", "from ")):
+            continue
+        stmt = line
+        while stmt.count("(") > stmt.count(")") or stmt.endswith("\\"):
+            k += 1
+            stmt += "\n" + lines[k]
+        try:
+            node = ast.parse(stmt).body[0]
+        except SyntaxError:  # a docstring's line of prose that starts so
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+            continue
+        base = node.module or ""
+        if node.level:  # relative: from the module's package up
+            parts = package.split(".")
+            up = parts[: len(parts) - node.level + 1]
+            base = ".".join([*up, base] if base else up)
+        out.add(base)
+        out |= {f"{base}.{a.name}" for a in node.names}  # `from pkg import submodule`
+    return out
+
+
+def test_no_kept_stdlib_module_imports_a_dropped_one_at_its_top():
+    """The trimmed standard library is closed under unguarded module-level imports: a kept
+    module never fails on import for lack of a dropped one (pydoc imports _pyrepl's pager,
+    and IPython imports pydoc: without it JupyterLite's kernel started no cell)."""
+    import zipfile
+
+    src = ROOT / "node_modules" / "pyodide" / "python_stdlib.zip"
+    if not src.exists():
+        pytest.skip("node_modules/pyodide is not installed")
+    with zipfile.ZipFile(src) as z:
+        sources = {n: z.read(n).decode() for n in z.namelist() if n.endswith(".py")}
+    modules = {n.removesuffix(".py").removesuffix("/__init__").replace("/", "."): n for n in sources}
+    missing = {}
+    for name, text in sources.items():
+        if build.stdlib_kept(name):
+            module = name.removesuffix(".py").replace("/", ".")
+            package = (
+                module.removesuffix(".__init__")
+                if name.endswith("__init__.py")
+                else module.rpartition(".")[0]
+            )
+            lacks = [m for m in _module_level_imports(text, package) if m in modules]
+            lacks = sorted(m for m in lacks if not build.stdlib_kept(modules[m]))
+            if lacks:
+                missing[name] = lacks
+    assert not missing, missing
+    assert "from _pyrepl.pager import" in sources["pydoc.py"] and build.stdlib_kept("_pyrepl/pager.py")
+    assert not build.stdlib_kept("_pyrepl/reader.py") and not build.stdlib_kept("multiprocessing/__init__.py")
