@@ -21,18 +21,18 @@ from .ops.random import INIT_STREAM, init_draw, seed_word
 from .step_data import check_inputs
 
 
-def split(model, shapes: dict[str, tuple[int, ...]], states: dict):
-    """What a reset sets on the device: {name: (shape, Draw)} of the parameters (of those
-    named in shapes) drawn there, {(kind, name): (shape, value)} of the parameters and
-    states that start from one value; and [(name, Parameter)], those drawn on the host.
-    states: name -> its graph leaf, the optimizer's states alone (a module's buffers
-    come from its values)."""
+def split(model, shapes: dict[str, tuple[int, ...]], states: dict, device: bool = True):
+    """What a reset sets: {name: (shape, Draw)} of the parameters (of those named in
+    shapes) drawn on the device, {(kind, name): (shape, value)} of the parameters and
+    states that start from one value; and [(name, Parameter)], those drawn on the host
+    (all random ones where `device` is False). states: name -> its graph leaf, the
+    optimizer's states alone (a module's buffers come from its values)."""
     draws, fills, host = {}, {}, []
     for n, p in model.named_parameters():
         if n not in shapes:
             continue
         draw = counter_draw(p.init, p.shape)
-        if draw is not None and not draw.shift:
+        if device and draw is not None and not draw.shift:
             draws[n] = (tuple(p.shape), draw)
         elif type(p.init) is constant:
             fills[("params", n)] = (tuple(p.shape), p.init.value)

@@ -198,10 +198,16 @@ class Trainer:
         step count and schedule back to zero."""
         self._wait_in_flight()
         states = {n: self.graph.states[n] for n in self._sshape}
-        draws, fills, host = initial.split(self.model, self._pshape, states)
+        # on the device, unless this Pyodide cannot wait for a new Program (no JSPI, outside
+        # tgweb's worker): there the host's values, the same, are written as the Program comes
+        on_device = self._engine.can_wait
+        draws, fills, host = initial.split(self.model, self._pshape, states, on_device)
         for n, p in host:
             self._engine.write("params", n, initial_values(p.init, p.shape, self.seed, n))
-        if draws or fills:
+        if not on_device:
+            for (kind, n), (shape, value) in fills.items():
+                self._engine.write(kind, n, array.array("f", [value]) * prod(shape))
+        elif draws or fills:
             if self._initial is None:  # made once: a reset draws with the seed it has then
                 self._initial = initial.DeviceInit(self, draws, fills)
             self._initial.draw(self.seed)
@@ -492,6 +498,7 @@ class Trainer:
         lost = self._applied - int(meta["steps"])
         self._in_flight.lost()  # steps sent to the lost device: gone with it
         self._engine = make_engine(self.graph, self._program, self.backend, self.precision)
+        self._initial = None  # it shared the lost device's buffers: made again when needed
         self.restore(tensors, meta)
         reason = (
             f"{e}; training continues on a new device from step {self._applied} "

@@ -122,6 +122,12 @@ class RuntimeEngine:
         """Free this program's buffers and pipelines (Trainer.close, Inference.close)."""
         self.rt.close()
 
+    @property
+    def can_wait(self) -> bool:
+        """Whether a call may wait for the GPU (not in a Pyodide without JSPI outside
+        tgweb's worker, where a Program just made is not there yet)."""
+        return getattr(self.rt, "can_wait", True)
+
     def write(self, kind: str, name: str, data: array.array, raw: Any = None) -> None:
         if name in self._slots[kind]:  # a param the program does not use has no buffer
             self.rt.write(kind, name, data)

@@ -212,6 +212,9 @@ class Runtime(base.Runtime):
             self._rt = _Deferred(jsbridge.track(promise, "setup"))
             if jsbridge._can_run_sync():
                 self._rt.now()  # as in the worker: a WGSL error surfaces at compile
+        # whether this Runtime may wait for the GPU inside a call (the worker, or JSPI): a
+        # Pyodide that cannot draws a trainer's initial values on the host (Trainer.reset)
+        self.can_wait = in_worker or jsbridge._can_run_sync()
         rt = self._rt if in_worker else self._rt._rt  # None: still being set up (no JSPI)
         self.setup_ms = float(rt.setupMs) if rt is not None else float("nan")
         self._to_js = to_js

@@ -158,6 +158,8 @@ class Engine:
             self.values[kind][n] = v
         return got
 
+    can_wait = True  # everything is here at once
+
     def close(self) -> None:
         """Nothing to free: the reference engine holds no GPU memory."""
 
