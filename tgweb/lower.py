@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
 from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
+from .codegen.reuse import KernelMemo, kernel_name
 from .codegen.select import select_kernel
 from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
@@ -47,10 +48,12 @@ def lower(
     name: str = "step",
     target: Target | None = None,
     max_memory: int | None = None,
+    memo: KernelMemo | None = None,
 ) -> Program:
     """Compile a graph (with its outputs, captures and updates) to a Program, its
     kernels tuned for target (tgweb.codegen.target; default: the CPU class).
-    max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound."""
+    max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound.
+    memo: the texts' reuse (tgweb.codegen.reuse), given to count what it emitted."""
     lim = limits_of(limits)
     target = target or Target()
     if target.workgroup_bytes != lim["maxComputeWorkgroupStorageSize"]:  # what its kernels may declare
@@ -63,7 +66,7 @@ def lower(
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
     if max_memory is not None:
         sched, ups, store = fit_memory(graph, sched, ups, store, lim, scalars_id, ids, max_memory)
-    kernels = select_kernels(graph, store) + emit(sched, ups, store, target)
+    kernels = select_kernels(graph, store) + emit(sched, ups, store, target, memo)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
     prog.meta["features"] = wgsl_features(prog.kernels)  # what the device must have been created with
@@ -584,9 +587,16 @@ def _over_budget(store: Storage, budget: int, chosen: list) -> None:
 # ---------------------------------------------------------------- kernels
 
 
-def emit(sched: KernelOrder, ups: Updates, store: Storage, target: Target) -> list[Kernel]:
-    """The WGSL of every kernel: the scheduled groups, then the copied updates."""
-    kernels = [_emit_group(g, k, sched, store, target) for k, g in enumerate(sched.groups)]
+def emit(
+    sched: KernelOrder, ups: Updates, store: Storage, target: Target, memo: KernelMemo | None = None
+) -> list[Kernel]:
+    """The WGSL of every kernel: the scheduled groups (a repeated layer's kernels emitted
+    once: tgweb.codegen.reuse), then the copied updates."""
+    memo = memo or KernelMemo()
+    kernels = [
+        memo.kernel(g, k, sched, store.where, lambda g=g, k=k: _emit_group(g, k, sched, store, target))
+        for k, g in enumerate(sched.groups)
+    ]
     for leaf, u in ups.copies:
         kc = KernelCtx(store.where)
         kc.ops, kc.site = ["copy"], u.site
@@ -605,13 +615,14 @@ def select_kernels(graph: Graph, store: Storage) -> list[Kernel]:
     return [select_kernel(word, store.scalars_buffer, ok_buffer, ok_at)]
 
 
-def _emit_group(g: Group, k: int, sched: KernelOrder, store: Storage, target: Target) -> Kernel:
+def _emit_group(
+    g: Group, k: int, sched: KernelOrder, store: Storage, target: Target
+) -> tuple[Kernel, KernelCtx]:
     if g.kind == "ew":
         kc = KernelCtx(store.where, sched.inlined, target=target)
-        kinds = _uniq(m.kind for m in g.members)
-        kc.ops, kc.site = kinds, g.head.site
+        kc.ops, kc.site = _uniq(m.kind for m in g.members), g.head.site
         body, disp = emit_group(kc, Part(g.shape, g.members, g.stored))
-        return kc.kernel(f"k{k}_" + "_".join(kinds)[:40], body, 256, disp)
+        return kc.kernel(kernel_name(k, kc.ops), body, 256, disp), kc
     node = g.head
     pro = Part(g.prologue.shape, g.prologue.members, set()) if g.prologue else None
     epi = None
@@ -622,7 +633,7 @@ def _emit_group(g: Group, k: int, sched: KernelOrder, store: Storage, target: Ta
     kinds = _uniq(m.kind for p in (g.prologue, g, g.epilogue) if p is not None for m in p.members)
     kc.ops, kc.site = kinds, node.site
     body, disp, wg = REGISTRY[node.kind].emit(kc, node)
-    return kc.kernel(f"k{k}_" + "_".join(kinds)[:40], body, wg, disp)
+    return kc.kernel(kernel_name(k, kinds), body, wg, disp), kc
 
 
 def _uniq(xs) -> list:
