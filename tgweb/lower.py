@@ -249,6 +249,10 @@ def place_updates(graph: Graph, sched: KernelOrder) -> Updates:
     safe, else copied there by a kernel at the end of the step."""
     leaves = {**graph.params, **graph.states}
     out = Updates()
+    last_read: dict[int, int] = {}  # value id -> the last kernel that reads it
+    for k, rs in enumerate(sched.reads):
+        for vid in rs:
+            last_read[vid] = k
     outs = {root(t).id for t in list(graph.outputs.values()) + list(graph.captures.values())}
     for name, u in graph.updates.items():
         leaf = leaves.get(name)
@@ -261,14 +265,14 @@ def place_updates(graph: Graph, sched: KernelOrder) -> Updates:
             )
         if u is leaf:
             continue
-        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched):
+        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched, last_read):
             out.inplace[u.id] = leaf.id
         else:
             out.copies.append((leaf, u))
     return out
 
 
-def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder) -> bool:
+def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder, last_read: dict[int, int]) -> bool:
     """u may be written straight into leaf's buffer: u is stored by a fused group that
     reads leaf only at the same element, and no later kernel reads leaf's old value."""
     if REGISTRY[u.kind].role in ("leaf", "view", "const"):
@@ -283,7 +287,7 @@ def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder) -> bool:
         for x in m.inputs:
             if root(x) is leaf and (x is not leaf or not same_index(m.kind) or m.shape != leaf.shape):
                 return False
-    return all(j <= k or leaf.id not in rs for j, rs in enumerate(sched.reads))
+    return last_read.get(leaf.id, k) <= k
 
 
 def _overwrites(sched: KernelOrder, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
@@ -661,6 +665,7 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
     prog.scalars = [Scalar(n, "f32" if t.dtype == "f32" else "u32") for n, t in graph.scalars.items()]
     prog.scalars_buffer = store.scalars_buffer
     biggest = max((b.size for b in store.buffers), default=4)
+    texts = {k.wgsl for k in kernels}  # a repeated layer's kernels share texts
     prog.meta = {
         "name": name,
         "dispatches": len(kernels),
@@ -670,7 +675,7 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
             "maxBufferSize": biggest,
             "maxStorageBuffersPerShaderStage": max((len(k.bindings) for k in kernels), default=1),
             # WebGPU's default, or more where a subgroup-matrix product declares more
-            "maxComputeWorkgroupStorageSize": max([16384] + [workgroup_bytes(k.wgsl) for k in kernels]),
+            "maxComputeWorkgroupStorageSize": max([16384] + [workgroup_bytes(w) for w in texts]),
             "maxComputeInvocationsPerWorkgroup": 256,
         },
         "memory": dict(store.report),  # the planner's bytes (buffers are then rounded to 16)

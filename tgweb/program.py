@@ -182,8 +182,8 @@ _ENABLE_FEATURE = {
 def wgsl_features(kernels) -> list[str]:
     """The WebGPU features kernels need: what their WGSL `enable` directives name."""
     out = set()
-    for k in kernels:
-        for line in k.wgsl.splitlines():
+    for text in {k.wgsl for k in kernels}:  # a repeated layer's kernels share texts
+        for line in text.splitlines():
             if not line.startswith("enable "):
                 break  # directives come first
             for name in line[len("enable ") :].rstrip().rstrip(";").split(","):

@@ -111,7 +111,7 @@ def fuse(
         if g.kind == "op" and REGISTRY[g.head.kind].role == "reduction":
             _attach_prologue(g, cx)
         if g.kind == "op" and (REGISTRY[g.head.kind].role == "reduction" or REGISTRY[g.head.kind].epilogue):
-            _attach_epilogue(g, groups, cx)
+            _attach_epilogue(g, cx)
     return _order(groups, set(late or ()), cx)
 
 
@@ -225,7 +225,7 @@ def _attach_prologue(g: Group, cx: _Ctx) -> None:
         p.absorbed = True
 
 
-def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
+def _attach_epilogue(g: Group, cx: _Ctx) -> None:
     """A group of the result's size that is the only consumer of the result (also
     through a reshape to the group's shape) runs inside the host kernel, on the value
     before it is stored: bias and activation after a matmul, mean's scaling."""
@@ -237,11 +237,10 @@ def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
     if (
         e is None
         or e.kind != "ew"
-        or e.absorbed
+        or e.absorbed  # another kernel's prologue or epilogue already
         or prod(e.shape) != prod(r.shape)
         or any(cx.group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
         or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs if cx.root_of(inp) is r)
-        or any(h.epilogue is e for h in groups)
         # f16 values are stored in pairs (codegen/kernel.py): by a host that holds both
         # values of each word (OpDef.pairs), else by an elementwise kernel of their own
         or any(m.dtype == "f16" for m in e.members if m.id in e.stored)
