@@ -75,6 +75,11 @@ class _Ctx:
         self.rank = {n.id: k for k, n in enumerate(nodes)}  # topological position
         self.group_of: dict[int, Group] = {}
         self.dag = _Dag()
+        # while grouping (no merges yet): each group's member ids, and those it must store
+        # because they are roots or read outside it (fixed once a member joins: its
+        # consumers came first)
+        self.ids: dict[Group, set] = {}
+        self.kept: dict[Group, set] = {}
 
     def ext_of(self, n, inside) -> set:
         """Stored tensors n reads from outside `inside` (all scalars share one buffer: -1)."""
@@ -136,6 +141,10 @@ def _group(nodes, cx: _Ctx) -> list[Group]:
             cx.dag.add(g, _consumer_groups(n, cx))
         g.members.insert(0, n)
         cx.group_of[n.id] = g
+        if g.kind == "ew":
+            cx.ids.setdefault(g, set()).add(n.id)
+            if n.id in cx.roots or _read_outside(n, g, cx):
+                cx.kept.setdefault(g, set()).add(n.id)
     for n in nodes:
         if _is_const(n) and n.id in cx.roots:
             g = Group("ew", n, [n])
@@ -169,13 +178,10 @@ def _join(n, cx: _Ctx) -> Group | None:
         ):
             continue
         others = [h for h in cand if h is not g]
-        ids = {m.id for m in g.members} | {n.id}
-        new_ext = (g.ext - {n.id}) | cx.ext_of(n, ids)
+        new_ext = (g.ext - {n.id}) | cx.ext_of(n, cx.ids[g] | {n.id})
         # what the group stores: roots, and members read outside it or through a view
         # (each a binding of its own, as _mark_stored will find)
-        st = {m.id for m in g.members if m.id in cx.roots or _read_outside(m, g, cx)}
-        if n.id in cx.roots or others:
-            st.add(n.id)
+        st = cx.kept.get(g, set()) | ({n.id} if n.id in cx.roots or others else set())
         # the other consumers then read g: refused when g waits for one of them
         if cx.fits(new_ext, st) and cx.dag.link(g, others):
             g.ext = new_ext
@@ -448,6 +454,10 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
     """Merge b and a into the one whose head is later; returns the group merged away,
     or None when they may not merge."""
     rank = cx.rank
+    ids = {m.id for m in a.members} | {m.id for m in b.members}
+    ext = {x for x in (a.ext | b.ext) if x not in ids}
+    if len(ext) + 1 > cx.max_bindings:  # the least _bindings can say: most candidates stop here
+        return None
     if shared:
         # the merged kernel runs at the later head: no reader of the earlier group may
         # come before it (that would hold a forward value until its backward reader,
@@ -457,15 +467,13 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
             return None
     # every read between the two must be a direct same-index read
     for x, y in ((a, b), (b, a)):
-        ids = {m.id for m in x.members}
+        inside = {m.id for m in x.members}
         for m in y.members:
             for inp in m.inputs:
                 r = cx.root_of(inp)
-                if r.id in ids and (r is not inp or not same_index(m.kind)):
+                if r.id in inside and (r is not inp or not same_index(m.kind)):
                     return None
     members = sorted(a.members + b.members, key=lambda t: rank[t.id])
-    ids = {m.id for m in members}
-    ext = {x for x in (a.ext | b.ext) if x not in ids}
     st = {
         m.id
         for m in members
