@@ -257,32 +257,34 @@ def _pool_by_size(pooled, life, size, together) -> list[tuple[int, list[tuple[in
     where no tenant live at the same time holds those bytes, and no tenant is touched by
     a step that touches it. Big values share with big values, and smaller ones live
     side by side in a buffer made for a bigger one."""
-    # per buffer: size, tenants (class, offset), held bytes (class, start, end, first, last), classes
-    bins: list[tuple[int, list[tuple[int, int]], list[tuple[int, int, int, int, int]], set[int]]] = []
+    # per buffer: size, tenants (class, offset), held bytes (start, end rounded up to POOL_ALIGN,
+    # first step, last step), classes
+    bins: list[tuple[int, list[tuple[int, int]], list[tuple[int, int, int, int]], set[int]]] = []
     for r in sorted(pooled, key=lambda r: -size[r]):  # stable: ties keep graph order
         s, e = life[r]
         for sz, rs, held, tenants in bins:
             if not together[r].isdisjoint(tenants):
                 continue
-            off = _lowest_gap(sorted((a, b) for _, a, b, ts, te in held if not (e < ts or te < s)), size[r])
+            off = _lowest_gap(sorted([(a, b) for a, b, ts, te in held if ts <= e and s <= te]), size[r])
             if off + size[r] <= sz:
                 rs.append((r, off))
-                held.append((r, off, off + size[r], s, e))
+                held.append((off, _round(off + size[r], POOL_ALIGN), s, e))
                 tenants.add(r)
                 break
         else:
-            bins.append((size[r], [(r, 0)], [(r, 0, size[r], s, e)], {r}))
+            bins.append((size[r], [(r, 0)], [(0, _round(size[r], POOL_ALIGN), s, e)], {r}))
     return [(sz, rs) for sz, rs, _, _ in bins]
 
 
 def _lowest_gap(spans: list[tuple[int, int]], n: int) -> int:
     """The lowest POOL_ALIGN-aligned offset where n bytes meet none of the byte spans
-    (sorted by start)."""
+    (sorted by start; each end already rounded up to POOL_ALIGN)."""
     at = 0
     for a, b in spans:
         if a - at >= n:
             break
-        at = max(at, _round(b, POOL_ALIGN))
+        if b > at:
+            at = b
     return at
 
 
