@@ -121,6 +121,11 @@ class KernelCtx:
         too, so that those kernels share a pipeline."""
         return self._uniform_word(("word", value), value)
 
+    @property
+    def uniform_keys(self) -> list[tuple]:
+        """What each uniform word holds, in order: (buffer, offset) or ("word", value)."""
+        return list(self._oidx)
+
     def _uniform_word(self, key: tuple, value: int) -> str:
         if key not in self._oidx:
             self._oidx[key] = len(self.offsets)

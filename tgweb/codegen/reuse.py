@@ -123,7 +123,7 @@ def template(k: Kernel, kc, sig: Signature) -> Template | None:
     place = {p: i for i, p in enumerate(sig.places)}
     word = {stream_hash(s): i for i, s in enumerate(sig.streams)}
     offsets = []
-    for key in kc._oidx:  # in the order of the uniform's words
+    for key in kc.uniform_keys:
         if key[0] == "word":
             if key[1] not in word:
                 return None
