@@ -45,8 +45,11 @@ class _Walk:
 
     def attrs(self, n) -> tuple:
         """repr tells -0.0 from 0.0 and True from 1, which equality does not; the stream
-        (a uniform word) only by its number in this group."""
+        (a uniform word) only by its number in this group. Attrs repr may abbreviate
+        (an array's) make the key the node's own: never reused."""
         a = n.attrs
+        if not _plain(a):
+            return ("node", n.id)
         if "stream" not in a:
             return (repr(a), None)
         s = self.streams.setdefault(a["stream"], len(self.streams))
@@ -67,7 +70,7 @@ class _Walk:
         """How a node reads input x: through which views, from what."""
         views = []
         while REGISTRY[x.kind].role == "view" and x.id not in self.member:
-            views.append((x.kind, x.dtype, tuple(x.shape), repr(x.attrs)))
+            views.append((x.kind, x.dtype, tuple(x.shape), self.attrs(x)))
             x = x.inputs[0]
         if x.id in self.member:
             return (tuple(views), "m", self.member[x.id])
@@ -75,13 +78,25 @@ class _Walk:
             self.ext[x.id] = len(self.ext)
             self.ext_keys.append(None)  # numbered before its own inputs
             if REGISTRY[x.kind].role == "const":
-                k = ("c", x.kind, x.dtype, tuple(x.shape), repr(x.attrs))
+                k = ("c", x.kind, x.dtype, tuple(x.shape), self.attrs(x))
             elif x.id in self.inlined:  # recomputed here from what it reads
                 k = ("i", self.node(x))
             else:  # memory: its attrs (a leaf's name) are not read
                 k = ("s", x.kind, x.dtype, tuple(x.shape), self.place(x))
             self.ext_keys[self.ext[x.id]] = k
         return (tuple(views), "x", self.ext[x.id])
+
+
+_PLAIN = (str, int, float, type(None))  # bool is an int
+
+
+def _plain(v) -> bool:
+    """Whether repr writes v whole (what attrs hold today: numbers, strings, tuples)."""
+    if isinstance(v, (tuple, list)):
+        return all(_plain(x) for x in v)
+    if isinstance(v, dict):
+        return all(_plain(k) and _plain(x) for k, x in v.items())
+    return isinstance(v, _PLAIN)
 
 
 def signature(g, inlined: set, stored: set, where) -> Signature:
