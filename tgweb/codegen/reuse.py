@@ -45,8 +45,8 @@ class _Walk:
 
     def attrs(self, n) -> tuple:
         """repr tells -0.0 from 0.0 and True from 1, which equality does not; the stream
-        (a uniform word) only by its number in this group. Attrs repr may abbreviate
-        (an array's) make the key the node's own: never reused."""
+        (a uniform word) only by its number in this group. Attrs whose repr may
+        abbreviate (an array's) key the node alone: never reused."""
         a = n.attrs
         if not _plain(a):
             return ("node", n.id)
