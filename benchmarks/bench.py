@@ -622,9 +622,9 @@ def compile_phases_report(phases: dict) -> list[str]:
         f"creation of the process: {phases['first_device_s']:.2f} s.\n"
     )
     L += ["```", _compile_phases_module().table(cols), "```"]
-    if "gpt 6L" in cols and "gpt 12L" in cols:
-        ratio = cols["gpt 12L"]["total"] / cols["gpt 6L"]["total"]
-        L.append(f"\ngpt 12L / gpt 6L: {ratio:.2f}x (target <= 1.5x)")
+    cp = _compile_phases_module()
+    if all(c in cols for c in cp.DEPTH):
+        L += ["", "```", cp.depth_table(cols), "```"]
     return L
 
 

@@ -62,11 +62,22 @@ def user_site() -> str:
     """The first stack frame outside the tgweb package, as 'file:line'."""
     f = sys._getframe(1)
     while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(_PKG_DIR + os.sep):
+        if not _ours(f.f_code.co_filename):
             return f"{f.f_code.co_filename}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>"
+
+
+_OURS: dict[str, bool] = {}  # code file name -> whether it is in the package (every node asks)
+
+
+def _ours(name: str) -> bool:
+    hit = _OURS.get(name)
+    if hit is None:
+        hit = os.path.abspath(name).startswith(_PKG_DIR + os.sep)
+        if os.path.isabs(name):  # a relative name's answer follows the current directory
+            _OURS[name] = hit
+    return hit
 
 
 def prod(shape: tuple[int, ...]) -> int:

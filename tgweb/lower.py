@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
 from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
+from .codegen.reuse import KernelMemo, kernel_name
 from .codegen.select import select_kernel
 from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
@@ -47,10 +48,12 @@ def lower(
     name: str = "step",
     target: Target | None = None,
     max_memory: int | None = None,
+    memo: KernelMemo | None = None,
 ) -> Program:
     """Compile a graph (with its outputs, captures and updates) to a Program, its
     kernels tuned for target (tgweb.codegen.target; default: the CPU class).
-    max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound."""
+    max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound.
+    memo: the texts' reuse (tgweb.codegen.reuse), given to count what it emitted."""
     lim = limits_of(limits)
     target = target or Target()
     if target.workgroup_bytes != lim["maxComputeWorkgroupStorageSize"]:  # what its kernels may declare
@@ -63,7 +66,7 @@ def lower(
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
     if max_memory is not None:
         sched, ups, store = fit_memory(graph, sched, ups, store, lim, scalars_id, ids, max_memory)
-    kernels = select_kernels(graph, store) + emit(sched, ups, store, target)
+    kernels = select_kernels(graph, store) + emit(sched, ups, store, target, memo)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
     prog.meta["features"] = wgsl_features(prog.kernels)  # what the device must have been created with
@@ -246,6 +249,10 @@ def place_updates(graph: Graph, sched: KernelOrder) -> Updates:
     safe, else copied there by a kernel at the end of the step."""
     leaves = {**graph.params, **graph.states}
     out = Updates()
+    last_read: dict[int, int] = {}  # value id -> the last kernel that reads it
+    for k, rs in enumerate(sched.reads):
+        for vid in rs:
+            last_read[vid] = k
     outs = {root(t).id for t in list(graph.outputs.values()) + list(graph.captures.values())}
     for name, u in graph.updates.items():
         leaf = leaves.get(name)
@@ -258,14 +265,14 @@ def place_updates(graph: Graph, sched: KernelOrder) -> Updates:
             )
         if u is leaf:
             continue
-        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched):
+        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched, last_read):
             out.inplace[u.id] = leaf.id
         else:
             out.copies.append((leaf, u))
     return out
 
 
-def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder) -> bool:
+def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder, last_read: dict[int, int]) -> bool:
     """u may be written straight into leaf's buffer: u is stored by a fused group that
     reads leaf only at the same element, and no later kernel reads leaf's old value."""
     if REGISTRY[u.kind].role in ("leaf", "view", "const"):
@@ -280,7 +287,7 @@ def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder) -> bool:
         for x in m.inputs:
             if root(x) is leaf and (x is not leaf or not same_index(m.kind) or m.shape != leaf.shape):
                 return False
-    return all(j <= k or leaf.id not in rs for j, rs in enumerate(sched.reads))
+    return last_read.get(leaf.id, k) <= k
 
 
 def _overwrites(sched: KernelOrder, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
@@ -584,9 +591,16 @@ def _over_budget(store: Storage, budget: int, chosen: list) -> None:
 # ---------------------------------------------------------------- kernels
 
 
-def emit(sched: KernelOrder, ups: Updates, store: Storage, target: Target) -> list[Kernel]:
-    """The WGSL of every kernel: the scheduled groups, then the copied updates."""
-    kernels = [_emit_group(g, k, sched, store, target) for k, g in enumerate(sched.groups)]
+def emit(
+    sched: KernelOrder, ups: Updates, store: Storage, target: Target, memo: KernelMemo | None = None
+) -> list[Kernel]:
+    """The WGSL of every kernel: the scheduled groups (a repeated layer's kernels emitted
+    once: tgweb.codegen.reuse), then the copied updates."""
+    memo = memo or KernelMemo()
+    kernels = [
+        memo.kernel(g, k, sched, store.where, lambda g=g, k=k: _emit_group(g, k, sched, store, target))
+        for k, g in enumerate(sched.groups)
+    ]
     for leaf, u in ups.copies:
         kc = KernelCtx(store.where)
         kc.ops, kc.site = ["copy"], u.site
@@ -605,13 +619,14 @@ def select_kernels(graph: Graph, store: Storage) -> list[Kernel]:
     return [select_kernel(word, store.scalars_buffer, ok_buffer, ok_at)]
 
 
-def _emit_group(g: Group, k: int, sched: KernelOrder, store: Storage, target: Target) -> Kernel:
+def _emit_group(
+    g: Group, k: int, sched: KernelOrder, store: Storage, target: Target
+) -> tuple[Kernel, KernelCtx]:
     if g.kind == "ew":
         kc = KernelCtx(store.where, sched.inlined, target=target)
-        kinds = _uniq(m.kind for m in g.members)
-        kc.ops, kc.site = kinds, g.head.site
+        kc.ops, kc.site = _uniq(m.kind for m in g.members), g.head.site
         body, disp = emit_group(kc, Part(g.shape, g.members, g.stored))
-        return kc.kernel(f"k{k}_" + "_".join(kinds)[:40], body, 256, disp)
+        return kc.kernel(kernel_name(k, kc.ops), body, 256, disp), kc
     node = g.head
     pro = Part(g.prologue.shape, g.prologue.members, set()) if g.prologue else None
     epi = None
@@ -622,7 +637,7 @@ def _emit_group(g: Group, k: int, sched: KernelOrder, store: Storage, target: Ta
     kinds = _uniq(m.kind for p in (g.prologue, g, g.epilogue) if p is not None for m in p.members)
     kc.ops, kc.site = kinds, node.site
     body, disp, wg = REGISTRY[node.kind].emit(kc, node)
-    return kc.kernel(f"k{k}_" + "_".join(kinds)[:40], body, wg, disp)
+    return kc.kernel(kernel_name(k, kinds), body, wg, disp), kc
 
 
 def _uniq(xs) -> list:
@@ -650,6 +665,7 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
     prog.scalars = [Scalar(n, "f32" if t.dtype == "f32" else "u32") for n, t in graph.scalars.items()]
     prog.scalars_buffer = store.scalars_buffer
     biggest = max((b.size for b in store.buffers), default=4)
+    texts = {k.wgsl for k in kernels}  # a repeated layer's kernels share texts
     prog.meta = {
         "name": name,
         "dispatches": len(kernels),
@@ -659,7 +675,7 @@ def pack(graph: Graph, store: Storage, kernels: list[Kernel], name: str) -> Prog
             "maxBufferSize": biggest,
             "maxStorageBuffersPerShaderStage": max((len(k.bindings) for k in kernels), default=1),
             # WebGPU's default, or more where a subgroup-matrix product declares more
-            "maxComputeWorkgroupStorageSize": max([16384] + [workgroup_bytes(k.wgsl) for k in kernels]),
+            "maxComputeWorkgroupStorageSize": max([16384] + [workgroup_bytes(w) for w in texts]),
             "maxComputeInvocationsPerWorkgroup": 256,
         },
         "memory": dict(store.report),  # the planner's bytes (buffers are then rounded to 16)

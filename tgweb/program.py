@@ -95,7 +95,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .ir import prod
@@ -182,8 +182,8 @@ _ENABLE_FEATURE = {
 def wgsl_features(kernels) -> list[str]:
     """The WebGPU features kernels need: what their WGSL `enable` directives name."""
     out = set()
-    for k in kernels:
-        for line in k.wgsl.splitlines():
+    for text in {k.wgsl for k in kernels}:  # a repeated layer's kernels share texts
+        for line in text.splitlines():
             if not line.startswith("enable "):
                 break  # directives come first
             for name in line[len("enable ") :].rstrip().rstrip(";").split(","):
@@ -240,6 +240,20 @@ def memory_text(report: dict) -> str:
 
 class ProgramError(ValueError):
     """A Program that is not internally consistent (a bad saved file, or a compiler bug)."""
+
+
+def _fields_of(obj) -> dict:
+    """A dataclass (Kernel, Binding, Slot, ...) for json.dumps: its fields, in order."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        try:
+            names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in fields(obj))
+        except TypeError:
+            raise TypeError(f"{type(obj).__name__} is not JSON serializable") from None
+    return {n: getattr(obj, n) for n in names}
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _need(ok: bool, message: str) -> None:
@@ -343,7 +357,10 @@ class Program:
         return step_layout(self)
 
     def to_json(self) -> str:
-        return json.dumps(dict(asdict(self), layout=asdict(self.layout)), separators=(",", ":"))
+        """The Program as JSON: dataclasses as objects of their fields, in order (what
+        asdict gives, without its deep copy of every kernel: json reads them as they are)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps(dict(d, layout=self.layout), separators=(",", ":"), default=_fields_of)
 
     @classmethod
     def from_json(cls, text: str) -> "Program":

@@ -2,7 +2,7 @@
 the shakespeare GPT at 1, 2, 6 and 12 layers, on the native backend (wgpu-py) unless told.
 
     .venv/bin/python tools/compile_phases.py [--backend native|reference] [--repeat N]
-        [--models sin,addition,...] [--json]
+        [--models sin,addition,...] [--json] [--depth]
 
 Prints a table, one column per model, in seconds (each the minimum over N compiles):
 trace, autodiff, optimizer (the rest of the training graph: clipping, the update),
@@ -11,8 +11,14 @@ the rest of lower: validation), the initial values (drawn on the host), their up
 pipeline creation (the native backend's cache emptied before each compile, as on a first
 start) and the rest of the engine's set-up (buffers, bind groups). The first device
 creation of the process is timed once, apart. The reference backend does not lower.
-Under the table: each model's distinct WGSL texts (the pipelines a first start creates).
+Indented rows are passes inside the stage above them (fusion and rematerialization in
+schedule, the planner in assign_buffers). set-up: the total less the initial values and
+their upload; program JSON: Program.to_json() timed apart, after the compile (what the
+browser's worker passes to JavaScript and the program cache keeps). Under the table: each
+model's distinct WGSL texts (the pipelines a first start creates).
 --json prints one line "PHASES <json>" instead (what `build.py bench` reads).
+--depth: the GPT at 6 and 12 layers side by side with their ratio (issue 38's target:
+12 layers' set-up within 1.3x of 6 layers').
 """
 
 from __future__ import annotations
@@ -30,8 +36,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 STAGES = ("computed_nodes", "schedule", "place_updates", "assign_buffers", "emit", "pack")
-ROWS = ("trace", "autodiff", "optimizer", *STAGES, "lower (rest)", "initial values", "upload")
-ROWS += ("pipelines", "engine (rest)", "other", "total")
+# passes inside a stage (indented in the table, not added again): lower's own names for them
+INNER = {"  fuse": "fuse", "  remat": "rematerialize", "  plan": "plan"}
+ROWS = ("trace", "autodiff", "optimizer", "computed_nodes", "schedule", "  fuse", "  remat", "place_updates")
+ROWS += ("assign_buffers", "  plan", "emit", "pack", "lower (rest)", "initial values", "upload", "pipelines")
+ROWS += ("engine (rest)", "other", "total")
+ROWS += ("set-up", "program JSON")  # set-up: total less initial values and upload; JSON: apart
 
 
 class Clock:
@@ -80,7 +90,7 @@ def _targets(backend: str) -> list[tuple[object, str, str]]:
         (trainer, "make_engine", "engine"),
         (backends.RuntimeEngine, "write", "upload"),
     ]
-    got += [(lower, s, s) for s in STAGES]
+    got += [(lower, s, s) for s in STAGES] + [(lower, fn, row) for row, fn in INNER.items()]
     if backend == "reference":
         from tgweb.backends import reference
 
@@ -104,15 +114,21 @@ def phases(sample, backend: str) -> dict[str, float]:
         )
     program = getattr(trainer, "program", None)
     texts = len({k.wgsl for k in program.kernels}) if program is not None else 0
+    t0 = time.perf_counter()
+    if program is not None:  # what the browser's worker hands to JavaScript, and the cache keeps
+        program.to_json()
+    json_s = time.perf_counter() - t0
     trainer.close()
     t = clock.t
-    row = {k: t[k] for k in ("trace", "autodiff", *STAGES, "upload", "pipelines", "total")}
+    row = {k: t[k] for k in ("trace", "autodiff", *STAGES, *INNER, "upload", "pipelines", "total")}
     row["texts"] = texts
+    row["program JSON"] = json_s
     row["optimizer"] = t["graph"] - t["trace"] - t["autodiff"]
     row["lower (rest)"] = t["lower"] - sum(t[s] for s in STAGES)
     row["initial values"] = t["reset"] - t["upload"]
     row["engine (rest)"] = t["engine"] - t["pipelines"]
     row["other"] = t["total"] - t["graph"] - t["lower"] - t["reset"] - t["engine"]
+    row["set-up"] = t["total"] - t["reset"]
     return row
 
 
@@ -135,6 +151,24 @@ def table(cols: dict[str, dict[str, float]]) -> str:
     for r in ROWS:
         lines.append(f"{r:16s}" + "".join(f"{cols[c][r]:12.3f}" for c in cols))
     lines.append(f"{'WGSL texts':16s}" + "".join(f"{cols[c].get('texts', 0):12d}" for c in cols))
+    return "\n".join(lines)
+
+
+DEPTH = ("gpt 6L", "gpt 12L")  # issue 38: the 12-layer GPT's set-up within 1.3x the 6-layer one's
+DEPTH_TARGET = 1.3
+
+
+def depth_table(cols: dict[str, dict[str, float]]) -> str:
+    """Each row at 6 and 12 layers and their ratio: what still grows with depth."""
+    a, b = (cols[c] for c in DEPTH)
+    lines = [f"{'seconds':16s}{DEPTH[0]:>10s}{DEPTH[1]:>10s}{'ratio':>8s}"]
+    for r in ROWS:
+        ratio = f"{b[r] / a[r]:8.2f}" if a[r] > 0.0005 else f"{'':8s}"
+        lines.append(f"{r:16s}{a[r]:10.3f}{b[r]:10.3f}{ratio}")
+    lines.append(
+        f"12L / 6L: total {b['total'] / a['total']:.2f}x, set-up without the initial values "
+        f"{b['set-up'] / a['set-up']:.2f}x (target <= {DEPTH_TARGET}x)"
+    )
     return "\n".join(lines)
 
 
@@ -162,14 +196,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--depth", action="store_true", help="the GPT at 6 and 12 layers, side by side")
     a = ap.parse_args()
-    got = measure(a.models.split(","), a.backend, a.repeat)
+    got = measure(list(DEPTH) if a.depth else a.models.split(","), a.backend, a.repeat)
     if a.json:
         print("PHASES " + json.dumps(got))
         return
     if got["first_device_s"] is not None:
         print(f"first device creation: {got['first_device_s']:.2f} s (once per process)")
-    print(table(got["cols"]))
+    print(table(got["cols"]) if not a.depth else depth_table(got["cols"]))
 
 
 if __name__ == "__main__":

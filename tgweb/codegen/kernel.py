@@ -31,6 +31,7 @@ from .common import add_idx, ceil_div, coord_exprs, invocations, lit, mul_idx, s
 from .target import Target
 
 WG = 256  # invocations per workgroup of a fused elementwise kernel
+ALIGN = 16  # the largest element alignment an emitter may test (KernelCtx.aligned)
 
 
 class Part(NamedTuple):
@@ -59,7 +60,8 @@ class KernelCtx:
         epilogue: Part | None = None,
         target: Target | None = None,
     ) -> None:
-        self.storage = storage
+        self._where = storage
+        self.raw_storage = False  # an emitter read a (buffer, offset) itself: see storage()
         self.bindings: list[list] = []  # [buffer, access]
         self._bidx: dict[int, int] = {}
         self.helpers: dict[str, str] = {}
@@ -76,6 +78,24 @@ class KernelCtx:
         self.enables: set[str] = set()  # WGSL extensions the kernel uses ("subgroups")
         self.builtins: dict[str, str] = {}  # further entry-point builtins: builtin -> name
         self.requires: set[str] = set()  # WGSL language extensions it declares (`requires`)
+
+    def storage(self, node) -> tuple[int, int]:
+        """(buffer id, element offset) of a stored tensor, for an emitter that writes them
+        into its text itself (literal ranges): its text then depends on where its tensors
+        live, so it is never reused for another kernel (tgweb.codegen.reuse)."""
+        self.raw_storage = True
+        return self._where(node)
+
+    def buffer_of(self, node) -> int:
+        """The buffer of a stored tensor (only ever bound: bindings are renumbered per kernel)."""
+        return self._where(node)[0]
+
+    def aligned(self, node, n: int) -> bool:
+        """Whether a stored tensor's element offset is a multiple of n (which divides
+        ALIGN: what a reused text may assume, tgweb.codegen.reuse)."""
+        if ALIGN % n:
+            raise AssertionError(f"alignment {n} does not divide {ALIGN}")
+        return self._where(node)[1] % n == 0
 
     def fresh(self, prefix: str = "v") -> str:
         self._n += 1
@@ -101,6 +121,11 @@ class KernelCtx:
         too, so that those kernels share a pipeline."""
         return self._uniform_word(("word", value), value)
 
+    @property
+    def uniform_keys(self) -> list[tuple]:
+        """What each uniform word holds, in order: (buffer, offset) or ("word", value)."""
+        return list(self._oidx)
+
     def _uniform_word(self, key: tuple, value: int) -> str:
         if key not in self._oidx:
             self._oidx[key] = len(self.offsets)
@@ -109,7 +134,7 @@ class KernelCtx:
         return f"tg_off[{i // 4}].{'xyzw'[i % 4]}"
 
     def addr(self, node, idx: str, write: bool = False) -> str:
-        buf, off = self.storage(node)
+        buf, off = self._where(node)
         return self._word(buf, add_idx(self.offset(buf, off), idx), write)
 
     def _word(self, buf: int, i: str, write: bool) -> str:
@@ -123,7 +148,7 @@ class KernelCtx:
     def _half_word(self, node, idx: str, write: bool = False) -> str:
         """The word holding element idx of an f16 tensor (whose storage starts on a word)."""
         self.enables.add("f16")
-        buf, off = self.storage(node)
+        buf, off = self._where(node)
         return self._word(buf, add_idx(self.offset(buf, off), f"(({idx}) >> 1u)"), write)
 
     def store_pair(self, node, idx: str, v0: str, v1: str) -> str:
@@ -134,12 +159,12 @@ class KernelCtx:
 
     def vec4_ok(self, node) -> bool:
         """Whether load4 can read the tensor: its first element starts a group of four."""
-        return self.storage(node)[1] % (2 if stored_half(node) else 4) == 0
+        return self._where(node)[1] % (2 if stored_half(node) else 4) == 0
 
     def load4(self, node, idx4: str) -> str:
         """Four f32 at vec4 index idx4 of a tensor whose element offset is a multiple of 4
         (of an f16 tensor: two words, unpacked)."""
-        buf, off = self.storage(node)
+        buf, off = self._where(node)
         if stored_half(node):
             self.enables.add("f16")
             w = add_idx(self.offset(buf, off), mul_idx(f"({idx4})", 2))
@@ -152,14 +177,14 @@ class KernelCtx:
     def load4_words(self, node, idx4: str) -> str:
         """The two words (vec2<u32>) holding the four f16 values at vec4 index idx4 of an
         f16 tensor whose element offset is even: moved as they are stored."""
-        buf, off = self.storage(node)
+        buf, off = self._where(node)
         w = add_idx(self.offset(buf, off), mul_idx(f"({idx4})", 2))
         return f"vec2<u32>({self._word(buf, w, False)}, {self._word(buf, add_idx(w, '1u'), False)})"
 
     def load8_words(self, node, idx8: str) -> str:
         """The four words (vec4<u32>) holding the eight f16 values at index idx8 (in eights)
         of an f16 tensor whose element offset is a multiple of 8: one 16-byte load."""
-        buf, off = self.storage(node)
+        buf, off = self._where(node)
         self.vec4.add(buf)
         return f"{self.bind(buf, False)}[{add_idx(f'({self.offset(buf, off)} >> 2u)', idx8)}]"
 

@@ -248,7 +248,7 @@ def _vec_ok(kc: KernelCtx, x, rows: int, K: int, rs: int, ks: int, bstr, g: int 
         ok = K % g == 0 and rs % g == 0
     else:
         return False
-    aligned = kc.vec4_ok(x) and (g == 4 or kc.storage(x)[1] % 4 == 0)  # 8 f16: 4 words
+    aligned = kc.vec4_ok(x) and (g == 4 or kc.aligned(x, 4))  # 8 f16: 4 words
     return ok and aligned and all(s % g == 0 for s in bstr)
 
 
@@ -468,7 +468,7 @@ class _TileLoader:
         # a word's two f16 values as a vec2<f16> (the matrix kernel's sgmat.Matrices.halves)
         self.halves = lambda w: f"vec2<f16>(unpack2x16float({w}))"
         if vec:
-            kc.vec4.add(kc.storage(x)[0])
+            kc.vec4.add(kc.buffer_of(x))
 
     def _spare(self, j: int) -> bool:
         """Whether load j of some invocations falls outside the tile."""

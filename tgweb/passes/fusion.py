@@ -75,6 +75,11 @@ class _Ctx:
         self.rank = {n.id: k for k, n in enumerate(nodes)}  # topological position
         self.group_of: dict[int, Group] = {}
         self.dag = _Dag()
+        # while grouping (no merges yet): each group's member ids, and those it must store
+        # because they are roots or read outside it (fixed once a member joins: its
+        # consumers came first)
+        self.ids: dict[Group, set] = {}
+        self.kept: dict[Group, set] = {}
 
     def ext_of(self, n, inside) -> set:
         """Stored tensors n reads from outside `inside` (all scalars share one buffer: -1)."""
@@ -111,7 +116,7 @@ def fuse(
         if g.kind == "op" and REGISTRY[g.head.kind].role == "reduction":
             _attach_prologue(g, cx)
         if g.kind == "op" and (REGISTRY[g.head.kind].role == "reduction" or REGISTRY[g.head.kind].epilogue):
-            _attach_epilogue(g, groups, cx)
+            _attach_epilogue(g, cx)
     return _order(groups, set(late or ()), cx)
 
 
@@ -136,6 +141,10 @@ def _group(nodes, cx: _Ctx) -> list[Group]:
             cx.dag.add(g, _consumer_groups(n, cx))
         g.members.insert(0, n)
         cx.group_of[n.id] = g
+        if g.kind == "ew":
+            cx.ids.setdefault(g, set()).add(n.id)
+            if n.id in cx.roots or _read_outside(n, g, cx):
+                cx.kept.setdefault(g, set()).add(n.id)
     for n in nodes:
         if _is_const(n) and n.id in cx.roots:
             g = Group("ew", n, [n])
@@ -169,13 +178,10 @@ def _join(n, cx: _Ctx) -> Group | None:
         ):
             continue
         others = [h for h in cand if h is not g]
-        ids = {m.id for m in g.members} | {n.id}
-        new_ext = (g.ext - {n.id}) | cx.ext_of(n, ids)
+        new_ext = (g.ext - {n.id}) | cx.ext_of(n, cx.ids[g] | {n.id})
         # what the group stores: roots, and members read outside it or through a view
         # (each a binding of its own, as _mark_stored will find)
-        st = {m.id for m in g.members if m.id in cx.roots or _read_outside(m, g, cx)}
-        if n.id in cx.roots or others:
-            st.add(n.id)
+        st = cx.kept.get(g, set()) | ({n.id} if n.id in cx.roots or others else set())
         # the other consumers then read g: refused when g waits for one of them
         if cx.fits(new_ext, st) and cx.dag.link(g, others):
             g.ext = new_ext
@@ -225,7 +231,7 @@ def _attach_prologue(g: Group, cx: _Ctx) -> None:
         p.absorbed = True
 
 
-def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
+def _attach_epilogue(g: Group, cx: _Ctx) -> None:
     """A group of the result's size that is the only consumer of the result (also
     through a reshape to the group's shape) runs inside the host kernel, on the value
     before it is stored: bias and activation after a matmul, mean's scaling."""
@@ -237,11 +243,10 @@ def _attach_epilogue(g: Group, groups, cx: _Ctx) -> None:
     if (
         e is None
         or e.kind != "ew"
-        or e.absorbed
+        or e.absorbed  # another kernel's prologue or epilogue already
         or prod(e.shape) != prod(r.shape)
         or any(cx.group_of.get(c.id) is not e or not same_index(c.kind) for c, _ in cons)
         or any(inp.shape != e.shape for c, _ in cons for inp in c.inputs if cx.root_of(inp) is r)
-        or any(h.epilogue is e for h in groups)
         # f16 values are stored in pairs (codegen/kernel.py): by a host that holds both
         # values of each word (OpDef.pairs), else by an elementwise kernel of their own
         or any(m.dtype == "f16" for m in e.members if m.id in e.stored)
@@ -449,6 +454,10 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
     """Merge b and a into the one whose head is later; returns the group merged away,
     or None when they may not merge."""
     rank = cx.rank
+    ids = {m.id for m in a.members} | {m.id for m in b.members}
+    ext = {x for x in (a.ext | b.ext) if x not in ids}
+    if len(ext) + 1 > cx.max_bindings:  # the least _bindings can say: most candidates stop here
+        return None
     if shared:
         # the merged kernel runs at the later head: no reader of the earlier group may
         # come before it (that would hold a forward value until its backward reader,
@@ -458,15 +467,13 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
             return None
     # every read between the two must be a direct same-index read
     for x, y in ((a, b), (b, a)):
-        ids = {m.id for m in x.members}
+        inside = {m.id for m in x.members}
         for m in y.members:
             for inp in m.inputs:
                 r = cx.root_of(inp)
-                if r.id in ids and (r is not inp or not same_index(m.kind)):
+                if r.id in inside and (r is not inp or not same_index(m.kind)):
                     return None
     members = sorted(a.members + b.members, key=lambda t: rank[t.id])
-    ids = {m.id for m in members}
-    ext = {x for x in (a.ext | b.ext) if x not in ids}
     st = {
         m.id
         for m in members

@@ -257,30 +257,34 @@ def _pool_by_size(pooled, life, size, together) -> list[tuple[int, list[tuple[in
     where no tenant live at the same time holds those bytes, and no tenant is touched by
     a step that touches it. Big values share with big values, and smaller ones live
     side by side in a buffer made for a bigger one."""
-    bins: list[tuple[int, list[tuple[int, int]], list[tuple[int, int, int, int, int]]]] = []
+    # per buffer: size, tenants (class, offset), held bytes (start, end rounded up to POOL_ALIGN,
+    # first step, last step), classes
+    bins: list[tuple[int, list[tuple[int, int]], list[tuple[int, int, int, int]], set[int]]] = []
     for r in sorted(pooled, key=lambda r: -size[r]):  # stable: ties keep graph order
         s, e = life[r]
-        for sz, rs, held in bins:
-            if any(t in together[r] for t, *_ in held):
+        for sz, rs, held, tenants in bins:
+            if not together[r].isdisjoint(tenants):
                 continue
-            off = _lowest_gap(sorted((a, b) for _, a, b, ts, te in held if not (e < ts or te < s)), size[r])
+            off = _lowest_gap(sorted([(a, b) for a, b, ts, te in held if ts <= e and s <= te]), size[r])
             if off + size[r] <= sz:
                 rs.append((r, off))
-                held.append((r, off, off + size[r], s, e))
+                held.append((off, _round(off + size[r], POOL_ALIGN), s, e))
+                tenants.add(r)
                 break
         else:
-            bins.append((size[r], [(r, 0)], [(r, 0, size[r], s, e)]))
-    return [(sz, rs) for sz, rs, _ in bins]
+            bins.append((size[r], [(r, 0)], [(0, _round(size[r], POOL_ALIGN), s, e)], {r}))
+    return [(sz, rs) for sz, rs, _, _ in bins]
 
 
 def _lowest_gap(spans: list[tuple[int, int]], n: int) -> int:
     """The lowest POOL_ALIGN-aligned offset where n bytes meet none of the byte spans
-    (sorted by start)."""
+    (sorted by start; each end already rounded up to POOL_ALIGN)."""
     at = 0
     for a, b in spans:
         if a - at >= n:
             break
-        at = max(at, _round(b, POOL_ALIGN))
+        if b > at:
+            at = b
     return at
 
 
@@ -303,6 +307,12 @@ def _check_inplace(values, steps, by_id, root_of) -> None:
     for i, s in enumerate(steps):
         for vid in s.writes:
             writes_at.setdefault(vid, i)
+    overwritten = {root_of[v.id] for v in values if v.inplace and v.same_as is not None}
+    old_reads: dict[int, list[tuple[int, int]]] = {}  # class -> (step, value) reading its old value
+    for i, s in enumerate(steps):
+        for vid in s.reads:
+            if root_of[vid] in overwritten and not is_new(by_id[vid]):
+                old_reads.setdefault(root_of[vid], []).append((i, vid))
     seen_roots: dict[int, int] = {}
     for v in values:
         if not v.inplace:
@@ -316,13 +326,12 @@ def _check_inplace(values, steps, by_id, root_of) -> None:
         w = writes_at.get(v.id)
         if w is None:
             continue
-        for i in range(w + 1, len(steps)):
-            for vid in steps[i].reads:
-                if root_of[vid] == r and not is_new(by_id[vid]):
-                    raise PlanError(
-                        f"step {i} ({steps[i].label}) reads value {vid} after step {w} "
-                        f"overwrote it in place with value {v.id}"
-                    )
+        for i, vid in old_reads.get(r, ()):
+            if i > w:
+                raise PlanError(
+                    f"step {i} ({steps[i].label}) reads value {vid} after step {w} "
+                    f"overwrote it in place with value {v.id}"
+                )
 
 
 def _self_check(order, kind, size, life, buf_of, off_of, buffers, first_write, first_read) -> None:
