@@ -443,6 +443,11 @@ CASES = {
         (lambda x: x * rnd.randn((7, 33)), {"x": f(7, 33)}, {}),
         (lambda x: x - rnd.randn((257,)), {"x": f(257)}, {}),
     ],
+    "init_draw": [  # initial values (tests/test_init_device.py checks them bit for bit)
+        (lambda x: x + rnd.init_draw((1,), 5, "uniform", 2.0**-24), {"x": f(1)}, {}),
+        (lambda x: x * rnd.init_draw((7, 33), 0xFFFFFFFF, "normal", 2.0**-17), {"x": f(7, 33)}, {}),
+        (lambda x: x - rnd.init_draw((257,), 0, "constant", 0.75), {"x": f(257)}, {}),
+    ],
     "cumsum": [
         (lambda x: tg.cumsum(x, 0), {"x": f(1)}, {}),
         (lambda x: tg.cumsum(x, -1), {"x": f(7, 33)}, {}),
