@@ -132,9 +132,11 @@ def test_addition_20_steps_native_equals_reference():
     rounding noise by its own size, so such entries move by up to lr a step, whatever the
     precision of the rest): after step 8 two float32 runs that differ only in rounding (NumPy
     with another BLAS kernel, or one ulp in the initial values) stray from the float64 run by
-    1e-4 to 7e-4 in the loss and 0.1 to 0.25 in the parameters, by CPU and by chance. So:
+    1e-5 to 7e-4 in the loss and 0.01 to 0.25 in the parameters, by CPU, by initial values
+    and by chance. So:
     the first 8 steps, before that, are arithmetic and agree to 1e-4; over 20 steps native
-    must stay within twice the largest stray of four float32 NumPy runs measured here."""
+    must stay within twice the largest stray of four float32 NumPy runs measured here, or
+    within 1e-4 of the loss and 0.02 of the parameters where those strays are small."""
     _, l_64, p_64 = _train("addition", "reference64", 20)
     _, l_nat, p_nat = _train("addition", "native", 20)
     np.testing.assert_allclose(l_nat[:8], l_64[:8], rtol=1e-4)
@@ -146,8 +148,10 @@ def test_addition_20_steps_native_equals_reference():
     spread = [stray(*_train("addition", "reference", 20, jitter)[1:]) for jitter in (None, 1, 2, 3)]
     loss_spread, param_spread = (max(s[i] for s in spread) for i in (0, 1))
     got = stray(l_nat, p_nat)
-    assert got[0] <= 2 * loss_spread, (got, spread)
-    assert got[1] <= 2 * param_spread, (got, spread)
+    # a floor where rounding alone strays little (1e-5 in the loss, 0.01 in the parameters
+    # from the counter stream's initial values): native's own sum orders are as far again
+    assert got[0] <= max(2 * loss_spread, 1e-4), (got, spread)
+    assert got[1] <= max(2 * param_spread, 0.02), (got, spread)
 
 
 def test_sin_trains_natively_to_success():
