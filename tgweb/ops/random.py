@@ -64,7 +64,11 @@ def key(seed: int, stream: int) -> int:
 
 
 def bits(seed: int, stream: int, counter: int) -> int:
-    k = key(seed, stream)
+    return keyed_bits(key(seed, stream), counter)
+
+
+def keyed_bits(k: int, counter: int) -> int:
+    """bits for the key k = key(seed, stream)."""
     return lowbias32((lowbias32((counter & M32) ^ k) + k) & M32)
 
 
@@ -84,13 +88,16 @@ def _np_lowbias32(np, x):
     return x ^ (x >> np.uint32(16))
 
 
+def _np_bits(np, k: int, c):
+    return _np_lowbias32(np, _np_lowbias32(np, c ^ np.uint32(k)) + np.uint32(k))
+
+
 def _np_uniform(ctx, seed_arr, stream: int, counters):
     np = ctx.np
     seed = np.uint32(int(np.asarray(seed_arr).astype(np.int64)) & M32)
     k = int(key(int(seed), stream))
     with np.errstate(over="ignore"):
-        c = counters.astype(np.uint32)
-        h = _np_lowbias32(np, _np_lowbias32(np, c ^ np.uint32(k)) + np.uint32(k))
+        h = _np_bits(np, k, counters.astype(np.uint32))
     return (h >> np.uint32(8)).astype(np.float64) * 2.0**-24
 
 
@@ -160,10 +167,10 @@ def init_ints(seed: int, stream: int, dist: str, n: int):
         return [1] * n if np is None else np.ones(n, np.int32)
     if np is None:
         if dist == "uniform":
-            return [2 * (lowbias32(lowbias32(c ^ k) + k) >> 8) - 0xFFFFFF for c in range(n)]
+            return [2 * (keyed_bits(k, c) >> 8) - 0xFFFFFF for c in range(n)]
         out = []
         for i in range(n):
-            hs = [lowbias32(lowbias32(((6 * i + j) & M32) ^ k) + k) for j in range(6)]
+            hs = [keyed_bits(k, 6 * i + j) for j in range(6)]
             out.append(2 * sum((h & 0xFFFF) + (h >> 16) for h in hs) - 786420)
         return out
     with np.errstate(over="ignore"):
@@ -174,10 +181,6 @@ def init_ints(seed: int, stream: int, dist: str, n: int):
             h = _np_bits(np, k, (6 * np.arange(n, dtype=np.uint64) + j).astype(np.uint32))
             s += (h & np.uint32(0xFFFF)).astype(np.int32) + (h >> np.uint32(16)).astype(np.int32)
         return 2 * s - 786420
-
-
-def _np_bits(np, k: int, c):
-    return _np_lowbias32(np, _np_lowbias32(np, c ^ np.uint32(k)) + np.uint32(k))
 
 
 def _ref_init_draw(ctx, args, t):
