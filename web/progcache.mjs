@@ -17,7 +17,9 @@
 // It also keeps one Pyodide memory snapshot (makeSnapshot, after a first visit's first step):
 // the interpreter's memory after importing tgweb, keyed by the hashes of Pyodide's files and
 // of the tgweb wheel, with its SHA-256; a repeat visit restores it (bootPython) instead of
-// booting Python and importing tgweb.
+// booting Python and importing tgweb. A served site carries the same snapshot, made when it
+// was bundled (tools/site_snapshot.mjs, manifest.json's "snapshot"): its first visit restores
+// that one and keeps none here.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 // what the snapshot holds imported (the worker imports the rest of what it needs later)
@@ -168,31 +170,34 @@ function unpackWheel(py, wheel) {
   py.unpackArchive(wheel, "wheel", { extractDir: py.runPython("import sysconfig; sysconfig.get_paths()['purelib']") });
 }
 
-/** Pyodide with the tgweb wheel installed: restored from the cache's snapshot when it has a
- *  good one, else booted plainly. The wheel's files are unpacked either way (a snapshot holds
- *  memory, not files). A visit without a snapshot leaves it to makeSnapshot, in another
- *  worker after the first step (worker.mjs): making one here would put the boot in Pyodide's
- *  snapshot mode and copy and hash its memory before Python could run anything. now: make it
- *  here all the same (a page opened from disk, whose worker can start no other). Resolves to
- *  {pyodide, snapshot: "restored" | "pending" | "made" | "off" | "refused: why"}. */
-export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, now = false }) {
+/** Pyodide with the tgweb wheel installed: restored from a snapshot when there is a good
+ *  one, else booted plainly. The snapshot is the site's (bundled: a promise of its bytes, or
+ *  null where the site has none), else the one the cache keeps under key. The wheel's files are
+ *  unpacked either way (a snapshot holds memory, not files). A visit with neither leaves it
+ *  to makeSnapshot, in another worker after the first step (worker.mjs): making one here
+ *  would put the boot in Pyodide's snapshot mode and copy and hash its memory before Python
+ *  could run anything. now: make it here all the same (a page opened from disk, whose worker
+ *  can start no other). Resolves to {pyodide, snapshot: "bundled" | "restored" | "pending" |
+ *  "made" | "off" | "refused: why", later: whether makeSnapshot is still to run}. */
+export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bundled = null, now = false }) {
   let refused = null;
-  if (cache && key && await cache.hasSnapshot(key).catch(() => false)) {
+  const kept = !bundled && cache && key && await cache.hasSnapshot(key).catch(() => false);
+  if (bundled || kept) {
     try {
-      // read and checked while Pyodide fetches its files: loadPyodide awaits it only then
-      const stored = cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
+      // fetched, or read and checked, while Pyodide fetches its files: loadPyodide awaits it only then
+      const stored = bundled || cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
       const pyodide = await loadPyodide({ indexURL, _loadSnapshot: stored });
       unpackWheel(pyodide, await wheel);
-      return { pyodide, snapshot: "restored" };
+      return { pyodide, snapshot: bundled ? "bundled" : "restored" };
     } catch (e) { // another Pyodide build's, or not a snapshot: boot afresh
       refused = `refused: ${e.message}`;
-      await cache.removeSnapshot(key).catch(() => {});
+      if (kept) await cache.removeSnapshot(key).catch(() => {});
     }
   }
-  const make = !!(cache && key);
+  const make = !!(cache && key) && !bundled;
   const pyodide = await loadPyodide({ indexURL, _makeSnapshot: make && now });
   unpackWheel(pyodide, await wheel);
-  if (!(make && now)) return { pyodide, snapshot: refused || (make ? "pending" : "off") };
+  if (!(make && now)) return { pyodide, snapshot: refused || (make ? "pending" : "off"), later: make };
   cache.putSnapshot(key, memoryAfterImports(pyodide)).catch(() => {}); // storage full: next time
   // While a snapshot can still be made, Python's `js` is Pyodide's path-recording proxy of
   // the globals, on which accessors such as js.self or js.location throw "Illegal
@@ -207,15 +212,21 @@ function memoryAfterImports(pyodide) {
   return pyodide.makeMemorySnapshot();
 }
 
-/** Boot a Pyodide of its own in snapshot mode, import tgweb (PRELOAD), and keep its memory
- *  in the cache under key: what a later visit's bootPython restores. This Pyodide is thrown
- *  away after (its `js` module records paths, on which accessors such as js.self throw
- *  "Illegal invocation"), so it runs in a worker apart. Resolves to {size, ms}. */
-export async function makeSnapshot(loadPyodide, { indexURL, wheel, cache, key }) {
-  const t0 = performance.now();
+/** Boot a Pyodide of its own in snapshot mode, unpack the wheel (bytes, or a promise of
+ *  them), import tgweb (PRELOAD) and return its memory: the bytes a later bootPython restores.
+ *  This Pyodide is of no use after (its `js` module records paths, on which accessors such as
+ *  js.self throw "Illegal invocation"): it runs in a worker apart, or in Node.js when a site is
+ *  bundled (tools/site_snapshot.mjs). */
+export async function snapshotMemory(loadPyodide, { indexURL, wheel }) {
   const pyodide = await loadPyodide({ indexURL, _makeSnapshot: true });
   unpackWheel(pyodide, await wheel);
-  const bytes = memoryAfterImports(pyodide);
+  return memoryAfterImports(pyodide);
+}
+
+/** snapshotMemory, kept in the cache under key. Resolves to {size, ms}. */
+export async function makeSnapshot(loadPyodide, { indexURL, wheel, cache, key }) {
+  const t0 = performance.now();
+  const bytes = await snapshotMemory(loadPyodide, { indexURL, wheel });
   await cache.putSnapshot(key, bytes);
   return { size: bytes.byteLength, ms: Math.round(performance.now() - t0) };
 }

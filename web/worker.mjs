@@ -249,19 +249,31 @@ async function setupPython(files, cache) {
   const module = timeWasm(s);
   const manifest = await manifestReady;
   const key = await snapshotKey(manifest);
-  // restored from the memory snapshot after importing tgweb, when a visit left one
-  // a worker on file:// (origin "null") can start no worker of its own: it makes the snapshot now
+  // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while
+  // Pyodide's wasm arrives), else the one a visit left; a worker on file:// (origin "null")
+  // can start no worker of its own: it makes the snapshot now
   const boot = await bootPython(loadPyodide, { indexURL, wheel: wheelReady, cache: await cache, key,
-    now: self.origin === "null" });
+    bundled: files ? null : bundledSnapshot(manifest, key, base), now: self.origin === "null" });
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
-  if (boot.snapshot !== "restored" && boot.snapshot !== "off") {
+  if (boot.later) {
     snapshot = { key, wheel: (await wheelReady).slice(), files, module: await module };
   }
   pyodide.setStdout({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stdout", text } }) });
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
   mark("pyodide", s); // booted or restored, with the tgweb wheel installed and imported
   return manifest;
+}
+
+// the snapshot the site was bundled with (manifest.json's "snapshot"), when it is of these
+// files: a promise of its bytes, or null
+function bundledSnapshot(manifest, key, base) {
+  const snap = manifest.snapshot;
+  if (!snap || snap.key !== key) return null;
+  const bytes = fetchBytes(new URL(snap.file, base)).then((b) =>
+    b.byteLength === snap.size ? b : Promise.reject(new Error(`${snap.file} has ${b.byteLength} bytes, not ${snap.size}`)));
+  bytes.catch(() => {}); // bootPython reports it
+  return bytes;
 }
 
 async function fetchBytes(url) {
