@@ -23,7 +23,7 @@
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 // what the snapshot holds imported (the worker imports the rest of what it needs later)
-const PRELOAD = "import tgweb, tgweb.worker, tgweb.progcache, tgweb.backends.browser";
+const PRELOAD = "import tgweb, tgweb.worker, tgweb.progcache, tgweb.backends.browser, tgweb.samples";
 
 const done = (req) => new Promise((resolve, reject) => {
   req.onsuccess = () => resolve(req.result);
@@ -164,6 +164,23 @@ export async function snapshotKey(manifest) {
   const names = ["pyodide/pyodide.asm.wasm", "pyodide/pyodide.asm.mjs", "pyodide/python_stdlib.zip", manifest.wheel];
   const parts = names.map((n) => `${n}=${f[n] && f[n].sha256}`);
   return sha256(new TextEncoder().encode(["tgweb-snapshot 1", manifest.pyodide, ...parts].join("\n")));
+}
+
+/** The snapshot the site was bundled with (manifest.json's "snapshot"), when it is of these
+ *  files (key): a promise of its bytes, checked against the manifest's size and SHA-256 as
+ *  they arrive (a damaged one is refused: memory restored from it could be silently wrong);
+ *  null where the site has none. fetchBytes(url) -> Uint8Array. */
+export function bundledSnapshot(manifest, key, base, fetchBytes) {
+  const snap = manifest.snapshot;
+  if (!snap || snap.key !== key) return null;
+  const want = (manifest.files || {})[snap.file] || {};
+  const bytes = fetchBytes(new URL(snap.file, base)).then(async (b) => {
+    if (b.byteLength !== snap.size) throw new Error(`${snap.file} has ${b.byteLength} bytes, not ${snap.size}`);
+    if ((await sha256(b)) !== want.sha256) throw new Error(`${snap.file}'s checksum does not match`);
+    return b;
+  });
+  bytes.catch(() => {}); // bootPython reports it
+  return bytes;
 }
 
 function unpackWheel(py, wheel) {

@@ -29,7 +29,7 @@
 import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
-import { bootPython, makeSnapshot, openProgramCache, snapshotKey } from "./progcache.mjs";
+import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, snapshotKey } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -253,7 +253,7 @@ async function setupPython(files, cache) {
   // Pyodide's wasm arrives), else the one a visit left; a worker on file:// (origin "null")
   // can start no worker of its own: it makes the snapshot now
   const boot = await bootPython(loadPyodide, { indexURL, wheel: wheelReady, cache: await cache, key,
-    bundled: files ? null : bundledSnapshot(manifest, key, base), now: self.origin === "null" });
+    bundled: files ? null : bundledSnapshot(manifest, key, base, fetchBytes), now: self.origin === "null" });
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
   if (boot.later) {
@@ -263,17 +263,6 @@ async function setupPython(files, cache) {
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
   mark("pyodide", s); // booted or restored, with the tgweb wheel installed and imported
   return manifest;
-}
-
-// the snapshot the site was bundled with (manifest.json's "snapshot"), when it is of these
-// files: a promise of its bytes, or null
-function bundledSnapshot(manifest, key, base) {
-  const snap = manifest.snapshot;
-  if (!snap || snap.key !== key) return null;
-  const bytes = fetchBytes(new URL(snap.file, base)).then((b) =>
-    b.byteLength === snap.size ? b : Promise.reject(new Error(`${snap.file} has ${b.byteLength} bytes, not ${snap.size}`)));
-  bytes.catch(() => {}); // bootPython reports it
-  return bytes;
 }
 
 async function fetchBytes(url) {

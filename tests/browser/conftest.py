@@ -77,11 +77,13 @@ def browser():
         b.close()
 
 
-def open_harness(browser, site_url, init_script=None):
+def open_harness(browser, site_url, init_script=None, site_snapshot=True):
     page = browser.new_page()
     page.on("pageerror", lambda e: print("pageerror:", e))
     if init_script:
         page.add_init_script(init_script)
+    if not site_snapshot:
+        without_site_snapshot(page)
     page.route("**/__test__/*", lambda route: route.fulfill(status=200, headers=HEADERS, body=HARNESS))
     page.goto(f"{site_url}/__test__/index.html")
     page.wait_for_function("window.harnessReady === true", timeout=20000)
@@ -151,14 +153,28 @@ def _site_is_stale(site: Path) -> bool:
     return False
 
 
-def open_app(browser, site_url, sample: str = ""):
+def without_site_snapshot(page):
+    """Serve page the site's manifest.json without its "snapshot" (as a site bundled without
+    a Node.js with JSPI is): a visit then boots Python and keeps a snapshot of its own."""
+
+    def strip(route):
+        manifest = route.fetch().json()
+        manifest.pop("snapshot", None)
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(manifest))
+
+    page.route("**/manifest.json", strip)
+
+
+def open_app(browser, site_url, sample: str = "", site_snapshot: bool = True):
     """The trainer page (web/index.html, opened at #sample), loaded and ready: Pyodide,
     tgweb, the GPU device and the page harness. page.problems collects page errors and
-    console errors and warnings."""
+    console errors and warnings. site_snapshot=False: as if the site had no bundled snapshot."""
     build = _build()
     if _site_is_stale(build.SITE):  # pytest run directly after editing web/: bundle again
         build.bundle_site()
     page = browser.new_page(viewport={"width": 1280, "height": 1000}, accept_downloads=True)
+    if not site_snapshot:
+        without_site_snapshot(page)
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
     page.on(

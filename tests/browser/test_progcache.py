@@ -5,8 +5,9 @@ A hit trains with exactly the losses of a compile; a source edit, a change of tg
 files and another adapter class each miss; a corrupt and a truncated entry are
 discarded and compiled again; the trainer page lists the entries, starts a sample from
 one after a reload (and Python from the memory snapshot after importing tgweb, which the
-first visit's worker makes apart, after the first step), and clears them; a damaged
-snapshot is refused and Python boots afresh. A repeat visit of
+first visit's worker makes apart, after the first step, where the site carries none), and
+clears them; a damaged snapshot is refused and Python boots afresh. A first visit restores
+the snapshot the site was bundled with; a damaged one is refused. A repeat visit of
 addition takes its trainer's and its attached program's Programs from the cache, and its
 initial values from web/bulk.mjs after the snapshot's restore, and trains exactly as the
 first visit; an edit of its source misses both; Start shows the view after the first
@@ -16,7 +17,7 @@ least recently used first out.
 
 from __future__ import annotations
 
-from .conftest import losses, open_app, open_sample, py, train_app
+from .conftest import losses, open_app, open_harness, open_sample, py, train_app
 
 SETUP = """
 import tgweb as tg
@@ -133,7 +134,8 @@ def test_corrupt_and_truncated_entries_are_rebuilt(page):
 
 
 def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url):
-    page = open_app(browser, site_url, "sin")  # a new browser context: nothing stored yet
+    # a new browser context: nothing stored yet; the site as if bundled without its snapshot
+    page = open_app(browser, site_url, "sin", site_snapshot=False)
     try:
         open_sample(page, "sin")
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "pending"
@@ -197,16 +199,71 @@ def _reload(page):
     assert page.evaluate("window.app.startError || null") is None
 
 
-def test_js_is_the_globals_on_the_visit_that_makes_the_snapshot(page):
+_GLOBALS = "import js\n[js.self.location.protocol, js.navigator.gpu is not None, js.self == js.globalThis]"
+
+
+def test_js_is_the_globals_on_the_visit_that_makes_the_snapshot(browser, site_url):
     """A Pyodide that can make a snapshot has a `js` module that records paths through a
     proxy on which accessors (self, location, navigator) throw "Illegal invocation": the
     snapshot is made by a Pyodide of its own in another worker, and user code gets the
     globals themselves."""
-    assert page.evaluate("window.tg.info.timings.snapshot") == "pending"
-    got = py(
-        page, "import js\n[js.self.location.protocol, js.navigator.gpu is not None, js.self == js.globalThis]"
-    )
-    assert got == ["http:", True, True]
+    page = open_harness(browser, site_url, site_snapshot=False)
+    try:
+        page.evaluate("async () => { window.tg = await tgweb.start(); }")
+        assert page.evaluate("window.tg.info.timings.snapshot") == "pending"
+        assert py(page, _GLOBALS) == ["http:", True, True]
+    finally:
+        page.close()
+
+
+_RUNTIME = """
+import js, sys
+from pyodide.ffi import run_sync
+[run_sync(js.Promise.resolve(7)), sys.executable, sys.argv, __import__("os").environ.get("_")]
+"""
+
+
+def test_a_first_visit_restores_the_sites_snapshot(browser, site_url):
+    """The site carries Python's memory after importing tgweb, made when it was bundled
+    (tools/site_snapshot.mjs, in Node.js): a first visit restores it, Python can suspend
+    (run_sync: the Program cache's reads need it) and sees the globals and nothing of the
+    build machine, a sample trains, and no snapshot of the visit's own is kept."""
+    page = open_app(browser, site_url, "sin")  # a new browser context: nothing stored
+    try:
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "bundled"
+        assert _app_py(page, _GLOBALS) == ["http:", True, True]
+        ran, executable, argv, underscore = _app_py(page, _RUNTIME)
+        assert ran == 7 and argv == [""], (ran, argv)
+        assert "site_snapshot" not in executable + str(underscore), (executable, underscore)
+        open_sample(page, "sin")
+        train_app(page, 3)
+        page.wait_for_timeout(2500)  # past the worker's idle wait, when it would start one
+        assert page.evaluate("(async () => (await window.app.programs.cache.snapshots()).length)()") == 0
+    finally:
+        page.close()
+
+
+def test_a_damaged_site_snapshot_is_refused(browser, site_url):
+    """One byte of the bundled snapshot changed on its way (its size kept): the manifest's
+    SHA-256 refuses it, Python boots afresh and trains."""
+    page = browser.new_page()
+
+    def damage(route):
+        body = bytearray(route.fetch().body())
+        body[len(body) // 2] ^= 1
+        route.fulfill(status=200, content_type="application/octet-stream", body=bytes(body))
+
+    page.route("**/tgweb.snapshot", damage)
+    try:
+        page.goto(f"{site_url}/#sin")
+        page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+        assert page.evaluate("window.app.startError || null") is None
+        snap = page.evaluate("window.app.tg.info.timings.snapshot")
+        assert snap == "refused: pyodide/tgweb.snapshot's checksum does not match", snap
+        open_sample(page, "sin")
+        train_app(page, 3)
+    finally:
+        page.close()
 
 
 # in the trainer page's worker: every draw of initial values on the host (web/bulk.mjs
@@ -270,9 +327,8 @@ def test_repeat_visit_of_addition_takes_its_programs_and_gpu_drawn_values(browse
         )
         kinds = sorted(e["kind"] for e in page.evaluate("window.app.programs.refresh()"))
         assert kinds == ["forward", "initial", "step"]
-        assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
         _reload(page)
-        assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "bundled"
         info, again, drawn_again, predicted_again = _visit_addition(page)
         assert (info["cache"], info["cache_attached"]) == ("hit", ["hit"])
         assert drawn_again == 0  # drawn on the GPU again, by the cached program
