@@ -64,6 +64,56 @@ async function createPipeline(device, kernels, layout) {
   }
 }
 
+// A pipeline is one per WGSL text and binding accesses; its bind group layout follows them.
+const pipelineKey = (k) => k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
+
+function kernelGroups(program) {
+  const groups = new Map();
+  for (const k of program.kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
+  return groups;
+}
+
+function bindLayout(device, k) {
+  const entries = k.bindings.map((b, i) => ({ binding: i, visibility: GPUShaderStage.COMPUTE,
+    buffer: { type: b.access === "read" ? "read-only-storage" : "storage" } }));
+  if (k.offsets.length) entries.push({ binding: entries.length, visibility: GPUShaderStage.COMPUTE, buffer: { type: "uniform" } });
+  return device.createBindGroupLayout({ entries });
+}
+
+// Pipelines asked for before their Program is instantiated (prewarm): device -> pipelineKey ->
+// {layout, pipeline}, each taken by the first instantiate that needs it.
+const warm = new WeakMap();
+
+/** Ask the device for the pipelines of program's kernels now, so that an instantiate of a
+ *  Program with the same kernels later finds them made (the worker does this for the Programs
+ *  of the last visit, while Python starts). Nothing here reports an error: a kernel that fails
+ *  is made again by instantiate, which says why. Returns how many pipelines were asked for. */
+export function prewarm(device, program) {
+  program = parseProgram(program);
+  const mine = warm.get(device) || new Map();
+  warm.set(device, mine);
+  let n = 0;
+  device.pushErrorScope("validation");
+  for (const [key, [k]] of kernelGroups(program)) {
+    if (mine.has(key)) continue;
+    const layout = bindLayout(device, k);
+    const module = device.createShaderModule({ code: k.wgsl, label: k.name });
+    const pipeline = device.createComputePipelineAsync({ label: k.name, compute: { module, entryPoint: "main" },
+      layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }) });
+    pipeline.catch(() => mine.delete(key));
+    mine.set(key, { layout, pipeline });
+    n += 1;
+  }
+  device.popErrorScope().catch(() => {});
+  return n;
+}
+
+function takeWarm(device, key) {
+  const mine = warm.get(device), got = mine && mine.get(key);
+  if (got) mine.delete(key);
+  return got;
+}
+
 // what another instance may lend a Program: a param, or a module buffer kept as a state
 const sharable = (program, name) => program.params[name] || program.states[name];
 
@@ -107,18 +157,21 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   const allocError = await device.popErrorScope();
   try {
     if (allocError) throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
-    const pipelineKey = (k) => k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
-    const groups = new Map();
-    for (const k of program.kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
+    const groups = kernelGroups(program);
     const layouts = new Map(), pipelines = new Map();
     const t1 = performance.now();
+    let prewarmed = 0;
     await Promise.all([...groups].map(async ([key, ks]) => {
-      const entries = ks[0].bindings.map((b, i) => ({ binding: i, visibility: GPUShaderStage.COMPUTE,
-        buffer: { type: b.access === "read" ? "read-only-storage" : "storage" } }));
-      if (ks[0].offsets.length) {
-        entries.push({ binding: entries.length, visibility: GPUShaderStage.COMPUTE, buffer: { type: "uniform" } });
+      const pre = takeWarm(device, key);
+      if (pre) {
+        try {
+          pipelines.set(key, await pre.pipeline);
+          layouts.set(key, pre.layout);
+          prewarmed += 1;
+          return;
+        } catch { /* made again below, for its error */ }
       }
-      layouts.set(key, device.createBindGroupLayout({ entries }));
+      layouts.set(key, bindLayout(device, ks[0]));
       const layout = device.createPipelineLayout({ bindGroupLayouts: [layouts.get(key)] });
       pipelines.set(key, await createPipeline(device, ks, layout));
     }));
@@ -135,6 +188,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     if (bindError) throw new ProgramError(`creating bind groups failed: ${bindError.message}`);
     const rt = new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
     rt.pipelinesMs = pipelinesMs;
+    rt.prewarmed = prewarmed; // of rt.pipelineCount, how many prewarm had made
     return rt;
   } catch (e) {
     owned.forEach((b) => b.destroy()); // a failed instance leaves nothing allocated

@@ -105,6 +105,24 @@ class ProgramCache {
     });
   }
 
+  /** The Programs (JSON texts) of the entries used last: within windowMs of the newest use,
+   *  at most `most` of them; read without marking them used. For gpu.prewarm: a damaged entry
+   *  is left out here and refused by Python's checks as ever. */
+  async recentPrograms(windowMs = 120000, most = 8) {
+    const metas = (await this._metas()).sort((a, b) => (b.used || b.time) - (a.used || a.time));
+    const last = metas.length ? metas[0].used || metas[0].time : 0;
+    const keys = metas.filter((m) => (m.used || m.time) >= last - windowMs).slice(0, most).map((m) => m.key);
+    const out = [];
+    for (const key of keys) {
+      const rec = await this._req("readonly", (s) => s.get(key));
+      try { // the entry: its format line, its checksum, then {"program": Program JSON, ...}
+        const text = rec.text;
+        out.push(JSON.parse(text.slice(text.indexOf("\n", text.indexOf("\n") + 1) + 1)).program);
+      } catch { /* not an entry */ }
+    }
+    return out;
+  }
+
   async list() {
     await this.writes;
     return (await this._metas()).sort((a, b) => b.time - a.time);

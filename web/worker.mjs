@@ -348,7 +348,12 @@ async function init(options) {
   if (options.interruptBuffer) interrupt = new Int32Array(options.interruptBuffer);
   // the GPU, Python and the Program cache come up concurrently
   const { cache, python } = options.files || !early ? startPython(options.files) : early;
-  const [, manifest] = await Promise.all([setupGpu(options), python]);
+  const gpuReady = setupGpu(options);
+  // the pipelines of the last visit's Programs, made while Python starts: their instantiate takes them
+  const prewarmed = gpuReady.then(() => cache).then((c) => (c ? c.recentPrograms() : []))
+    .then((programs) => programs.reduce((n, p) => n + gpu.prewarm(device, p), 0)).catch(() => 0);
+  const [, manifest] = await Promise.all([gpuReady, python]);
+  timings.prewarmed = await prewarmed; // how many pipelines were asked for ahead
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => {

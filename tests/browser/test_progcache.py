@@ -148,9 +148,13 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert made["size"] > 1 << 20 and made["ms"] > 0, made
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        # the last visit's pipelines, asked for while Python restored: the hit's instance takes them
+        assert page.evaluate("window.app.tg.info.timings.prewarmed") > 0
         open_sample(page, "sin")
         train_app(page, 5)
         assert page.evaluate("window.app.state.sin.info.cache") == "hit"
+        made, count = _app_py(page, "_r = _spaces['sin']['trainer'].engine.rt._rt\n[_r.prewarmed, _r.pipelineCount]")
+        assert made == count > 0, (made, count)
         assert "from the compiled programs" in page.text_content("#log")
         entries = page.evaluate("window.app.programs.refresh()")
         want = [("sin", "forward"), ("sin", "initial"), ("sin", "step")]  # newest first
