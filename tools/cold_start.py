@@ -221,7 +221,8 @@ def one_run(browser, url: str, sample: str, waterfalls: dict) -> dict[str, dict[
     try:
         first, page = visit(ctx, url, sample, waterfalls.setdefault("first", []))
         # a site bundled with its snapshot restores that one on every visit and keeps none
-        if page.evaluate("window.app.tg.info.timings.snapshot") == "pending" and not page.evaluate(SNAPSHOT_KEPT):
+        pending = page.evaluate("window.app.tg.info.timings.snapshot") == "pending"
+        if pending and not page.evaluate(SNAPSHOT_KEPT):
             print("warning: the first visit kept no snapshot", file=sys.stderr)
         page.close()
         repeat, page = visit(ctx, url, sample, waterfalls.setdefault("repeat", []))

@@ -153,7 +153,8 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         open_sample(page, "sin")
         train_app(page, 5)
         assert page.evaluate("window.app.state.sin.info.cache") == "hit"
-        made, count = _app_py(page, "_r = _spaces['sin']['trainer'].engine.rt._rt\n[_r.prewarmed, _r.pipelineCount]")
+        runtime = "_r = _spaces['sin']['trainer'].engine.rt._rt\n[_r.prewarmed, _r.pipelineCount]"
+        made, count = _app_py(page, runtime)
         assert made == count > 0, (made, count)
         assert "from the compiled programs" in page.text_content("#log")
         entries = page.evaluate("window.app.programs.refresh()")
