@@ -570,8 +570,9 @@ async function boot() {
     phase: (p) => { if (phases.active) phases.next(p.text, pageClock(p.at)); },
     snapshot: (p) => {
       app.snapshot = p;
-      log(p.error ? `the Python snapshot for the next visit failed: ${p.error}` :
-        `kept a Python snapshot for the next visit (${(p.size / 1e6).toFixed(0)} MB, made in ${(p.ms / 1000).toFixed(1)} s)`);
+      log(p.error ? `the Python snapshot for the next visit failed: ${p.error}` : p.from === "site"
+        ? `kept the site's Python snapshot for the next visit (${(p.size / 1e6).toFixed(0)} MB, in ${(p.ms / 1000).toFixed(1)} s)`
+        : `kept a Python snapshot for the next visit (${(p.size / 1e6).toFixed(0)} MB, made in ${(p.ms / 1000).toFixed(1)} s)`);
     },
   } });
   const harnessText = fetchText("page/harness.py");

@@ -185,20 +185,22 @@ export async function snapshotKey(manifest) {
 }
 
 /** The snapshot the site was bundled with (manifest.json's "snapshot"), when it is of these
- *  files (key): a promise of its bytes, checked against the manifest's size and SHA-256 as
- *  they arrive (a damaged one is refused: memory restored from it could be silently wrong);
- *  null where the site has none. fetchBytes(url) -> Uint8Array. */
+ *  files (key): a function that fetches it, a promise of its bytes, checked against the
+ *  manifest's size and SHA-256 as they arrive (a damaged one is refused: memory restored from
+ *  it could be silently wrong); null where the site has none. fetchBytes(url) -> Uint8Array. */
 export function bundledSnapshot(manifest, key, base, fetchBytes) {
   const snap = manifest.snapshot;
   if (!snap || snap.key !== key) return null;
   const want = (manifest.files || {})[snap.file] || {};
-  const bytes = fetchBytes(new URL(snap.file, base)).then(async (b) => {
-    if (b.byteLength !== snap.size) throw new Error(`${snap.file} has ${b.byteLength} bytes, not ${snap.size}`);
-    if ((await sha256(b)) !== want.sha256) throw new Error(`${snap.file}'s checksum does not match`);
-    return b;
-  });
-  bytes.catch(() => {}); // bootPython reports it
-  return bytes;
+  return () => {
+    const bytes = fetchBytes(new URL(snap.file, base)).then(async (b) => {
+      if (b.byteLength !== snap.size) throw new Error(`${snap.file} has ${b.byteLength} bytes, not ${snap.size}`);
+      if ((await sha256(b)) !== want.sha256) throw new Error(`${snap.file}'s checksum does not match`);
+      return b;
+    });
+    bytes.catch(() => {}); // bootPython reports it
+    return bytes;
+  };
 }
 
 function unpackWheel(py, wheel) {
@@ -206,40 +208,45 @@ function unpackWheel(py, wheel) {
 }
 
 /** Pyodide with the tgweb wheel installed: restored from a snapshot when there is a good
- *  one, else booted plainly. The snapshot is the site's (bundled: a promise of its bytes, or
- *  null where the site has none), else the one the cache keeps under key. The wheel's files are
- *  unpacked either way (a snapshot holds memory, not files). A visit with neither leaves it
- *  to makeSnapshot, in another worker after the first step (worker.mjs): making one here
- *  would put the boot in Pyodide's snapshot mode and copy and hash its memory before Python
- *  could run anything. now: make it here all the same (a page opened from disk, whose worker
- *  can start no other). Resolves to {pyodide, snapshot: "bundled" | "restored" | "pending" |
- *  "made" | "off" | "refused: why", later: whether makeSnapshot is still to run}. */
+ *  one, else booted plainly. The snapshot is the one the cache keeps under key, else the
+ *  site's (bundled: a function that starts fetching it, a promise of its bytes; null where
+ *  the site has none): read from IndexedDB it restores faster than fetched and unzipped
+ *  again. The wheel's files are unpacked either way (a snapshot holds memory, not files). A
+ *  visit with neither leaves it to makeSnapshot, in another worker after the first step
+ *  (worker.mjs): making one here would put the boot in Pyodide's snapshot mode and copy and
+ *  hash its memory before Python could run anything. now: make it here all the same (a page
+ *  opened from disk, whose worker can start no other). Resolves to {pyodide, snapshot:
+ *  "restored" | "bundled" | "pending" | "made" | "off" | "refused: why", later: whether
+ *  makeSnapshot is still to run, keep: the site's snapshot's bytes, for the cache}. */
 export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bundled = null, now = false }) {
   let refused = null;
-  const kept = !bundled && cache && key && await cache.hasSnapshot(key).catch(() => false);
-  if (bundled || kept) {
+  const kept = cache && key && await cache.hasSnapshot(key).catch(() => false);
+  const fetched = !kept && bundled ? bundled() : null;
+  if (kept || fetched) {
     try {
-      // fetched, or read and checked, while Pyodide fetches its files: loadPyodide awaits it only then
-      const stored = bundled || cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
+      // read and checked, or fetched, while Pyodide fetches its files: loadPyodide awaits it only then
+      const stored = fetched || cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
       const pyodide = await loadPyodide({ indexURL, _loadSnapshot: stored });
       unpackWheel(pyodide, await wheel);
-      return { pyodide, snapshot: bundled ? "bundled" : "restored" };
+      if (!fetched) return { pyodide, snapshot: "restored", later: false, keep: null };
+      return { pyodide, snapshot: "bundled", later: false, keep: cache && key ? await fetched : null };
     } catch (e) { // another Pyodide build's, or not a snapshot: boot afresh
       refused = `refused: ${e.message}`;
       if (kept) await cache.removeSnapshot(key).catch(() => {});
     }
   }
+  // where the site has a snapshot, the next visit takes that one (no memory of this visit's is made)
   const make = !!(cache && key) && !bundled;
   const pyodide = await loadPyodide({ indexURL, _makeSnapshot: make && now });
   unpackWheel(pyodide, await wheel);
-  if (!(make && now)) return { pyodide, snapshot: refused || (make ? "pending" : "off"), later: make };
+  if (!(make && now)) return { pyodide, snapshot: refused || (make ? "pending" : "off"), later: make, keep: null };
   cache.putSnapshot(key, memoryAfterImports(pyodide)).catch(() => {}); // storage full: next time
   // While a snapshot can still be made, Python's `js` is Pyodide's path-recording proxy of
   // the globals, on which accessors such as js.self or js.location throw "Illegal
   // invocation". The snapshot is taken: from here on `js` is the globals themselves.
   pyodide.registerJsModule("js", globalThis);
   pyodide.runPython("import sys; sys.modules.pop('js', None)");
-  return { pyodide, snapshot: refused || "made" };
+  return { pyodide, snapshot: refused || "made", later: false, keep: null };
 }
 
 function memoryAfterImports(pyodide) {

@@ -51,7 +51,7 @@ let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_da
 // own (this script, named SNAPSHOT_WORKER) once the first loss exists or the worker idles
 const SNAPSHOT_WORKER = "tgweb-snapshot";
 const IDLE_MS = 1500;
-let snapshot = null; // {key, wheel, files, module}: what that worker needs; null once started
+let snapshot = null; // {key, wheel, files, module}: what that worker needs, or {key, bytes}: the site's; null once started
 let runsPending = 0;
 let idleTimer = null;
 
@@ -258,6 +258,8 @@ async function setupPython(files, cache) {
   timings.snapshot = boot.snapshot;
   if (boot.later) {
     snapshot = { key, wheel: (await wheelReady).slice(), files, module: await module };
+  } else if (boot.keep) { // the site's snapshot: kept in the cache as it is, for the next visit
+    snapshot = { key, bytes: boot.keep };
   }
   pyodide.setStdout({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stdout", text } }) });
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
@@ -304,6 +306,13 @@ function startSnapshot() {
   if (!snapshot) return;
   const job = snapshot;
   snapshot = null;
+  if (job.bytes) { // the site's, restored from: its bytes go into the cache as they are
+    const t = performance.now();
+    openProgramCache().then((cache) => cache.putSnapshot(job.key, job.bytes)).then(
+      () => post({ type: "event", event: "snapshot", data: { size: job.bytes.byteLength, ms: Math.round(performance.now() - t), from: "site" } }),
+      (e) => post({ type: "event", event: "snapshot", data: { error: String(e && e.message || e) } }));
+    return;
+  }
   timings.snapshot = "making";
   const done = (data) => {
     timings.snapshot = data.error ? `failed: ${data.error}` : "made";
