@@ -67,6 +67,22 @@ def test_program_json_round_trip():
         Program.from_json(json.dumps(d))
 
 
+def test_the_json_holds_each_kernel_text_once():
+    """Kernels of repeated layers share their texts: the JSON keeps each distinct text once
+    ("texts"; a kernel's "wgsl" is its index), and a JSON written with a text in each kernel
+    (before) still loads, to the same Program."""
+    prog = _program(tg.optim.AdamW(1e-3))
+    twin = Kernel("twin", prog.kernels[0].wgsl, prog.kernels[0].bindings, prog.kernels[0].dispatch, [], "")
+    prog.kernels.append(twin)  # the same text as kernel 0
+    d = json.loads(prog.to_json())
+    assert d["texts"] == list(dict.fromkeys(k.wgsl for k in prog.kernels))
+    assert [k["wgsl"] for k in d["kernels"]] == [d["texts"].index(k.wgsl) for k in prog.kernels]
+    assert d["kernels"][-1]["wgsl"] == d["kernels"][0]["wgsl"] == 0
+    older = dict(d, kernels=[dict(k, wgsl=d["texts"][k["wgsl"]]) for k in d["kernels"]])
+    del older["texts"]
+    assert Program.from_json(json.dumps(older)) == prog == Program.from_json(json.dumps(d))
+
+
 @pytest.mark.parametrize(
     "edit,message",
     [
@@ -78,8 +94,12 @@ def test_program_json_round_trip():
         (lambda d: d.pop("kernels"), "not a tgweb Program"),
         (lambda d: d["layout"]["inputs"][1].__setitem__(1, 36), "layout does not match"),
         (lambda d: d["layout"].pop("bytes"), "not a step layout"),
+        (lambda d: d["kernels"][0].update(wgsl=len(d["texts"])), "kernel 0: wgsl .* is not an index into"),
+        (lambda d: d["kernels"][0].update(wgsl="0"), "kernel 0: wgsl '0' is not an index into"),
+        (lambda d: d.update(texts="@compute"), "texts: expected a list of WGSL strings"),
     ],
-    ids=["binding", "dispatch", "size", "slot", "scalar", "structure", "layout", "layout-shape"],
+    ids=["binding", "dispatch", "size", "slot", "scalar", "structure", "layout", "layout-shape"]
+    + ["text-index", "text-name", "texts"],
 )
 def test_a_bad_program_is_refused_where_it_is_loaded(edit, message):
     """gpu.mjs trusts the Program's structure: Python validates it once, where a Program is

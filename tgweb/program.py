@@ -12,7 +12,10 @@ kernels   in execution order. Each has WGSL text with entry point `main`, its
           access, "read" or "read_write"), the workgroup counts (x, y, z) to
           dispatch, for error messages the op kinds it computes and the user's
           call site, and `offsets`: u32 values for a uniform binding. Kernels with
-          the same WGSL share a pipeline.
+          the same WGSL share a pipeline. In the JSON a kernel's "wgsl" is an index
+          into "texts", each distinct text once (a 12-layer GPT's 545 kernels have
+          the same 0.7 MB of texts as 6 layers' 287); a JSON without "texts" (an
+          older one) holds each kernel's text in its "wgsl".
 inputs, params, states, constants, outputs, captures
           name -> Slot: the buffer holding that tensor, its byte offset in it
           (several tensors may share one buffer, e.g. all gradients packed in one
@@ -242,6 +245,22 @@ class ProgramError(ValueError):
     """A Program that is not internally consistent (a bad saved file, or a compiler bug)."""
 
 
+def _with_texts(d: dict) -> dict:
+    """A Program's JSON dict with each kernel's "wgsl" index into "texts" replaced by the text."""
+    texts = d.get("texts")
+    if texts is None:  # written before the texts were kept once: each kernel has its own
+        return d
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ProgramError("texts: expected a list of WGSL strings")
+    kernels = []
+    for i, k in enumerate(d["kernels"]):
+        at = k.get("wgsl") if isinstance(k, dict) else None
+        if not isinstance(at, int) or isinstance(at, bool) or not 0 <= at < len(texts):
+            raise ProgramError(f"kernel {i}: wgsl {at!r} is not an index into the {len(texts)} texts")
+        kernels.append(dict(k, wgsl=texts[at]))
+    return dict(d, kernels=kernels)
+
+
 def _fields_of(obj) -> dict:
     """A dataclass (Kernel, Binding, Slot, ...) for json.dumps: its fields, in order."""
     names = _FIELD_NAMES.get(type(obj))
@@ -360,7 +379,10 @@ class Program:
         """The Program as JSON: dataclasses as objects of their fields, in order (what
         asdict gives, without its deep copy of every kernel: json reads them as they are)."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
-        return json.dumps(dict(d, layout=self.layout), separators=(",", ":"), default=_fields_of)
+        index: dict[str, int] = {}
+        kernels = [dict(_fields_of(k), wgsl=index.setdefault(k.wgsl, len(index))) for k in self.kernels]
+        d.update(kernels=kernels, texts=list(index), layout=self.layout)
+        return json.dumps(d, separators=(",", ":"), default=_fields_of)
 
     @classmethod
     def from_json(cls, text: str) -> "Program":
@@ -370,7 +392,7 @@ class Program:
             if not isinstance(d, dict) or d.get("version") != VERSION:
                 got = d.get("version") if isinstance(d, dict) else type(d).__name__
                 raise ProgramError(f"Program version {got!r} is not {VERSION}")
-            prog = cls._from_dict(d)
+            prog = cls._from_dict(_with_texts(d))
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ProgramError):
                 raise

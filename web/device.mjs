@@ -31,7 +31,22 @@ export function parseProgram(program) {
   if (version !== 2) throw new ProgramError(`not a tgweb Program of version 2 (got version ${version})`);
   // one saved by an older tgweb: tgweb.program.Program.from_json(text).to_json() adds it
   if (!program.layout) throw new ProgramError("the Program has no layout: load and save it again with tgweb");
-  return program;
+  return withTexts(program);
+}
+
+// each kernel's "wgsl" an index into the Program's "texts" (each distinct text once), made
+// the text itself; a Program without "texts" (older) has the texts in place
+function withTexts(program) {
+  const texts = program.texts;
+  if (!Array.isArray(texts) || !program.kernels.some((k) => typeof k.wgsl === "number")) return program;
+  const kernels = program.kernels.map((k, i) => {
+    if (typeof k.wgsl !== "number") return k;
+    if (!Number.isInteger(k.wgsl) || !(k.wgsl >= 0 && k.wgsl < texts.length) || typeof texts[k.wgsl] !== "string") {
+      throw new ProgramError(`kernel ${i}: wgsl ${k.wgsl} is not an index into the ${texts.length} texts`);
+    }
+    return { ...k, wgsl: texts[k.wgsl] };
+  });
+  return { ...program, kernels };
 }
 
 /** The device limits a Program needs: what the compiler stated (meta.limits), its largest buffer. */

@@ -185,6 +185,30 @@ def test_two_buffer_program_offsets_states_scalars_dedup(page):
     assert second[1] == [4, 8, 12, 16]  # the state persists across steps
 
 
+def test_kernel_texts_kept_once_run_as_in_place(page):
+    """A kernel's "wgsl" as an index into the Program's "texts" (as Python writes it) runs as
+    the text in place (the JSON of before), and an index out of range is refused by name."""
+    prog = two_buffer_program()  # through Program.to_json: each distinct text once
+    assert len(prog["texts"]) == 3 and [k["wgsl"] for k in prog["kernels"]] == [0, 1, 1, 2]
+    before = dict(prog, kernels=[dict(k, wgsl=prog["texts"][k["wgsl"]]) for k in prog["kernels"]])
+    del before["texts"]
+    reads = [["outputs", "scaled"], ["states", "acc"], ["captures", "ix"], ["outputs", "sum"]]
+    r = page.evaluate(
+        STANDALONE, [prog, {"x": [1, 2, 3, 4], "y": [10, 20, 30, 40]}, {"s": 0.5, "k": 3}, reads, {}]
+    )
+    assert r["kernels"] == 4 and r["pipelines"] == 3
+    assert r == page.evaluate(
+        STANDALONE, [before, {"x": [1, 2, 3, 4], "y": [10, 20, 30, 40]}, {"s": 0.5, "k": 3}, reads, {}]
+    )
+    prog["kernels"][1]["wgsl"] = 3
+    r = page.evaluate(
+        """async (prog) => {
+        try { await gpu.requestDevice({program: prog}); return null; } catch (e) { return [e.name, e.message]; } }""",
+        prog,
+    )
+    assert r == ["ProgramError", "kernel 1: wgsl 3 is not an index into the 3 texts"]
+
+
 def test_bad_inputs_are_rejected_before_the_gpu(page):
     r = page.evaluate(
         """async (prog) => {
