@@ -19,7 +19,7 @@
 // of the tgweb wheel, with its SHA-256; a repeat visit restores it (bootPython) instead of
 // booting Python and importing tgweb. A served site carries the same snapshot, made when it
 // was bundled (tools/site_snapshot.mjs, manifest.json's "snapshot"): its first visit restores
-// that one and keeps none here.
+// that one and keeps its bytes here for the next.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 // what the snapshot holds imported (the worker imports the rest of what it needs later)

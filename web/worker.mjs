@@ -360,7 +360,8 @@ async function init(options) {
   const gpuReady = setupGpu(options);
   // the pipelines of the last visit's Programs, made while Python starts: their instantiate takes them
   const prewarmed = gpuReady.then(() => cache).then((c) => (c ? c.recentPrograms() : []))
-    .then((programs) => programs.reduce((n, p) => n + gpu.prewarm(device, p), 0)).catch(() => 0);
+    .then((programs) => programs.reduce((n, p) => { try { return n + gpu.prewarm(device, p); } catch { return n; } }, 0))
+    .catch(() => 0);
   const [, manifest] = await Promise.all([gpuReady, python]);
   timings.prewarmed = await prewarmed; // how many pipelines were asked for ahead
   let s2 = performance.now();
