@@ -275,10 +275,16 @@ def phases(sites: list[Path], samples: list[str], runs: int) -> None:
             print(waterfall_table(falls.get(v, [])))
 
 
+def _label(site: str) -> str:
+    """A site's column: its checkout's name for a bundled site/, else the folder's own name."""
+    path = Path(site)
+    return path.parent.name if path.name == "site" else path.name
+
+
 def table(cols: dict[str, list[dict[str, float]]]) -> str:
     rows = list(dict.fromkeys(k for runs in cols.values() for run in runs for k in run))
     width = max(len(r) for r in rows) + 2
-    lines = [" " * width + "".join(f"{Path(c).parent.name[-14:]:>14s}" for c in cols)]
+    lines = [" " * width + "".join(f"{_label(c)[-14:]:>14s}" for c in cols)]
     for r in rows:
         cells = []
         for runs in cols.values():
