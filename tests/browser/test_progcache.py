@@ -17,6 +17,9 @@ least recently used first out.
 
 from __future__ import annotations
 
+import json
+import urllib.request
+
 from .conftest import losses, open_app, open_harness, open_sample, py, train_app
 
 SETUP = """
@@ -233,6 +236,8 @@ def test_a_first_visit_restores_the_sites_snapshot(browser, site_url):
     (tools/site_snapshot.mjs, in Node.js): a first visit restores it, Python can suspend
     (run_sync: the Program cache's reads need it) and sees the globals and nothing of the
     build machine, a sample trains, and the snapshot's bytes are kept for the next visit."""
+    why = "the site carries no snapshot: bundling it needs Node.js 24 (npm ci installs it)"
+    assert "snapshot" in page_manifest(site_url), why
     page = open_app(browser, site_url, "sin")  # a new browser context: nothing stored
     try:
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "bundled"
@@ -306,6 +311,11 @@ _t_tokens = array.array("i", [t for a, c in _t_pairs for t in _t_add.sequence(a,
 _t_out = _t_ns["predict"].run(tokens=_t_tokens).output
 _t_hashlib.sha256(str(_t_out.tolist()).encode()).hexdigest()
 """
+
+
+def page_manifest(site_url) -> dict:
+    with urllib.request.urlopen(f"{site_url}/manifest.json") as r:
+        return json.loads(r.read())
 
 
 def _app_py(page, source):
