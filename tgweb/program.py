@@ -378,7 +378,7 @@ class Program:
     def to_json(self) -> str:
         """The Program as JSON: dataclasses as objects of their fields, in order (what
         asdict gives, without its deep copy of every kernel: json reads them as they are)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = _fields_of(self)
         index: dict[str, int] = {}
         kernels = [dict(_fields_of(k), wgsl=index.setdefault(k.wgsl, len(index))) for k in self.kernels]
         d.update(kernels=kernels, texts=list(index), layout=self.layout)

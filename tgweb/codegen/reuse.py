@@ -34,8 +34,8 @@ class Signature(NamedTuple):
 class _Walk:
     """Builds a group's signature: members, then what they read, numbered canonically."""
 
-    def __init__(self, inlined: set, stored: set, where) -> None:
-        self.inlined, self.stored, self.where = inlined, stored, where
+    def __init__(self, inlined: set, where) -> None:
+        self.inlined, self.where = inlined, where
         self.member: dict[int, int] = {}
         self.ext: dict[int, int] = {}  # id of a tensor read from outside -> its number
         self.ext_keys: list = []
@@ -102,7 +102,7 @@ def _plain(v) -> bool:
 def signature(g, inlined: set, stored: set, where) -> Signature:
     """The signature of a scheduled group (tgweb.passes.fusion.Group) whose kernel reads
     sched.inlined values and stores what sched.stored and its parts say."""
-    w = _Walk(inlined, stored, where)
+    w = _Walk(inlined, where)
     parts = [g.prologue, g, g.epilogue] if g.kind == "op" else [g]
     for p in parts:
         for m in p.members if p is not None else ():
