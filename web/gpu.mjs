@@ -80,6 +80,13 @@ function bindLayout(device, k) {
   return device.createBindGroupLayout({ entries });
 }
 
+// the bind group layout of kernels ks (one group) and their pipeline: a promise that
+// createPipeline rejects naming the kernel and why
+function makePipeline(device, ks) {
+  const layout = bindLayout(device, ks[0]);
+  return { layout, pipeline: createPipeline(device, ks, device.createPipelineLayout({ bindGroupLayouts: [layout] })) };
+}
+
 // Pipelines asked for before their Program is instantiated (prewarm): device -> pipelineKey ->
 // {layout, pipeline}, each taken by the first instantiate that needs it.
 const warm = new WeakMap();
@@ -87,24 +94,19 @@ const warm = new WeakMap();
 /** Ask the device for the pipelines of program's kernels now, so that an instantiate of a
  *  Program with the same kernels later finds them made (the worker does this for the Programs
  *  of the last visit, while Python starts). Nothing here reports an error: a kernel that fails
- *  is made again by instantiate, which says why. Returns how many pipelines were asked for. */
+ *  is made again by instantiate, which throws why. Returns how many pipelines were asked for. */
 export function prewarm(device, program) {
   program = parseProgram(program);
   const mine = warm.get(device) || new Map();
   warm.set(device, mine);
   let n = 0;
-  device.pushErrorScope("validation");
-  for (const [key, [k]] of kernelGroups(program)) {
+  for (const [key, ks] of kernelGroups(program)) {
     if (mine.has(key)) continue;
-    const layout = bindLayout(device, k);
-    const module = device.createShaderModule({ code: k.wgsl, label: k.name });
-    const pipeline = device.createComputePipelineAsync({ label: k.name, compute: { module, entryPoint: "main" },
-      layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }) });
-    pipeline.catch(() => mine.delete(key));
-    mine.set(key, { layout, pipeline });
+    const made = makePipeline(device, ks);
+    made.pipeline.catch(() => mine.delete(key));
+    mine.set(key, made);
     n += 1;
   }
-  device.popErrorScope().catch(() => {});
   return n;
 }
 
@@ -162,18 +164,18 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     const t1 = performance.now();
     let prewarmed = 0;
     await Promise.all([...groups].map(async ([key, ks]) => {
-      const pre = takeWarm(device, key);
-      if (pre) {
+      let made = takeWarm(device, key);
+      if (made) {
         try {
-          pipelines.set(key, await pre.pipeline);
-          layouts.set(key, pre.layout);
+          await made.pipeline;
           prewarmed += 1;
-          return;
-        } catch { /* made again below, for its error */ }
+        } catch {
+          made = null; // made again below, for its error
+        }
       }
-      layouts.set(key, bindLayout(device, ks[0]));
-      const layout = device.createPipelineLayout({ bindGroupLayouts: [layouts.get(key)] });
-      pipelines.set(key, await createPipeline(device, ks, layout));
+      made = made || makePipeline(device, ks);
+      layouts.set(key, made.layout);
+      pipelines.set(key, await made.pipeline);
     }));
     const pipelinesMs = performance.now() - t1;
     device.pushErrorScope("validation");

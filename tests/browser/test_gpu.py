@@ -266,6 +266,30 @@ def test_wgsl_failure_names_op_site_and_line(page):
     assert "line 4" in r["message"] and "vec2<f32>(1.0, 2.0)" in r["message"]
 
 
+def test_prewarm_hands_its_pipelines_to_instantiate_and_leaves_failures_to_it(page):
+    """gpu.prewarm asks for a Program's pipelines ahead; an instantiate of it takes them all.
+    A kernel that fails there reports nothing then, and the instantiate that needs it throws
+    the same error as without prewarm."""
+    r = page.evaluate(
+        """async ([good, bad]) => {
+        const device = await gpu.requestDevice({});
+        try {
+            const asked = [gpu.prewarm(device, good), gpu.prewarm(device, good), gpu.prewarm(device, bad)];
+            const rt = await gpu.instantiate(device, good);
+            const taken = [rt.prewarmed, rt.pipelineCount];
+            try { await gpu.instantiate(device, bad); return [asked, taken, null]; }
+            catch (e) { return [asked, taken, {name: e.name, message: e.message, kernel: e.kernel}]; }
+        } finally { device.destroy(); }
+    }""",
+        [two_buffer_program(), broken_program()],
+    )
+    asked, taken, err = r
+    assert asked == [3, 0, 1]  # asked once per pipeline, however often the Program is prewarmed
+    assert taken == [3, 3]
+    assert err["name"] == "ProgramError" and err["kernel"] == "matmul_relu_3"
+    assert "WGSL compile failed" in err["message"] and "line 4" in err["message"]
+
+
 def test_limits_over_the_device_are_named(page):
     prog = vector_add()
     prog["buffers"][1]["size"] = 1 << 40
