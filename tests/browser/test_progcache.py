@@ -175,10 +175,7 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"  # made once the page idles
         page.evaluate(_DAMAGE_SNAPSHOT)
         _reload(page)
-        snap = page.evaluate("window.app.tg.info.timings.snapshot")
-        assert snap == "refused: its checksum does not match", snap
-        open_sample(page, "sin")
-        train_app(page, 3)
+        _boots_afresh(page, "its checksum does not match")
     finally:
         page.close()
 
@@ -199,6 +196,14 @@ _DAMAGE_SNAPSHOT = """async () => {
     await new Promise((res) => { const tx = db.transaction(["snapshots"], "readwrite");
         tx.objectStore("snapshots").put(rec); tx.oncomplete = res; });
 }"""
+
+
+def _boots_afresh(page, why: str) -> None:
+    """The page refused its snapshot, saying why, and booted Python: a sample still trains."""
+    snap = page.evaluate("window.app.tg.info.timings.snapshot")
+    assert snap == f"refused: {why}", snap
+    open_sample(page, "sin")
+    train_app(page, 3)
 
 
 def _reload(page):
@@ -274,10 +279,7 @@ def test_a_damaged_site_snapshot_is_refused(browser, site_url):
         page.goto(f"{site_url}/#sin")
         page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
         assert page.evaluate("window.app.startError || null") is None
-        snap = page.evaluate("window.app.tg.info.timings.snapshot")
-        assert snap == "refused: pyodide/tgweb.snapshot's checksum does not match", snap
-        open_sample(page, "sin")
-        train_app(page, 3)
+        _boots_afresh(page, "pyodide/tgweb.snapshot's checksum does not match")
     finally:
         page.close()
 
