@@ -7,7 +7,8 @@ the shakespeare GPT at 1, 2, 6 and 12 layers, on the native backend (wgpu-py) un
 Prints a table, one column per model, in seconds (each the minimum over N compiles):
 trace, autodiff, optimizer (the rest of the training graph: clipping, the update),
 lowering's stages (computed_nodes, schedule, place_updates, assign_buffers, emit, pack, and
-the rest of lower: validation), the initial values (drawn on the host), their upload,
+the rest of lower: validation), the initial values (a reset: drawn by the GPU, lowered and
+run as a program of their own, or drawn on the host where that cannot be), their upload,
 pipeline creation (the native backend's cache emptied before each compile, as on a first
 start) and the rest of the engine's set-up (buffers, bind groups). The first device
 creation of the process is timed once, apart. The reference backend does not lower.
