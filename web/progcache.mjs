@@ -22,8 +22,8 @@
 // that one and keeps its bytes here for the next.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
-// what the snapshot holds imported (the worker imports the rest of what it needs later)
-const PRELOAD = "import tgweb, tgweb.worker, tgweb.progcache, tgweb.backends.browser, tgweb.samples";
+// what the snapshot holds done: tgweb and what a first step imports, the build id hashed
+const PRELOAD = "import tgweb, tgweb.worker; tgweb.worker.preload()";
 
 const done = (req) => new Promise((resolve, reject) => {
   req.onsuccess = () => resolve(req.result);
@@ -50,9 +50,17 @@ class ProgramCache {
     this.writes = Promise.resolve(); // puts run in the background; list() waits for them
   }
 
+  // a read resolves with its result; a write once its transaction has committed (a page
+  // closed before then loses it: "kept" must mean kept)
   _req(mode, fn, store = STORE) {
     const tx = this.db.transaction([store], mode);
-    return done(fn(tx.objectStore(store)));
+    const result = done(fn(tx.objectStore(store)));
+    if (mode !== "readwrite") return result;
+    result.catch(() => {}); // the transaction's abort reports it
+    return new Promise((resolve, reject) => {
+      tx.oncomplete = () => resolve(result);
+      tx.onabort = tx.onerror = () => reject(tx.error || new Error("the IndexedDB write was aborted"));
+    });
   }
 
   /** The entry's text, or null; a hit marks the entry used now (in the background). */
