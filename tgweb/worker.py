@@ -54,6 +54,23 @@ def hooks():
         return None
 
 
+def preload() -> None:
+    """Import what the browser worker, the trainer page and its samples import before a
+    first step, and hash tgweb's files for the Program cache's keys (progcache.build_id:
+    0.1 s in a browser). web/progcache.mjs runs this before it takes a memory snapshot, so
+    that a visit restoring one finds all of it done. Nothing here may ask for the worker's
+    hooks: the snapshot is taken where there are none, and hooks() keeps its first answer."""
+    import importlib
+
+    from tgweb import progcache, samples
+    from tgweb.backends import browser  # noqa: F401  (the worker's backend)
+    from tgweb.io import checkpoint, safetensors  # noqa: F401  (the page's harness)
+
+    for name in samples.SAMPLES:
+        importlib.import_module(f"{samples.__name__}.{name}")
+    progcache.build_id()
+
+
 @functools.cache
 def _stop_flag():
     """hooks().stopRequested, or None outside the worker: looked up once, since each

@@ -207,16 +207,24 @@ async function filesPyodide(files) {
 // Pyodide's big files and its lock file, asked for now: Pyodide asks for them only once
 // pyodide.mjs has come (and the wasm and the standard library once the lock file has), and
 // then takes these responses, already on their way. (Fetched by the page as it parses,
-// they took connections and the server's time from the worker's own modules: slower.)
-function fetchAhead(base) {
+// they took connections and the server's time from the worker's own modules: slower.) The
+// wasm is compiled as it arrives, from now: Pyodide would start only once its script and a
+// snapshot's bytes are in. Resolves to the compiled module (rejects: Pyodide compiles it).
+function fetchAhead(base, since) {
+  const netFetch = self.fetch;
   const ahead = new Map();
   for (const name of ["pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip", "pyodide/pyodide-lock.json"]) {
     const url = new URL(name, base).href;
-    const response = fetch(url);
+    const response = netFetch.call(self, url);
     response.catch(() => {}); // Pyodide's own fetch reports it
     ahead.set(url, response);
   }
-  const netFetch = self.fetch;
+  const wasm = new URL("pyodide/pyodide.asm.wasm", base).href;
+  const compiled = WebAssembly.compileStreaming(ahead.get(wasm));
+  compiled.then(() => mark("wasm", since), () => {}); // failed: Pyodide fetches and compiles it itself
+  // what Pyodide's own fetch of the wasm gets: nothing to read where it was compiled here
+  // (instantiateWasm below takes the module), else the file afresh
+  ahead.set(wasm, compiled.then(() => new Response(null), () => netFetch.call(self, wasm)));
   self.fetch = (req, init) => {
     const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
     const response = ahead.get(href);
@@ -225,6 +233,7 @@ function fetchAhead(base) {
     if (!ahead.size) self.fetch = netFetch;
     return response;
   };
+  return compiled;
 }
 
 // where the site's files are, and Pyodide's loader from there (files: serveFiles' first)
@@ -239,14 +248,14 @@ async function setupPython(files, cache) {
   startup("downloading Pyodide");
   if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
-  if (!files) fetchAhead(base);
+  const compiled = files ? null : fetchAhead(base, s);
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
   wheelReady.catch(() => {}); // reported where it is awaited
   const { loadPyodide, indexURL } = await pyodideLoader(files);
-  const module = timeWasm(s);
+  const module = timeWasm(s, compiled);
   const manifest = await manifestReady;
   const key = await snapshotKey(manifest);
   // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while
@@ -273,20 +282,23 @@ async function fetchBytes(url) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
-// how long Pyodide's wasm takes to arrive and compile (loadPyodide streams it in); resolves
-// to the compiled module, which the snapshot's worker instantiates again without compiling
-function timeWasm(since) {
+// how long Pyodide's wasm takes to arrive and compile (streamed in, by fetchAhead or by
+// loadPyodide); resolves to the compiled module, which the snapshot's worker instantiates
+// again without compiling. compiled: fetchAhead's module (it marks "wasm"), or null.
+function timeWasm(since, compiled) {
   const streaming = WebAssembly.instantiateStreaming;
   return new Promise((resolve) => {
-    WebAssembly.instantiateStreaming = async (...args) => {
+    WebAssembly.instantiateStreaming = async (response, imports) => {
       startup("compiling Pyodide (WebAssembly, as it arrives)");
       try {
-        const out = await streaming.apply(WebAssembly, args);
+        const module = compiled && await compiled.catch(() => null);
+        const out = module ? { module, instance: await WebAssembly.instantiate(module, imports) }
+          : await streaming.call(WebAssembly, response, imports);
         resolve(out.module);
         return out;
       } finally {
         WebAssembly.instantiateStreaming = streaming;
-        mark("wasm", since);
+        if (!timings.wasm) mark("wasm", since); // compiled here, not by fetchAhead
         startup("starting Python");
       }
     };
@@ -358,9 +370,11 @@ async function init(options) {
   // the GPU, Python and the Program cache come up concurrently
   const { cache, python } = options.files || !early ? startPython(options.files) : early;
   const gpuReady = setupGpu(options);
-  // the pipelines of the last visit's Programs, made while Python starts: their instantiate takes them
-  const prewarmed = gpuReady.then(() => cache).then((c) => (c ? c.recentPrograms() : []))
-    .then((programs) => programs.reduce((n, p) => { try { return n + gpu.prewarm(device, p); } catch { return n; } }, 0))
+  // the pipelines of the last visit's Programs (read while the device comes), made while Python
+  // starts: their instantiate takes them
+  const recent = cache.then((c) => (c ? c.recentPrograms() : []));
+  const prewarmed = Promise.all([recent, gpuReady])
+    .then(([programs]) => programs.reduce((n, p) => { try { return n + gpu.prewarm(device, p); } catch { return n; } }, 0))
     .catch(() => 0);
   const [, manifest] = await Promise.all([gpuReady, python]);
   timings.prewarmed = await prewarmed; // how many pipelines were asked for ahead

@@ -264,6 +264,47 @@ def test_a_first_visit_restores_the_sites_snapshot(browser, site_url):
         page.close()
 
 
+# what the snapshot holds done (tgweb.worker.preload): the build id hashed, the harness's
+# and the samples' modules imported
+_PRELOADED = """
+import sys
+from tgweb import progcache
+[progcache.build_id.cache_info().currsize, "tgweb.io.checkpoint" in sys.modules,
+ "tgweb.samples.addition" in sys.modules]
+"""
+
+
+def test_the_snapshot_is_kept_once_the_page_says_so(browser, site_url):
+    """A first visit says it kept the site's snapshot ("snapshot" event) only once IndexedDB
+    has committed it: a page closed right then leaves it for the next visit, which restores
+    it. Each visit asks for Pyodide's wasm once (the worker compiles it as it arrives and
+    Pyodide takes that module), and its Python holds what the snapshot had done: the build
+    id hashed and the page's modules imported, before anything ran."""
+    assert "snapshot" in page_manifest(site_url)
+    ctx = browser.new_context()
+    try:
+        asked = []
+        ctx.on("request", lambda r: r.url.endswith("/pyodide.asm.wasm") and asked.append(r.url))
+        page = ctx.new_page()
+        page.goto(f"{site_url}/?autostart#sin")
+        page.wait_for_function("window.app && window.app.snapshot", timeout=120000)
+        assert page.evaluate("window.app.snapshot.from") == "site", page.evaluate("window.app.snapshot")
+        assert len(asked) == 1, asked
+        page.close()  # at once: the snapshot must be in IndexedDB already
+        page = ctx.new_page()
+        page.goto(f"{site_url}/#sin")
+        page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
+        assert page.evaluate("window.app.startError || null") is None
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        assert page.evaluate("window.app.tg.info.timings.wasm") > 0
+        assert len(asked) == 2, asked
+        assert _app_py(page, _PRELOADED) == [1, True, True]
+        open_sample(page, "sin")
+        train_app(page, 2)
+    finally:
+        ctx.close()
+
+
 def test_a_damaged_site_snapshot_is_refused(browser, site_url):
     """One byte of the bundled snapshot changed on its way (its size kept): the manifest's
     SHA-256 refuses it, Python boots afresh and trains."""
