@@ -20,6 +20,10 @@ model's distinct WGSL texts (the pipelines a first start creates).
 --json prints one line "PHASES <json>" instead (what `build.py bench` reads).
 --depth: the GPT at 6 and 12 layers side by side with their ratio (issue 38's target:
 12 layers' set-up within 1.3x of 6 layers').
+--pipelines: each model's pipelines (native), one distinct WGSL text at a time on one
+thread, slowest first, then all of them again on threads as a compile makes them: which
+kernels the driver takes longest over. Run it with the driver's disk cache off (NVIDIA:
+__GL_SHADER_DISK_CACHE=0) for a first start's figures.
 """
 
 from __future__ import annotations
@@ -191,6 +195,39 @@ def measure(names, backend: str = "native", repeat: int = 1) -> dict:
     return out
 
 
+def pipeline_times(name: str, top: int = 12) -> str:
+    """The native pipelines of a model's Programs, one text at a time and then on threads."""
+    from tgweb.backends import native
+
+    tg_compile = importlib.import_module("tgweb.compile")
+    sample = model(name)
+    trainer = tg_compile.compile(
+        sample.Model(), sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER, backend="native"
+    )
+    kernels = list({k.wgsl: k for k in trainer.program.kernels}.values())
+    trainer.close()
+    native._PIPELINES.clear()
+    each = []
+    for k in kernels:
+        t0 = time.perf_counter()
+        native.pipeline_for(k)
+        each.append((time.perf_counter() - t0, k))
+    native._PIPELINES.clear()
+    t0 = time.perf_counter()
+    native.create_pipelines(kernels)
+    threads = time.perf_counter() - t0
+    native._PIPELINES.clear()
+    each.sort(key=lambda e: -e[0])
+    lines = [
+        f"{name}: {len(kernels)} distinct WGSL texts; one at a time {sum(e[0] for e in each):.3f} s, "
+        f"on threads {threads:.3f} s; slowest:"
+    ]
+    for sec, k in each[:top]:
+        ops = ",".join(dict.fromkeys(k.ops or ()))
+        lines.append(f"  {sec * 1000:8.1f} ms  {k.name:40s} {len(k.wgsl):7d} chars  {ops[:60]}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="native", choices=("native", "reference"))
@@ -198,7 +235,12 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ", ".join(MODELS))
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--depth", action="store_true", help="the GPT at 6 and 12 layers, side by side")
+    ap.add_argument("--pipelines", action="store_true", help="each model's pipeline creation, slowest first")
     a = ap.parse_args()
+    if a.pipelines:
+        for name in a.models.split(","):
+            print(pipeline_times(name))
+        return
     got = measure(list(DEPTH) if a.depth else a.models.split(","), a.backend, a.repeat)
     if a.json:
         print("PHASES " + json.dumps(got))

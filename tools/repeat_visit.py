@@ -1,27 +1,36 @@
-"""Repeat visits (issue 28): the trainer page, page load -> first training step done, on a
-first visit (a fresh browser profile) and on the repeat visit after it (the same profile:
-the HTTP cache and the page's IndexedDB, compiled Programs included, kept).
+"""Repeat visits (issues 28 and 38): the trainer page as its visitor sees it, page load -> a
+sample's first training step on the page, on a first visit (a fresh browser profile) and on
+the repeat visit after it (the same profile: the HTTP cache, V8's code cache and the page's
+IndexedDB, the compiled Programs and the Pyodide snapshot included, kept).
 
-    python3 build.py bundle && .venv/bin/python tools/repeat_visit.py [RUNS] [SAMPLE ...]
+    python3 build.py bundle && .venv/bin/python tools/repeat_visit.py [--runs N]
+        [--site DIR --site DIR2 ...] [SAMPLE ...]
 
-Each run opens /?autostart#SAMPLE twice in one new profile and prints, per visit, the time
-from navigation to the first loss on the page, the worker's start-up phases and the
-sample's compile (its source run: tracing and lowering, or the cached Programs of the
-trainer and of what it attaches). Samples:
-sin and addition unless named. Run it on the H200 machine for the issue's targets.
+Each run opens /?autostart#SAMPLE twice in one new profile. The first visit stays open until
+the page says it kept its Python snapshot for the next visit (a visitor's tab stays open
+longer than the first step), then closes; the repeat visit follows in the same profile. For
+each visit it prints the time from navigation to the first loss on the page, the worker's
+start-up phases (Ready, the wasm, Python's restore) and the sample's compile (its source run:
+tracing and lowering, or the cached Programs of the trainer and what it attaches). Samples:
+sin and addition unless named. With several --site (bundled sites, e.g. a copy of site/ from
+before a change) the runs alternate between them (the machine's load drifts) and each site
+gets its column. Run it on the H200 machine for the issue's targets (launch.sh exports
+GPU_CHROMIUM; the adapter is printed).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import statistics
-import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_LOSS = "(n) => window.app && window.app.state[n] && window.app.state[n].losses.length > 0"
+KEPT_SNAPSHOT_MS = 60_000  # how long a first visit may take to keep its snapshot
 
 
 def _build():
@@ -31,7 +40,8 @@ def _build():
     return mod
 
 
-def visit(ctx, url: str, sample: str) -> dict:
+def visit(ctx, url: str, sample: str, keep: bool = False) -> dict:
+    """One visit; keep: stay until the page has kept its Python snapshot (the first visit)."""
     page = ctx.new_page()
     try:
         page.goto(f"{url}/?autostart#{sample}")
@@ -39,54 +49,73 @@ def visit(ctx, url: str, sample: str) -> dict:
         ms = page.evaluate("performance.now()")
         info = page.evaluate(f"window.app.state[{json.dumps(sample)}].info")
         t = page.evaluate("window.app.tg.info.timings")
-        return {
+        out = {
             "first_step_s": ms / 1000,
+            "ready_s": t["page_load_to_ready"] / 1000,
             "compile_s": info["compile_s"],
             "cache": info.get("cache"),
             "adapter": page.evaluate("window.app.tg.info.adapter"),
             "timings": t,
         }
+        if keep:
+            page.wait_for_function("window.app.snapshot", timeout=KEPT_SNAPSHOT_MS)
+            out["kept"] = page.evaluate("window.app.snapshot")
+        return out
     finally:
         page.close()
 
 
-def main(runs: int, samples: list[str]) -> None:
+def main(runs: int, samples: list[str], sites: list[Path]) -> None:
     from playwright.sync_api import sync_playwright
 
     build = _build()
-    if not (build.SITE / "manifest.json").exists():
+    if sites == [build.SITE] and not (build.SITE / "manifest.json").exists():
         build.bundle_site()
-    srv = build.make_server(build.SITE, 0)
-    import threading
-
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    urls = {}
+    for site in sites:
+        srv = build.make_server(site, 0)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        urls[site.name if site.name != "site" else site.parent.name] = (
+            f"http://127.0.0.1:{srv.server_address[1]}"
+        )
     exe, args = build.chromium()  # a real GPU's where launch.sh exported GPU_CHROMIUM
-    got: dict = {(s, v): [] for s in samples for v in ("first", "repeat")}
+    got: dict = {(s, smp, v): [] for s in urls for smp in samples for v in ("first", "repeat")}
     with sync_playwright() as p:
         for _ in range(runs):
             for sample in samples:
-                with tempfile.TemporaryDirectory() as profile:
-                    ctx = p.chromium.launch_persistent_context(
-                        profile, executable_path=exe, args=args, headless=True
-                    )
-                    try:
-                        for v in ("first", "repeat"):
-                            r = visit(ctx, url, sample)
-                            got[(sample, v)].append(r)
-                            print(f"{sample:9s} {v:6s} {json.dumps(r)}", flush=True)
-                    finally:
-                        ctx.close()
-    srv.shutdown()
-    print("\nsample    visit   page load -> first step (median, s)   compile (s)   runs")
-    for (sample, v), rs in got.items():
-        firsts = [r["first_step_s"] for r in rs]
-        comp = statistics.median(r["compile_s"] for r in rs)
-        each = ", ".join(f"{x:.2f}" for x in firsts)
-        print(f"{sample:9s} {v:6s}  {statistics.median(firsts):6.2f}{'':30s}{comp:6.2f}   {each}")
+                for site, url in urls.items():
+                    with tempfile.TemporaryDirectory() as profile:
+                        ctx = p.chromium.launch_persistent_context(
+                            profile, executable_path=exe, args=args, headless=True
+                        )
+                        try:
+                            for v in ("first", "repeat"):
+                                r = visit(ctx, url, sample, keep=v == "first")
+                                got[(site, sample, v)].append(r)
+                                print(f"{site} {sample} {v} {json.dumps(r)}", flush=True)
+                        finally:
+                            ctx.close()
+    a = next(iter(got.values()))[0]["adapter"]
+    print(f"\nadapter: {a.get('vendor')} {a.get('architecture')} {a.get('description')}")
+    head = "site            sample     visit    first step (median s)  Ready  wasm  Python  compile"
+    print(head + "   each run")
+    for (site, sample, v), rs in got.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("first_step_s", "ready_s", "compile_s")}
+        wasm = statistics.median(r["timings"].get("wasm", float("nan")) for r in rs) / 1000
+        py = statistics.median(r["timings"].get("pyodide", float("nan")) for r in rs) / 1000
+        each = ", ".join(f"{r['first_step_s']:.2f}" for r in rs)
+        print(
+            f"{site[-15:]:15s} {sample:10s} {v:7s} {med['first_step_s']:10.2f}{'':12s}{med['ready_s']:6.2f}"
+            f"{wasm:6.2f}{py:8.2f}{med['compile_s']:9.2f}   {each}"
+        )
+    snaps = {r["timings"].get("snapshot") for (_, _, v), rs in got.items() if v == "repeat" for r in rs}
+    print(f"repeat visits' Python: {', '.join(sorted(map(str, snaps)))} (restored: from the kept snapshot)")
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    n = int(args.pop(0)) if args and args[0].isdigit() else 3
-    main(n, args or ["sin", "addition"])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--site", action="append", type=Path, help="a bundled site (default: site/)")
+    ap.add_argument("samples", nargs="*", default=["sin", "addition"])
+    a = ap.parse_args()
+    main(a.runs, a.samples, [s.resolve() for s in a.site] if a.site else [_build().SITE])
