@@ -22,6 +22,7 @@
 // that one and keeps its bytes here for the next.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
+const SIZE = "size "; // a snapshot's size record is under this and the snapshot's key
 // what the snapshot holds done: tgweb and what a first step imports, the build id hashed
 const PRELOAD = "import tgweb, tgweb.worker; tgweb.worker.preload()";
 
@@ -157,25 +158,32 @@ class ProgramCache {
     return null;
   }
 
-  /** Keep bytes as the one snapshot (under key; others go). */
+  /** Keep bytes as the one snapshot (under key; others go), with a record of its size
+   *  that snapshotSize reads without the bytes. */
   async putSnapshot(key, bytes) {
     const rec = { key, bytes, sha256: await sha256(bytes), size: bytes.byteLength, time: Date.now() };
-    await this._req("readwrite", (s) => { s.clear(); return s.put(rec); }, SNAPSHOTS);
+    await this._req("readwrite", (s) => {
+      s.clear();
+      s.put({ key: SIZE + key, size: rec.size });
+      return s.put(rec);
+    }, SNAPSHOTS);
   }
 
-  /** Whether a snapshot is kept under key (its bytes unread, unchecked). */
-  async hasSnapshot(key) {
-    return (await this._req("readonly", (s) => s.getKey(key), SNAPSHOTS)) !== undefined;
+  /** The size of the snapshot kept under key (its bytes unread, unchecked), or null: none, or
+   *  one kept before sizes were (Pyodide instantiates with the size while the bytes come). */
+  async snapshotSize(key) {
+    const rec = await this._req("readonly", (s) => s.get(SIZE + key), SNAPSHOTS);
+    return rec ? rec.size : null;
   }
 
   removeSnapshot(key) {
-    return this._req("readwrite", (s) => s.delete(key), SNAPSHOTS);
+    return this._req("readwrite", (s) => { s.delete(SIZE + key); return s.delete(key); }, SNAPSHOTS);
   }
 
   /** [{key, size, time}] of the snapshot kept (none or one). */
   async snapshots() {
     const all = await this._req("readonly", (s) => s.getAll(), SNAPSHOTS);
-    return all.map(({ key, size, time }) => ({ key, size, time }));
+    return all.filter((r) => r.bytes).map(({ key, size, time }) => ({ key, size, time }));
   }
 }
 
@@ -193,14 +201,15 @@ export async function snapshotKey(manifest) {
 }
 
 /** The snapshot the site was bundled with (manifest.json's "snapshot"), when it is of these
- *  files (key): a function that fetches it, a promise of its bytes, checked against the
- *  manifest's size and SHA-256 as they arrive (a damaged one is refused: memory restored from
- *  it could be silently wrong); null where the site has none. fetchBytes(url) -> Uint8Array. */
+ *  files (key): {size, fetch}, fetch() starting to fetch it and returning a promise of its
+ *  bytes, checked against the manifest's size and SHA-256 as they arrive (a damaged one is
+ *  refused: memory restored from it could be silently wrong); null where the site has none.
+ *  fetchBytes(url) -> Uint8Array. */
 export function bundledSnapshot(manifest, key, base, fetchBytes) {
   const snap = manifest.snapshot;
   if (!snap || snap.key !== key) return null;
   const want = (manifest.files || {})[snap.file] || {};
-  return () => {
+  const fetch = () => {
     const bytes = fetchBytes(new URL(snap.file, base)).then(async (b) => {
       if (b.byteLength !== snap.size) throw new Error(`${snap.file} has ${b.byteLength} bytes, not ${snap.size}`);
       if ((await sha256(b)) !== want.sha256) throw new Error(`${snap.file}'s checksum does not match`);
@@ -209,33 +218,109 @@ export function bundledSnapshot(manifest, key, base, fetchBytes) {
     bytes.catch(() => {}); // bootPython reports it
     return bytes;
   };
+  return { size: snap.size, fetch };
 }
 
 function unpackWheel(py, wheel) {
   py.unpackArchive(wheel, "wheel", { extractDir: py.runPython("import sysconfig; sysconfig.get_paths()['purelib']") });
 }
 
+const CRC_TABLE = Uint32Array.from({ length: 256 }, (_, n) => {
+  let c = n;
+  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+  return c;
+});
+
+function crc32(bytes) {
+  let c = 0xffffffff;
+  for (let i = 0; i < bytes.length; i++) c = CRC_TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+/** A zip archive's files (a wheel: stored or deflated, no zip64), each inflated by the
+ *  browser's DecompressionStream and checked against its size and CRC-32 as Python's zipfile
+ *  would: a promise of [[name, bytes]]. Rejects naming what is wrong. */
+export async function unzip(zip) {
+  const v = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
+  let end = zip.byteLength - 22;
+  while (end >= 0 && v.getUint32(end, true) !== 0x06054b50) end--;
+  if (end < 0) throw new Error("not a zip archive (no end of central directory)");
+  const count = v.getUint16(end + 10, true);
+  let at = v.getUint32(end + 16, true);
+  const files = [];
+  for (let i = 0; i < count; i++) {
+    if (at + 46 > zip.byteLength || v.getUint32(at, true) !== 0x02014b50) throw new Error(`zip entry ${i}: bad central directory`);
+    const method = v.getUint16(at + 10, true), crc = v.getUint32(at + 16, true);
+    const packed = v.getUint32(at + 20, true), size = v.getUint32(at + 24, true);
+    const nameLen = v.getUint16(at + 28, true), skip = v.getUint16(at + 30, true) + v.getUint16(at + 32, true);
+    const name = new TextDecoder().decode(zip.subarray(at + 46, at + 46 + nameLen));
+    const local = v.getUint32(at + 42, true);
+    at += 46 + nameLen + skip;
+    if (name.endsWith("/")) continue;
+    if (method !== 0 && method !== 8) throw new Error(`${name}: zip method ${method} (stored or deflated only)`);
+    const from = local + 30 + v.getUint16(local + 26, true) + v.getUint16(local + 28, true);
+    const data = zip.subarray(from, from + packed);
+    files.push((async () => {
+      const bytes = method === 0 ? data : new Uint8Array(await new Response(
+        new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"))).arrayBuffer());
+      if (bytes.byteLength !== size || crc32(bytes) !== crc) throw new Error(`${name}: damaged in the zip archive`);
+      return [name, bytes];
+    })());
+  }
+  return Promise.all(files);
+}
+
+/** Pyodide restored from a snapshot of `size` bytes that are still on their way (stored: a
+ *  promise of them): Pyodide needs only the size to instantiate its wasm, and takes the bytes
+ *  when it restores its memory, once its file system is set up (its fsInit hook waits for
+ *  them there, while the wheel's files are unpacked into site-packages). Bytes that do not
+ *  come (unreadable, refused by their checksum, of another size) leave the memory zeros,
+ *  which Pyodide refuses to restore; the error then says why. */
+async function restorePython(loadPyodide, { indexURL, stored, size, wheel }) {
+  const memory = new Uint8Array(size);
+  let failed = null;
+  const fsInit = async (FS, { sitePackages }) => {
+    try {
+      const [bytes, files] = await Promise.all([stored, wheel.then(unzip)]);
+      for (const [name, data] of files) {
+        const path = `${sitePackages}/${name}`;
+        FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
+        FS.writeFile(path, data);
+      }
+      if (bytes.byteLength !== size) throw new Error(`it has ${bytes.byteLength} bytes, not ${size}`);
+      memory.set(bytes);
+    } catch (e) {
+      failed = e;
+    }
+  };
+  try {
+    return await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
+  } catch (e) {
+    throw failed || e;
+  }
+}
+
 /** Pyodide with the tgweb wheel installed: restored from a snapshot when there is a good
  *  one, else booted plainly. The snapshot is the one the cache keeps under key, else the
- *  site's (bundled: a function that starts fetching it, a promise of its bytes; null where
- *  the site has none): read from IndexedDB it restores faster than fetched and unzipped
- *  again. The wheel's files are unpacked either way (a snapshot holds memory, not files). A
- *  visit with neither leaves it to makeSnapshot, in another worker after the first step
- *  (worker.mjs): making one here would put the boot in Pyodide's snapshot mode and copy and
- *  hash its memory before Python could run anything. now: make it here all the same (a page
- *  opened from disk, whose worker can start no other). Resolves to {pyodide, snapshot:
- *  "restored" | "bundled" | "pending" | "made" | "off" | "refused: why", later: whether
- *  makeSnapshot is still to run, keep: the site's snapshot's bytes, for the cache}. */
+ *  site's (bundled: bundledSnapshot's {size, fetch}; null where the site has none): read from
+ *  IndexedDB it restores faster than fetched and unzipped again. The wheel's files are
+ *  unpacked either way (a snapshot holds memory, not files). A visit with neither leaves it
+ *  to makeSnapshot, in another worker after the first step (worker.mjs): making one here
+ *  would put the boot in Pyodide's snapshot mode and copy and hash its memory before Python
+ *  could run anything. now: make it here all the same (a page opened from disk, whose worker
+ *  can start no other). Resolves to {pyodide, snapshot: "restored" | "bundled" | "pending" |
+ *  "made" | "off" | "refused: why", later: whether makeSnapshot is still to run, keep: the
+ *  site's snapshot's bytes, for the cache}. */
 export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bundled = null, now = false }) {
   let refused = null;
-  const kept = cache && key && await cache.hasSnapshot(key).catch(() => false);
-  const fetched = !kept && bundled ? bundled() : null;
+  const keptSize = cache && key ? await cache.snapshotSize(key).catch(() => null) : null;
+  const kept = keptSize !== null;
+  const fetched = !kept && bundled ? bundled.fetch() : null;
   if (kept || fetched) {
     try {
-      // read and checked, or fetched, while Pyodide fetches its files: loadPyodide awaits it only then
+      // read and checked, or fetched, while Pyodide fetches and instantiates its wasm
       const stored = fetched || cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
-      const pyodide = await loadPyodide({ indexURL, _loadSnapshot: stored });
-      unpackWheel(pyodide, await wheel);
+      const pyodide = await restorePython(loadPyodide, { indexURL, stored, size: kept ? keptSize : bundled.size, wheel });
       if (!fetched) return { pyodide, snapshot: "restored", later: false, keep: null };
       return { pyodide, snapshot: "bundled", later: false, keep: cache && key ? await fetched : null };
     } catch (e) { // another Pyodide build's, or not a snapshot: boot afresh

@@ -17,8 +17,11 @@ least recently used first out.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import urllib.request
+import zipfile
 
 from .conftest import losses, open_app, open_harness, open_sample, py, train_app
 
@@ -303,6 +306,53 @@ def test_the_snapshot_is_kept_once_the_page_says_so(browser, site_url):
         train_app(page, 2)
     finally:
         ctx.close()
+
+
+_UNZIP = """async (b64) => {
+    const { unzip } = await import("/progcache.mjs");
+    const zip = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    try {
+        const files = await unzip(zip);
+        return files.map(([name, bytes]) => [name, Array.from(bytes)]);
+    } catch (e) {
+        return String(e.message);
+    }
+}"""
+
+
+def _zip_b64(entries, damage_at=None):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data, how in entries:
+            z.writestr(name, data, compress_type=how)
+    raw = bytearray(buf.getvalue())
+    if damage_at is not None:
+        raw[raw.index(damage_at) + len(damage_at) - 1] ^= 1
+    return base64.b64encode(bytes(raw)).decode()
+
+
+def test_the_restoring_worker_unzips_a_wheel_as_pythons_zipfile(page):
+    """A restored visit unpacks the tgweb wheel in JavaScript (progcache.mjs's unzip, while the
+    snapshot's bytes come): stored and deflated entries come out as Python wrote them, a
+    directory entry is skipped, and a damaged entry, a method it cannot read or bytes that
+    are no zip archive are refused, naming the entry."""
+    body = bytes(range(256)) * 40
+    good = [
+        ("pkg/__init__.py", b"x = 1\n", zipfile.ZIP_STORED),
+        ("pkg/data.bin", body, zipfile.ZIP_DEFLATED),
+        ("pkg/sub/", b"", zipfile.ZIP_STORED),
+    ]
+    got = page.evaluate(_UNZIP, _zip_b64(good))
+    assert got == [["pkg/__init__.py", list(b"x = 1\n")], ["pkg/data.bin", list(body)]]
+    # one byte of the stored file's text changed: its CRC-32 no longer matches
+    assert page.evaluate(_UNZIP, _zip_b64(good[:1], damage_at=b"x = 1")) == (
+        "pkg/__init__.py: damaged in the zip archive"
+    )
+    assert page.evaluate(_UNZIP, _zip_b64([("a.txt", b"abc" * 50, zipfile.ZIP_BZIP2)])) == (
+        "a.txt: zip method 12 (stored or deflated only)"
+    )
+    junk = base64.b64encode(b"not a zip" * 10).decode()
+    assert page.evaluate(_UNZIP, junk) == "not a zip archive (no end of central directory)"
 
 
 def test_a_damaged_site_snapshot_is_refused(browser, site_url):
