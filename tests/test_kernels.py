@@ -729,6 +729,22 @@ def test_fusion_fuses_elementwise_chains():
     assert len(prog.kernels) <= 6, [k.name for k in prog.kernels]
 
 
+
+def test_a_heavy_epilogue_runs_apart_from_its_matmul():
+    """A matmul runs its epilogue on every output an invocation computes (up to 128 on a
+    GPU), so the epilogue's code is repeated that often: bias and tanh run in the product's
+    kernel, the GELU backward's erf and exp (which took NVIDIA's compiler seconds there) in
+    an elementwise kernel of their own. Both compute what the reference does."""
+    light = run_case(lambda a, w, c: tg.tanh(a @ w + c), {"a": f(9, 5), "w": f(5, 6), "c": f(6)}, grad=False)
+    assert [k.ops for k in light.kernels] == [["matmul", "add", "tanh"]]
+
+    def gelu_grad(a, w, x):
+        return (a @ w) * (0.5 * (1.0 + tg.erf(x * 0.7071)) + x * tg.exp(-0.5 * x * x) * 0.3989)
+
+    heavy = run_case(gelu_grad, {"a": f(9, 5), "w": f(5, 6), "x": f(9, 6)}, grad=False)
+    ops = [k.ops for k in heavy.kernels]
+    assert ["matmul"] in ops and len(ops) == 2 and any("erf" in o and "exp" in o for o in ops), ops
+
 def test_matmul_paths():
     # tiled 128 x 128 with 8 x 8 per invocation, edges not multiples of the tile
     prog = run_case(lambda x, y: x @ y, {"x": f(2049, 12), "y": f(12, 2051)}, grad=False)

@@ -27,6 +27,16 @@ from dataclasses import dataclass, field
 from ..ir import REGISTRY, prod
 
 LONG_WAIT = 16  # nodes between a host kernel and a later input of its epilogue: no fusion
+# A strided host (matmul) runs its epilogue on every output an invocation computes (its
+# register tile: up to 128 on a GPU), so the epilogue's code is repeated that often, and
+# transcendental functions (a polynomial and exp each, erf two of those) made kernels the
+# GPU's compiler took seconds over: the GELU backward's epilogue (erf and exp) in a matmul
+# took NVIDIA's Vulkan driver 4.1 s to compile (H100), the matmul alone 0.3-0.6 s. An
+# epilogue weighing more than this runs as an elementwise kernel of its own instead (one
+# more pass over the product's memory, small beside the product itself).
+HEAVY = {"exp": 1, "log": 1, "pow": 1, "tanh": 1, "sin": 1, "cos": 1, "sigmoid": 1, "silu": 1, "softplus": 1}
+HEAVY |= {"erf": 2, "gelu": 2}
+STRIDED_EPILOGUE_WEIGHT = 2
 
 
 def fusable(kind: str) -> bool:
@@ -256,6 +266,8 @@ def _attach_epilogue(g: Group, cx: _Ctx) -> None:
         # hold the host's operands (activations) until then
         or REGISTRY[r.kind].strided
         and any(cx.rank.get(x, -1) > cx.rank[r.id] + LONG_WAIT for x in e.ext)
+        or REGISTRY[r.kind].strided
+        and sum(HEAVY.get(m.kind, 0) for m in e.members) > STRIDED_EPILOGUE_WEIGHT
     ):
         return
     ext = (e.ext - {r.id}) | g.ext
