@@ -729,7 +729,6 @@ def test_fusion_fuses_elementwise_chains():
     assert len(prog.kernels) <= 6, [k.name for k in prog.kernels]
 
 
-
 def test_a_heavy_epilogue_runs_apart_from_its_matmul():
     """A matmul runs its epilogue on every output an invocation computes (up to 128 on a
     GPU), so the epilogue's code is repeated that often: bias and tanh run in the product's
@@ -744,6 +743,7 @@ def test_a_heavy_epilogue_runs_apart_from_its_matmul():
     heavy = run_case(gelu_grad, {"a": f(9, 5), "w": f(5, 6), "x": f(9, 6)}, grad=False)
     ops = [k.ops for k in heavy.kernels]
     assert ["matmul"] in ops and len(ops) == 2 and any("erf" in o and "exp" in o for o in ops), ops
+
 
 def test_matmul_paths():
     # tiled 128 x 128 with 8 x 8 per invocation, edges not multiples of the tile
