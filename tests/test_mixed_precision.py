@@ -81,20 +81,26 @@ def test_mixed_attention_matches_reference(j, cls):
 
 
 def _mlp(x, w1, w2):
+    return tg.relu(x @ w1) @ w2
+
+
+def _gelu_mlp(x, w1, w2):
     return tg.gelu(x @ w1) @ w2
 
 
-# saved activations: GELU reads its input's f16 copy (forward and backward); where C's rows
-# are even, the product stores that copy from its epilogue, two values a word; odd rows
-# (45, 7) store the copy from a kernel of its own. GELU's gradient (erf and exp: too heavy
-# for a product's epilogue, passes/fusion.py's HEAVY) runs in an elementwise kernel of its
-# own, which stores its f16 copy for the next products, and so does the forward GELU where
-# one group holds both (a dy given as input: the first two cases)
+# saved activations: ReLU and GELU read their input's f16 copy (forward and backward); where
+# C's rows are even, the product stores that copy from its epilogue, two values a word
+# (ReLU's gradient times dO @ w2^T too, stored as f16 for the next products); odd rows
+# (45, 7) store the copy from a kernel of its own. GELU (erf: too heavy for a product's
+# epilogue, passes/fusion.py's HEAVY) and its gradient run in elementwise kernels of their
+# own, which store the f16 copies
 SAVED_CASES = [
-    (lambda a, b: tg.gelu(a @ b), {"a": f(37, 20), "b": f(20, 46)}, 0),
-    (lambda a, b: tg.gelu(a @ b), {"a": f(37, 20), "b": f(20, 45)}, 0),
+    (lambda a, b: tg.relu(a @ b), {"a": f(37, 20), "b": f(20, 46)}, 1),  # dy * ReLU' there too
+    (lambda a, b: tg.relu(a @ b), {"a": f(37, 20), "b": f(20, 45)}, 0),
     (_mlp, {"x": f(3, 23, 13), "w1": f(13, 30), "w2": f(30, 7)}, 1),
     (_mlp, {"x": f(150, 40), "w1": f(40, 132), "w2": f(132, 36)}, 1),  # tiled on the GPU
+    (lambda a, b: tg.gelu(a @ b), {"a": f(37, 20), "b": f(20, 46)}, 0),
+    (_gelu_mlp, {"x": f(150, 40), "w1": f(40, 132), "w2": f(132, 36)}, 0),
 ]
 SAVED_RUNS = [(j, c) for j in range(len(SAVED_CASES)) for c in ("cpu", "gpu")]
 

@@ -29,14 +29,16 @@ from ..ir import REGISTRY, prod
 LONG_WAIT = 16  # nodes between a host kernel and a later input of its epilogue: no fusion
 # A strided host (matmul) runs its epilogue on every output an invocation computes (its
 # register tile: up to 128 on a GPU), so the epilogue's code is repeated that often, and
-# transcendental functions (a polynomial and exp each, erf two of those) made kernels the
-# GPU's compiler took seconds over: the GELU backward's epilogue (erf and exp) in a matmul
-# took NVIDIA's Vulkan driver 4.1 s to compile (H100), the matmul alone 0.3-0.6 s. An
-# epilogue weighing more than this runs as an elementwise kernel of its own instead (one
-# more pass over the product's memory, small beside the product itself).
+# transcendental functions (a polynomial and exp each, erf two of those) make kernels the
+# GPU's compiler takes seconds over. NVIDIA's Vulkan driver (H100, its cache off) compiled
+# the GELU backward's tiled matmul in 0.79 s without its epilogue, 1.41 s with an exp in it,
+# 3.13 s with an erf and 4.81 s with both (shakespeare's, which held up every first start
+# for as long; as a WGSL function called per output it took 5.46 s). An epilogue weighing
+# more than this runs as an elementwise kernel of its own instead: one more pass over the
+# product's memory, small beside the product (shakespeare's step: 48.3 -> 48.8 ms).
 HEAVY = {"exp": 1, "log": 1, "pow": 1, "tanh": 1, "sin": 1, "cos": 1, "sigmoid": 1, "silu": 1, "softplus": 1}
 HEAVY |= {"erf": 2, "gelu": 2}
-STRIDED_EPILOGUE_WEIGHT = 2
+STRIDED_EPILOGUE_WEIGHT = 1
 
 
 def fusable(kind: str) -> bool:
