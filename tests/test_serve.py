@@ -35,7 +35,8 @@ def server(tmp_path_factory):
     (site / "pyodide").mkdir()
     (site / "pyodide" / "pyodide.asm.wasm").write_bytes(WASM)
     (site / "small.mjs").write_bytes(SMALL)
-    (site / "wheel.whl").write_bytes(WASM)  # compressed already: never precompressed
+    (site / "data.zip").write_bytes(WASM)  # a kind COMPRESS does not name: never precompressed
+    (site / "wheel.whl").write_bytes(WASM)  # the site's wheel, its files stored: gzip on the wire
     build._precompress(site)
     srv = build.make_server(site, 0)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -58,7 +59,8 @@ def test_the_bundle_carries_gzip_beside_what_compresses(server):
     site, _ = server
     assert gzip.decompress((site / "pyodide" / "pyodide.asm.wasm.gz").read_bytes()) == WASM
     assert not (site / "small.mjs.gz").exists()  # under 1 KiB: not worth a second file
-    assert not (site / "wheel.whl.gz").exists()
+    assert not (site / "data.zip.gz").exists()
+    assert gzip.decompress((site / "wheel.whl.gz").read_bytes()) == WASM
 
 
 @pytest.mark.parametrize("accept", ["gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.5", "*"])
