@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import numpy as np
 import torch
@@ -74,6 +75,13 @@ def main() -> None:
     # writes the checkpoint made gloo abort rank 0 at exit
     dist.barrier()
     dist.destroy_process_group()
+    # gloo's worker threads can still hold finished work and its tensors, whose release while
+    # the interpreter finalizes aborts the process now and then ("terminate called without an
+    # active exception", pytorch/pytorch#179291): the run is done and its file written and
+    # closed, so the rank leaves without finalizing
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
