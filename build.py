@@ -383,8 +383,9 @@ def _site_snapshot(site: Path) -> None:
     (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 
-# what the site serves gzip-compressed (make_server) from a NAME.gz beside each file; .zip and
-# .whl are compressed already. Python's standard library has gzip and no brotli.
+# what the site serves gzip-compressed (make_server) from a NAME.gz beside each file; .zip is
+# compressed already, the site's .whl keeps its files stored (_stored). Python's standard
+# library has gzip and no brotli.
 COMPRESS = {".wasm", ".mjs", ".js", ".json", ".css", ".html", ".py", ".txt", ".svg", ".snapshot", ".whl"}
 
 

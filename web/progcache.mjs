@@ -221,6 +221,10 @@ export function bundledSnapshot(manifest, key, base, fetchBytes) {
   return { size: snap.size, fetch };
 }
 
+// The wheel's files written by Python after a plain boot. A restore writes them from its fsInit
+// hook instead (restorePython), before Python starts; a Pyodide that makes a snapshot cannot
+// take that hook: its serializer refuses the hook's entry in Python's table of JS objects
+// ("Unexpected hiwire entry", Pyodide 314.0.8).
 function unpackWheel(py, wheel) {
   py.unpackArchive(wheel, "wheel", { extractDir: py.runPython("import sysconfig; sysconfig.get_paths()['purelib']") });
 }
@@ -241,7 +245,7 @@ function crc32(bytes) {
  *  browser's DecompressionStream and checked against its size and CRC-32 as Python's zipfile
  *  would: a promise of [[name, bytes]]. Rejects naming what is wrong. */
 export async function unzip(zip) {
-  const v = new DataView(zip.buffer, zip.byteOffset, zip.byteLength);
+  const v = new DataView(zip.buffer, zip.byteOffset, zip.byteLength), utf8 = new TextDecoder();
   let end = zip.byteLength - 22;
   while (end >= 0 && v.getUint32(end, true) !== 0x06054b50) end--;
   if (end < 0) throw new Error("not a zip archive (no end of central directory)");
@@ -253,7 +257,7 @@ export async function unzip(zip) {
     const method = v.getUint16(at + 10, true), crc = v.getUint32(at + 16, true);
     const packed = v.getUint32(at + 20, true), size = v.getUint32(at + 24, true);
     const nameLen = v.getUint16(at + 28, true), skip = v.getUint16(at + 30, true) + v.getUint16(at + 32, true);
-    const name = new TextDecoder().decode(zip.subarray(at + 46, at + 46 + nameLen));
+    const name = utf8.decode(zip.subarray(at + 46, at + 46 + nameLen));
     const local = v.getUint32(at + 42, true);
     at += 46 + nameLen + skip;
     if (name.endsWith("/")) continue;
