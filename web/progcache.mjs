@@ -16,13 +16,14 @@
 //
 // It also keeps one Pyodide memory snapshot (makeSnapshot, after a first visit's first step):
 // the interpreter's memory after importing tgweb, keyed by the hashes of Pyodide's files and
-// of the tgweb wheel, with its SHA-256; a repeat visit restores it (bootPython) instead of
-// booting Python and importing tgweb. A served site carries the same snapshot, made when it
+// of the tgweb wheel, with its SHA-256 (its bytes in a file of the origin's private file
+// system where there is one, else in IndexedDB: snapshotDir below); a repeat visit restores
+// it (bootPython) instead of booting Python and importing tgweb. A served site carries the same snapshot, made when it
 // was bundled (tools/site_snapshot.mjs, manifest.json's "snapshot"): its first visit restores
 // that one and keeps its bytes here for the next.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
-const SIZE = "size "; // a snapshot's size record is under this and the snapshot's key
+const INFO = "size "; // what is kept of a snapshot (its size, checksum, file) is under this and its key
 // what the snapshot holds done: tgweb and what a first step imports, the build id hashed
 const PRELOAD = "import tgweb, tgweb.worker; tgweb.worker.preload()";
 
@@ -147,43 +148,132 @@ class ProgramCache {
     await this.writes;
     await this._req("readwrite", (s) => s.clear());
     await this._req("readwrite", (s) => s.clear(), SNAPSHOTS);
+    const dir = await snapshotDir();
+    if (dir) await dir.removeEntry(SNAPSHOT_FILE).catch(() => {});
   }
 
-  /** The snapshot kept under key, checked against its SHA-256 (a damaged one is deleted): bytes or null. */
-  async snapshot(key) {
-    const rec = await this._req("readonly", (s) => s.get(key), SNAPSHOTS);
-    if (!rec) return null;
-    if ((await sha256(rec.bytes)) === rec.sha256) return new Uint8Array(rec.bytes);
-    await this.removeSnapshot(key);
-    return null;
+  /** What is kept of the snapshot under key ({size, sha256, file}; sha256 and file are
+   *  absent from one kept before snapshots went to files), its bytes unread; null: none. */
+  async snapshotInfo(key) {
+    const rec = await this._req("readonly", (s) => s.get(INFO + key), SNAPSHOTS);
+    return rec ? { size: rec.size, sha256: rec.sha256, file: rec.file } : null;
   }
 
-  /** Keep bytes as the one snapshot (under key; others go), with a record of its size
-   *  that snapshotSize reads without the bytes. */
+  /** The snapshot kept under key (info: snapshotInfo's), read into `into` (a Uint8Array of
+   *  its size: Pyodide's memory to be) and checked against its SHA-256. Rejects saying why
+   *  (gone, another size, damaged); a damaged or unreadable one is removed. */
+  async readSnapshot(key, info, into) {
+    try {
+      let want = info.sha256;
+      if (info.file) {
+        const early = ahead;
+        ahead = null;
+        const bytes = (early && await early) || await readFile();
+        if (bytes.byteLength !== into.byteLength) throw new Error(`it has ${bytes.byteLength} bytes, not ${into.byteLength}`);
+        into.set(bytes);
+      } else { // in IndexedDB: this browser gives no file system, or it was kept before
+        const rec = await this._req("readonly", (s) => s.get(key), SNAPSHOTS);
+        if (!rec) throw new Error("it is gone");
+        if (rec.bytes.byteLength !== into.byteLength) throw new Error(`it has ${rec.bytes.byteLength} bytes, not ${into.byteLength}`);
+        into.set(new Uint8Array(rec.bytes));
+        want = rec.sha256;
+      }
+      if ((await sha256(into)) !== want) throw new Error("its checksum does not match");
+    } catch (e) {
+      await this.removeSnapshot(key).catch(() => {});
+      throw e;
+    }
+  }
+
+  /** Keep bytes as the one snapshot (under key; others go): in the origin's file system
+   *  where the browser gives one, else in IndexedDB; resolves once the record that names
+   *  them has committed. */
   async putSnapshot(key, bytes) {
-    const rec = { key, bytes, sha256: await sha256(bytes), size: bytes.byteLength, time: Date.now() };
+    const info = { key: INFO + key, size: bytes.byteLength, sha256: await sha256(bytes), time: Date.now() };
+    const dir = await snapshotDir();
+    if (dir) {
+      await writeFile(dir, bytes);
+      info.file = SNAPSHOT_FILE;
+    }
     await this._req("readwrite", (s) => {
       s.clear();
-      s.put({ key: SIZE + key, size: rec.size });
-      return s.put(rec);
+      if (!dir) s.put({ key, bytes, sha256: info.sha256 });
+      return s.put(info);
     }, SNAPSHOTS);
   }
 
-  /** The size of the snapshot kept under key (its bytes unread, unchecked), or null: none, or
-   *  one kept before sizes were (Pyodide instantiates with the size while the bytes come). */
-  async snapshotSize(key) {
-    const rec = await this._req("readonly", (s) => s.get(SIZE + key), SNAPSHOTS);
-    return rec ? rec.size : null;
-  }
-
-  removeSnapshot(key) {
-    return this._req("readwrite", (s) => { s.delete(SIZE + key); return s.delete(key); }, SNAPSHOTS);
+  async removeSnapshot(key) {
+    await this._req("readwrite", (s) => { s.delete(INFO + key); return s.delete(key); }, SNAPSHOTS);
+    const dir = await snapshotDir();
+    if (dir) await dir.removeEntry(SNAPSHOT_FILE).catch(() => {}); // none, or open elsewhere
   }
 
   /** [{key, size, time}] of the snapshot kept (none or one). */
   async snapshots() {
     const all = await this._req("readonly", (s) => s.getAll(), SNAPSHOTS);
-    return all.filter((r) => r.bytes).map(({ key, size, time }) => ({ key, size, time }));
+    return all.filter((r) => r.key.startsWith(INFO)).map(({ key, size, time }) => ({ key: key.slice(INFO.length), size, time }));
+  }
+}
+
+// The snapshot's bytes are a file of the origin's private file system (OPFS) where the
+// browser gives one (its record in IndexedDB says which key they are of): a worker reads it
+// with a synchronous access handle, from its first moments (readSnapshotAhead), before it
+// knows which key it wants. Read once the key was known, the same 31.5 MB came 250-330 ms
+// later in Chromium here: each step to the file waited for the worker's thread, busy
+// instantiating Pyodide (read alone, it takes about 20 ms; from IndexedDB, 40 ms). A page
+// opened from disk has no such file system: its snapshot stays in IndexedDB.
+const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory";
+let ahead = null; // readSnapshotAhead's promise of the file's bytes (null: none)
+
+/** Start reading the kept snapshot's file, if there is one: bootPython then restores from
+ *  these bytes once their record says they are of its key and their checksum agrees. */
+export function readSnapshotAhead() {
+  ahead = readFile().catch(() => null);
+}
+
+async function snapshotDir() {
+  try {
+    return await (await navigator.storage.getDirectory()).getDirectoryHandle(SNAPSHOT_DIR, { create: true });
+  } catch { // no navigator.storage, or an opaque origin (file://)
+    return null;
+  }
+}
+
+async function readFile() {
+  const dir = await snapshotDir();
+  if (!dir) throw new Error("the browser's file system is not there");
+  const handle = await dir.getFileHandle(SNAPSHOT_FILE);
+  // a worker's synchronous handle ("read-only": other tabs may read it at the same time)
+  const sync = handle.createSyncAccessHandle ? await handle.createSyncAccessHandle({ mode: "read-only" }).catch(() => null) : null;
+  if (!sync) return new Uint8Array(await (await handle.getFile()).arrayBuffer()); // a page's, or it is held
+  try {
+    const bytes = new Uint8Array(sync.getSize());
+    for (let at = 0; at < bytes.byteLength;) {
+      const n = sync.read(bytes.subarray(at), { at });
+      if (!n) throw new Error(`it ends after ${at} bytes`);
+      at += n;
+    }
+    return bytes;
+  } finally {
+    sync.close();
+  }
+}
+
+async function writeFile(dir, bytes) {
+  const handle = await dir.getFileHandle(SNAPSHOT_FILE, { create: true });
+  if (handle.createWritable) { // written beside it, then put in its place: never half written
+    const w = await handle.createWritable();
+    await w.write(bytes);
+    await w.close();
+    return;
+  }
+  const sync = await handle.createSyncAccessHandle(); // a browser without writables (Safari): a worker's
+  try {
+    sync.truncate(0);
+    for (let at = 0; at < bytes.byteLength;) at += sync.write(bytes.subarray(at), { at });
+    sync.flush();
+  } finally {
+    sync.close();
   }
 }
 
@@ -274,27 +364,29 @@ export async function unzip(zip) {
   return Promise.all(files);
 }
 
-/** Pyodide restored from a snapshot of `size` bytes that are still on their way (stored: a
- *  promise of them): Pyodide needs only the size to instantiate its wasm, and takes the bytes
+/** Pyodide restored from a snapshot of `size` bytes that fill(memory) puts into the
+ *  Uint8Array it is given, resolving once they are there and checked (they are read or still
+ *  on their way): Pyodide needs only the size to instantiate its wasm, and takes the bytes
  *  when it restores its memory, once its file system is set up (its fsInit hook waits for
  *  them there, while the wheel's files are unpacked into site-packages). Bytes that do not
- *  come (unreadable, refused by their checksum, of another size) leave the memory zeros,
- *  which Pyodide refuses to restore; the error then says why. */
-async function restorePython(loadPyodide, { indexURL, stored, size, wheel }) {
+ *  come (unreadable, refused by their checksum, of another size) make the restore fail
+ *  before Python runs, with fill's reason. */
+async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   const memory = new Uint8Array(size);
+  const filled = fill(memory);
+  filled.catch(() => {}); // reported below
   let failed = null;
   const fsInit = async (FS, { sitePackages }) => {
     try {
-      const [bytes, files] = await Promise.all([stored, wheel.then(unzip)]);
+      const [, files] = await Promise.all([filled, wheel.then(unzip)]);
       for (const [name, data] of files) {
         const path = `${sitePackages}/${name}`;
         FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
         FS.writeFile(path, data);
       }
-      if (bytes.byteLength !== size) throw new Error(`it has ${bytes.byteLength} bytes, not ${size}`);
-      memory.set(bytes);
     } catch (e) {
       failed = e;
+      memory.fill(0); // which Pyodide refuses to restore
     }
   };
   try {
@@ -307,7 +399,7 @@ async function restorePython(loadPyodide, { indexURL, stored, size, wheel }) {
 /** Pyodide with the tgweb wheel installed: restored from a snapshot when there is a good
  *  one, else booted plainly. The snapshot is the one the cache keeps under key, else the
  *  site's (bundled: bundledSnapshot's {size, fetch}; null where the site has none): read from
- *  IndexedDB it restores faster than fetched and unzipped again. The wheel's files are
+ *  the cache's file it restores faster than fetched and unzipped again. The wheel's files are
  *  unpacked either way (a snapshot holds memory, not files). A visit with neither leaves it
  *  to makeSnapshot, in another worker after the first step (worker.mjs): making one here
  *  would put the boot in Pyodide's snapshot mode and copy and hash its memory before Python
@@ -317,14 +409,15 @@ async function restorePython(loadPyodide, { indexURL, stored, size, wheel }) {
  *  site's snapshot's bytes, for the cache}. */
 export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bundled = null, now = false }) {
   let refused = null;
-  const keptSize = cache && key ? await cache.snapshotSize(key).catch(() => null) : null;
-  const kept = keptSize !== null;
+  const info = cache && key ? await cache.snapshotInfo(key).catch(() => null) : null;
+  const kept = info !== null;
+  if (!kept) ahead = null; // bytes of no use: another key's, or a file without its record
   const fetched = !kept && bundled ? bundled.fetch() : null;
   if (kept || fetched) {
     try {
       // read and checked, or fetched, while Pyodide fetches and instantiates its wasm
-      const stored = fetched || cache.snapshot(key).then((b) => b || Promise.reject(new Error("its checksum does not match")));
-      const pyodide = await restorePython(loadPyodide, { indexURL, stored, size: kept ? keptSize : bundled.size, wheel });
+      const fill = kept ? (memory) => cache.readSnapshot(key, info, memory) : async (memory) => memory.set(await fetched);
+      const pyodide = await restorePython(loadPyodide, { indexURL, size: kept ? info.size : bundled.size, fill, wheel });
       if (!fetched) return { pyodide, snapshot: "restored", later: false, keep: null };
       return { pyodide, snapshot: "bundled", later: false, keep: cache && key ? await fetched : null };
     } catch (e) { // another Pyodide build's, or not a snapshot: boot afresh

@@ -29,7 +29,7 @@
 import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
-import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, snapshotKey } from "./progcache.mjs";
+import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, readSnapshotAhead, snapshotKey } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -358,6 +358,7 @@ async function snapshotJob(m) {
 }
 
 function startPython(files) {
+  if (!files) readSnapshotAhead(); // a page opened from disk keeps its snapshot in IndexedDB
   const cache = openProgramCache().catch(() => null); // none: compiles are not cached
   return { cache, python: setupPython(files, cache) };
 }

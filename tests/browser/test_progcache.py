@@ -172,10 +172,14 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         page.wait_for_function("document.querySelectorAll('#program-list li').length === 0", timeout=10000)
         assert page.evaluate("(async () => (await window.app.programs.cache.list()).length)()") == 0
         assert page.evaluate("(async () => (await window.app.programs.cache.snapshots()).length)()") == 0
+        assert page.evaluate(_SNAPSHOT_FILES) == []  # its file went too
         # a damaged snapshot is refused (its checksum), and Python boots afresh
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "pending"
         assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"  # made once the page idles
+        [(name, size)] = page.evaluate(_SNAPSHOT_FILES)
+        [kept] = page.evaluate("window.app.programs.cache.snapshots()")
+        assert [name, size] == ["memory", kept["size"]] and size > 1 << 20
         page.evaluate(_DAMAGE_SNAPSHOT)
         _reload(page)
         _boots_afresh(page, "its checksum does not match")
@@ -191,13 +195,38 @@ _SNAPSHOT_KEPT = """async () => {
     }
     return false;
 }"""
+# the kept snapshot's bytes: a file of the origin's private file system (its key is in IndexedDB)
+_SNAPSHOT_FILES = """async () => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots", { create: true });
+    const out = [];
+    for await (const [name, handle] of dir.entries()) out.push([name, (await handle.getFile()).size]);
+    return out;
+}"""
 _DAMAGE_SNAPSHOT = """async () => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots");
+    for await (const [name, handle] of dir.entries()) {
+        const at = 1000, byte = new Uint8Array(await (await handle.getFile()).slice(at, at + 1).arrayBuffer());
+        const w = await handle.createWritable({ keepExistingData: true });
+        await w.write({ type: "write", position: at, data: new Uint8Array([byte[0] ^ 1]) });
+        await w.close();
+    }
+}"""
+
+
+# the kept snapshot moved into IndexedDB, as a page opened from disk (no file system) keeps
+# it, and as it was kept before snapshots went to files
+_SNAPSHOT_TO_INDEXEDDB = """async () => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots");
+    const bytes = await (await (await dir.getFileHandle("memory")).getFile()).arrayBuffer();
     const db = window.app.programs.cache.db;
-    const rec = await new Promise((res) => { db.transaction(["snapshots"]).objectStore("snapshots").getAll()
-        .onsuccess = (ev) => res(ev.target.result[0]); });
-    new Uint8Array(rec.bytes.buffer || rec.bytes)[1000] ^= 1;
+    const [info] = await new Promise((res) => { db.transaction(["snapshots"]).objectStore("snapshots").getAll()
+        .onsuccess = (ev) => res(ev.target.result); });
+    const key = info.key.slice("size ".length);
     await new Promise((res) => { const tx = db.transaction(["snapshots"], "readwrite");
-        tx.objectStore("snapshots").put(rec); tx.oncomplete = res; });
+        tx.objectStore("snapshots").put({ key: info.key, size: info.size });
+        tx.objectStore("snapshots").put({ key, bytes, sha256: info.sha256, size: info.size });
+        tx.oncomplete = res; });
+    await dir.removeEntry("memory");
 }"""
 
 
@@ -260,6 +289,11 @@ def test_a_first_visit_restores_the_sites_snapshot(browser, site_url):
         assert page.evaluate(_SNAPSHOT_KEPT), "the site's snapshot was not kept"
         page.wait_for_function("window.app.snapshot", timeout=20000)
         assert page.evaluate("window.app.snapshot.from") == "site"
+        _reload(page)
+        assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        assert _app_py(page, _RUNTIME)[0] == 7
+        page.evaluate(_SNAPSHOT_TO_INDEXEDDB)
+        assert page.evaluate(_SNAPSHOT_FILES) == []
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
         assert _app_py(page, _RUNTIME)[0] == 7
