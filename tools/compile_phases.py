@@ -1,14 +1,16 @@
 """Where tg.compile's time goes, pass by pass: the samples sin, addition and shakespeare, and
-the shakespeare GPT at 1, 2, 6 and 12 layers, on the native backend (wgpu-py) unless told.
+the shakespeare GPT at 1, 2, 6 and 12 layers, on the native backend (wgpu-py) unless told,
+each compiled as the page compiles it (tgweb.samples.compile: its MAX_MEMORY, its precision).
 
     .venv/bin/python tools/compile_phases.py [--backend native|reference] [--repeat N]
         [--models sin,addition,...] [--json] [--depth]
 
 Prints a table, one column per model, in seconds (each the minimum over N compiles):
 trace, autodiff, optimizer (the rest of the training graph: clipping, the update),
-lowering's stages (computed_nodes, schedule, place_updates, assign_buffers, emit, pack, and
-the rest of lower: validation), the initial values (a reset: drawn by the GPU, lowered and
-run as a program of their own, or drawn on the host where that cannot be), their upload,
+lowering's stages (computed_nodes, schedule, place_updates, assign_buffers, fit_memory: the
+same planned again within the sample's MAX_MEMORY, emit, pack, and the rest of lower:
+validation), the initial values (a reset: drawn by the GPU, lowered and run as a program of
+their own, or drawn on the host where that cannot be; all of it counted there), their upload,
 pipeline creation (the native backend's cache emptied before each compile, as on a first
 start) and the rest of the engine's set-up (buffers, bind groups). The first device
 creation of the process is timed once, apart. The reference backend does not lower.
@@ -40,20 +42,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-STAGES = ("computed_nodes", "schedule", "place_updates", "assign_buffers", "emit", "pack")
+STAGES = ("computed_nodes", "schedule", "place_updates", "assign_buffers", "fit_memory", "emit", "pack")
 # passes inside a stage (indented in the table, not added again): lower's own names for them
 INNER = {"  fuse": "fuse", "  remat": "rematerialize", "  plan": "plan"}
 ROWS = ("trace", "autodiff", "optimizer", "computed_nodes", "schedule", "  fuse", "  remat", "place_updates")
-ROWS += ("assign_buffers", "  plan", "emit", "pack", "lower (rest)", "initial values", "upload", "pipelines")
+ROWS += ("assign_buffers", "  plan", "fit_memory", "emit", "pack", "lower (rest)", "initial values", "upload")
+ROWS += ("pipelines",)
 ROWS += ("engine (rest)", "other", "total")
 ROWS += ("set-up", "program JSON")  # set-up: total less initial values and upload; JSON: apart
 
 
 class Clock:
-    """Inclusive times of wrapped functions, by label, summed over calls."""
+    """Inclusive times of wrapped functions, by label, summed over calls. What runs inside
+    an ALONE label counts in that row only: fit_memory (the schedule, updates and storage
+    planned again under the sample's MAX_MEMORY) and reset (the initial values: their own
+    Program lowered and run), but for the upload inside reset."""
+
+    # labels whose inner calls count in their row only, but for the labels named with them
+    ALONE = {"fit_memory": (), "reset": ("upload",)}
 
     def __init__(self) -> None:
         self.t: dict[str, float] = defaultdict(float)
+        self.inside: list[str] = []  # the ALONE labels being timed, innermost last
 
     @contextlib.contextmanager
     def wrapped(self, targets: list[tuple[object, str, str]]):
@@ -69,10 +79,16 @@ class Clock:
 
     def _timed(self, fn, label: str):
         def timed(*args, **kwargs):
+            if self.inside and label not in self.ALONE[self.inside[-1]]:
+                return fn(*args, **kwargs)  # counted in the enclosing ALONE row
             t0 = time.perf_counter()
+            if label in self.ALONE:
+                self.inside.append(label)
             try:
                 return fn(*args, **kwargs)
             finally:
+                if label in self.ALONE:
+                    self.inside.pop()
                 self.t[label] += time.perf_counter() - t0
 
         return timed
@@ -107,16 +123,21 @@ def _targets(backend: str) -> list[tuple[object, str, str]]:
     return got
 
 
+def _compile(sample, backend: str):
+    """The sample's trainer as the page and `tgweb train` compile it (tgweb.samples.compile:
+    its MAX_MEMORY, which may have the planner recompute activations, and its precision)."""
+    from tgweb import samples
+
+    return samples.compile(sample, backend=backend)
+
+
 def phases(sample, backend: str) -> dict[str, float]:
     """One compile of a sample (a module or a shakespeare.Sample), split into ROWS."""
-    tg_compile = importlib.import_module("tgweb.compile")
     if backend == "native":
         importlib.import_module("tgweb.backends.native")._PIPELINES.clear()
     clock = Clock()
     with clock.wrapped(_targets(backend)):
-        trainer = tg_compile.compile(
-            sample.Model(), sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER, backend=backend
-        )
+        trainer = _compile(sample, backend)
     program = getattr(trainer, "program", None)
     texts = len({k.wgsl for k in program.kernels}) if program is not None else 0
     t0 = time.perf_counter()
@@ -141,13 +162,14 @@ MODELS = ("sin", "addition", "shakespeare", "gpt 1L", "gpt 2L", "gpt 6L", "gpt 1
 
 
 def model(name: str):
-    """A sample's module, or the shakespeare GPT at full width with the layers named."""
+    """A sample's module, or the shakespeare GPT at full width with the layers named and no
+    memory bound (12 layers do not fit the sample's 1.5 GB)."""
     from tgweb import samples
     from tgweb.samples import shakespeare
 
     if name.startswith("gpt "):
         layers = int(name[4:].rstrip("L"))
-        return shakespeare.Sample(dataclasses.replace(shakespeare.FULL, layers=layers))
+        return shakespeare.Sample(dataclasses.replace(shakespeare.FULL, layers=layers, max_memory=None))
     return samples.get(name)
 
 
@@ -199,11 +221,7 @@ def pipeline_times(name: str, top: int = 12) -> str:
     """The native pipelines of a model's Programs, one text at a time and then on threads."""
     from tgweb.backends import native
 
-    tg_compile = importlib.import_module("tgweb.compile")
-    sample = model(name)
-    trainer = tg_compile.compile(
-        sample.Model(), sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER, backend="native"
-    )
+    trainer = _compile(model(name), "native")
     kernels = list({k.wgsl: k for k in trainer.program.kernels}.values())
     trainer.close()
     native._PIPELINES.clear()

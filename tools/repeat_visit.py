@@ -4,7 +4,7 @@ the repeat visit after it (the same profile: the HTTP cache, V8's code cache and
 IndexedDB, the compiled Programs and the Pyodide snapshot included, kept).
 
     python3 build.py bundle && .venv/bin/python tools/repeat_visit.py [--runs N]
-        [--site DIR --site DIR2 ...] [SAMPLE ...]
+        [--site DIR --site DIR2 ...] [--linger S] [SAMPLE ...]
 
 Each run opens /?autostart#SAMPLE twice in one new profile. The first visit stays open until
 the page says it kept its Python snapshot for the next visit (a visitor's tab stays open
@@ -40,8 +40,10 @@ def _build():
     return mod
 
 
-def visit(ctx, url: str, sample: str, keep: bool = False) -> dict:
-    """One visit; keep: stay until the page has kept its Python snapshot (the first visit)."""
+def visit(ctx, url: str, sample: str, keep: bool = False, linger: float = 0.0) -> dict:
+    """One visit; keep: stay until the page has kept its Python snapshot (the first visit),
+    then linger seconds more (the browser's caches, V8's compiled wasm among them, fill
+    while a tab stays open)."""
     page = ctx.new_page()
     try:
         page.goto(f"{url}/?autostart#{sample}")
@@ -60,12 +62,13 @@ def visit(ctx, url: str, sample: str, keep: bool = False) -> dict:
         if keep:
             page.wait_for_function("window.app.snapshot", timeout=KEPT_SNAPSHOT_MS)
             out["kept"] = page.evaluate("window.app.snapshot")
+            page.wait_for_timeout(linger * 1000)
         return out
     finally:
         page.close()
 
 
-def main(runs: int, samples: list[str], sites: list[Path]) -> None:
+def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0) -> None:
     from playwright.sync_api import sync_playwright
 
     build = _build()
@@ -90,7 +93,7 @@ def main(runs: int, samples: list[str], sites: list[Path]) -> None:
                         )
                         try:
                             for v in ("first", "repeat"):
-                                r = visit(ctx, url, sample, keep=v == "first")
+                                r = visit(ctx, url, sample, keep=v == "first", linger=linger)
                                 got[(site, sample, v)].append(r)
                                 print(f"{site} {sample} {v} {json.dumps(r)}", flush=True)
                         finally:
@@ -116,6 +119,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--site", action="append", type=Path, help="a bundled site (default: site/)")
+    ap.add_argument(
+        "--linger",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds the first visit stays open after keeping its snapshot (default 0)",
+    )
     ap.add_argument("samples", nargs="*", default=["sin", "addition"])
     a = ap.parse_args()
-    main(a.runs, a.samples, [s.resolve() for s in a.site] if a.site else [_build().SITE])
+    main(a.runs, a.samples, [s.resolve() for s in a.site] if a.site else [_build().SITE], a.linger)
