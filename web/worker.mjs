@@ -252,6 +252,8 @@ async function setupPython(files, cache) {
   // Pyodide's module script (1.2 MB), imported now rather than once pyodide.mjs and the
   // lock file are in: loadPyodide's own import of it then finds it loaded
   if (!files) import(new URL("pyodide/pyodide.asm.mjs", base).href).catch(() => {}); // loadPyodide reports it
+  // the kept snapshot's file, read while those come (a page opened from disk keeps it in IndexedDB)
+  if (!files) readSnapshotAhead();
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
@@ -358,7 +360,6 @@ async function snapshotJob(m) {
 }
 
 function startPython(files) {
-  if (!files) readSnapshotAhead(); // a page opened from disk keeps its snapshot in IndexedDB
   const cache = openProgramCache().catch(() => null); // none: compiles are not cached
   return { cache, python: setupPython(files, cache) };
 }
