@@ -197,7 +197,8 @@ _SNAPSHOT_KEPT = """async () => {
 }"""
 # the kept snapshot's bytes: a file of the origin's private file system (its key is in IndexedDB)
 _SNAPSHOT_FILES = """async () => {
-    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots", { create: true });
+    const root = await navigator.storage.getDirectory();
+    const dir = await root.getDirectoryHandle("tgweb-snapshots", { create: true });
     const out = [];
     for await (const [name, handle] of dir.entries()) out.push([name, (await handle.getFile()).size]);
     return out;
@@ -205,7 +206,8 @@ _SNAPSHOT_FILES = """async () => {
 _DAMAGE_SNAPSHOT = """async () => {
     const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots");
     for await (const [name, handle] of dir.entries()) {
-        const at = 1000, byte = new Uint8Array(await (await handle.getFile()).slice(at, at + 1).arrayBuffer());
+        const at = 1000, file = await handle.getFile();
+        const byte = new Uint8Array(await file.slice(at, at + 1).arrayBuffer());
         const w = await handle.createWritable({ keepExistingData: true });
         await w.write({ type: "write", position: at, data: new Uint8Array([byte[0] ^ 1]) });
         await w.close();
@@ -219,8 +221,10 @@ _SNAPSHOT_TO_INDEXEDDB = """async () => {
     const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots");
     const bytes = await (await (await dir.getFileHandle("memory")).getFile()).arrayBuffer();
     const db = window.app.programs.cache.db;
-    const [info] = await new Promise((res) => { db.transaction(["snapshots"]).objectStore("snapshots").getAll()
-        .onsuccess = (ev) => res(ev.target.result); });
+    const [info] = await new Promise((res) => {
+        const all = db.transaction(["snapshots"]).objectStore("snapshots").getAll();
+        all.onsuccess = () => res(all.result);
+    });
     const key = info.key.slice("size ".length);
     await new Promise((res) => { const tx = db.transaction(["snapshots"], "readwrite");
         tx.objectStore("snapshots").put({ key: info.key, size: info.size });

@@ -73,15 +73,26 @@ def succeeded(sample, value: float) -> bool:
     return value < bound if kind == "below" else value >= bound
 
 
+# Adapters (by vendor, as adapter info names it) on which mixed precision measured slower
+# than float32: NVIDIA's. shakespeare (10.7M) on an H100, 2026-12-05: 57.9 ms a step mixed
+# against 48.9 float32 in Chromium, 53.3 against 51.6 natively (an H200 earlier: 56.8
+# against 48 in Chromium); and on a first visit the driver took 4.4-5.1 s to compile the
+# mixed kernels (subgroup-matrix products), 2.2-2.9 s the float32 ones.
+MIXED_SLOWER = ("nvidia",)
+
+
 def fastest_precision(target) -> str:
     """The precision a sample trains fastest in on an adapter (a tgweb.codegen.target.Target,
     or None for the reference backend, which has none): "mixed" (f16 products, f32 updates,
-    loss scaling) on a GPU-class adapter that offers shader-f16, "float32" anywhere else. As
-    nanoGPT trains in bf16 wherever the GPU has it: half-width products are where a GPU's
-    speed is, while a CPU emulating WebGPU gains nothing from f16 and loses accuracy."""
-    if target is None:
+    loss scaling) on a GPU-class adapter that offers shader-f16, unless it is one on which
+    mixed measured slower (MIXED_SLOWER: NVIDIA's, where f16 products do not pay yet);
+    "float32" anywhere else. A CPU emulating WebGPU gains nothing from f16 and loses
+    accuracy."""
+    if target is None or target.cls != "gpu" or not target.has("shader-f16"):
         return "float32"
-    return "mixed" if target.cls == "gpu" and target.has("shader-f16") else "float32"
+    if any(v in target.vendor.lower() for v in MIXED_SLOWER):
+        return "float32"
+    return "mixed"
 
 
 def precision_for(backend: str | None = None) -> str:

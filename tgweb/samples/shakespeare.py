@@ -44,8 +44,8 @@ drawn uniformly at random (no text, no sampling): GPT-2 small's shape is
 benchmarks/scale.py. The sizes that ship keep vocab=0, the text's characters.
 
 Precision: `choose_precision(backend)` is "mixed" where the adapter is a GPU offering
-shader-f16 and "float32" elsewhere (as nanoGPT trains in bf16 where it can); samples.compile
-and the page train in it.
+shader-f16 on which it pays (not NVIDIA's: `_util.fastest_precision`) and "float32"
+elsewhere (as nanoGPT trains in bf16 where it pays); samples.compile and the page train in it.
 """
 
 from __future__ import annotations

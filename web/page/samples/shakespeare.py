@@ -12,8 +12,9 @@ from tgweb.samples import shakespeare
 sample = shakespeare.sized("full")
 # The fastest precision this adapter has, as nanoGPT trains in bf16 wherever the GPU has
 # it: "mixed" (products on f16 operands, f32 weights and updates, loss scaling) on a GPU
-# that offers shader-f16, "float32" elsewhere. To choose yourself, write
-# PRECISION = "float32" (or "mixed", which needs shader-f16).
+# that offers shader-f16 and gains from it (NVIDIA's measured slower), "float32"
+# elsewhere. To choose yourself, write PRECISION = "float32" (or "mixed", which needs
+# shader-f16).
 PRECISION = sample.choose_precision()
 trainer = tg.compile(sample.Model(), sample.loss_fn, inputs=sample.INPUTS, optimizer=sample.OPTIMIZER,
                      seed=0, max_memory=sample.MAX_MEMORY, precision=PRECISION)
