@@ -56,23 +56,32 @@ def graph_of(draws: dict, fills: dict) -> Graph:
     return graph
 
 
+def plan(trainer, draws: dict, fills: dict) -> tuple[Graph, object]:
+    """(graph, Program or None) of a trainer's initial values: lowered for its backend's
+    device (or taken from the program cache); None on the reference backend. Needs the
+    trainer's model, backend and cache key, not its engine: a trainer plans it while the
+    device compiles its step's kernels (Trainer.__init__)."""
+    graph = graph_of(draws, fills)
+    device, program = lowering_for(trainer.backend), None
+    if device is not None:
+        what = {
+            "draws": [[n, list(shape), d.dist, d.scale] for n, (shape, d) in draws.items()],
+            "fills": [[k, n, list(shape), v] for (k, n), (shape, v) in fills.items()],
+        }
+        cache = progcache.Lookup.initial(trainer, what, device)
+        found = cache.load(device["target"]) if cache is not None else None
+        program = found[1] if found is not None else lower(graph, name="initial values", **device)
+        if cache is not None and found is None:
+            cache.save(graph, {}, program)
+    return graph, program
+
+
 class DeviceInit:
     """A trainer's program of initial values; draw(seed) writes them into its parameters
-    and states."""
+    and states. planned: plan()'s (graph, Program), when the trainer made it already."""
 
-    def __init__(self, trainer, draws: dict, fills: dict) -> None:
-        graph = graph_of(draws, fills)
-        device, program = lowering_for(trainer.backend), None
-        if device is not None:
-            what = {
-                "draws": [[n, list(shape), d.dist, d.scale] for n, (shape, d) in draws.items()],
-                "fills": [[k, n, list(shape), v] for (k, n), (shape, v) in fills.items()],
-            }
-            cache = progcache.Lookup.initial(trainer, what, device)
-            found = cache.load(device["target"]) if cache is not None else None
-            program = found[1] if found is not None else lower(graph, name="initial values", **device)
-            if cache is not None and found is None:
-                cache.save(graph, {}, program)
+    def __init__(self, trainer, draws: dict, fills: dict, planned: tuple | None = None) -> None:
+        graph, program = planned or plan(trainer, draws, fills)
         self._engine = make_engine(graph, program, trainer.backend, "float32", share=trainer.engine)
         self._none = check_inputs({}, {}, "inputs")
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from . import initial, jsbridge
 from .arrays import F32_MAX, InputError, from_user
-from .backends import make_engine
+from .backends import make_engine, prewarm
 from .backends.base import DeviceLost
 from .inference import Closed, FreeInference, Inference, spec_shape
 from .ir import Graph, TraceError, prod
@@ -145,11 +145,18 @@ class Trainer:
         self._calls = 0  # step() calls, applied or not (drives the seed scalar)
         self._bounds = index_bounds(graph) if bounds is None else bounds
         self._program = program  # None on the reference backend, unless planned under max_memory
+        self.cache_key = cache_key  # its Program's tgweb.progcache key (from compile)
+        self._initial = None  # the program drawing initial values on the device (reset)
+        self._planned = None  # initial.plan's, made while the device compiled the step
+        if prewarm(program, backend):  # the browser compiles the step's kernels meanwhile
+            states = {n: graph.states[n] for n in self._sshape}
+            draws, fills, _ = initial.split(model, self._pshape, states, True)
+            if draws or fills:
+                self._planned = initial.plan(self, draws, fills)
+                prewarm(self._planned[1], backend)
         self._engine = make_engine(graph, program, backend, precision)
         self._attached: list = []  # inference programs: close() frees them too
-        self._initial = None  # the program drawing initial values on the device (reset)
         self.recover_every: int | None = None  # see compile()
-        self.cache_key = cache_key  # its Program's tgweb.progcache key (from compile)
         self._host_copy = None  # (tensors, metadata) from checkpoint(), for a lost device
         self._in_flight = InFlight()  # steps sent and not read back yet
         self._memo: dict[tuple, tuple[dict, float]] = {}  # (applied, lr, host_state) -> _host_scalars
@@ -209,7 +216,8 @@ class Trainer:
                 self._engine.write(kind, n, array.array("f", [value]) * prod(shape))
         elif draws or fills:
             if self._initial is None:  # made once: a reset draws with the seed it has then
-                self._initial = initial.DeviceInit(self, draws, fills)
+                self._initial = initial.DeviceInit(self, draws, fills, self._planned)
+                self._planned = None
             self._initial.draw(self.seed)
         for n, b in self.model.state_buffers():
             if n in self._bshape:

@@ -139,6 +139,13 @@ def test_corrupt_and_truncated_entries_are_rebuilt(page):
         assert _run(page, SOURCE + "# corrupt\n")["outcome"] == "hit"  # and stored again
 
 
+_PREWARMED = """
+_t = _spaces['sin']['trainer']
+_r, _i = _t.engine.rt._rt, _t._initial._engine.rt._rt
+[_r.prewarmed, _r.pipelineCount, _i.prewarmed, _i.pipelineCount]
+"""
+
+
 def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url):
     # a new browser context: nothing stored yet; the site as if bundled without its snapshot
     page = open_app(browser, site_url, "sin", site_snapshot=False)
@@ -147,6 +154,10 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "pending"
         train_app(page, 5)
         assert page.evaluate("window.app.state.sin.info.cache") == "miss"
+        # compiled afresh, the step's pipelines were asked for before its Runtime (the GPU
+        # compiled them while Python planned the initial values), and theirs too
+        made, count, made0, count0 = _app_py(page, _PREWARMED)
+        assert made == count > 0 and made0 == count0 > 0, (made, count, made0, count0)
         page.wait_for_function("document.querySelectorAll('#program-list li').length > 0", timeout=20000)
         assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
         page.wait_for_function("window.app.snapshot", timeout=20000)

@@ -82,6 +82,17 @@ def lowering_for(backend: str) -> dict | None:
     return {"limits": mod.device_limits(), "target": mod.device_target()}
 
 
+def prewarm(program: Program | None, backend: str) -> bool:
+    """Start compiling a Program's kernels where the device compiles them beside Python
+    (the browser: Chromium's GPU process), for the make_engine that follows; True where it
+    started (elsewhere pipelines are made when the engine is)."""
+    if program is None or backend != "browser":
+        return False
+    from . import browser
+
+    return browser.prewarm(program)
+
+
 def make_engine(graph: Graph, program: Program | None, backend: str, precision: str, share=None):
     """The engine of one graph on one backend: a GPU backend runs `program` (the graph
     lowered with lowering_for(backend)); the reference backend runs the graph (and lowers

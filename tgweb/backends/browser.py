@@ -65,6 +65,18 @@ def why_unavailable() -> str:
     return ""
 
 
+def prewarm(program: Program) -> bool:
+    """In tgweb's worker: ask the GPU for a Program's pipelines now (gpu.mjs's prewarm), so
+    that the browser compiles its kernels while Python goes on; the Runtime instantiated
+    from it later takes them (a kernel that failed is made again there, and raises).
+    False where nothing was asked for (another Pyodide: its device comes at first use)."""
+    h = worker.hooks()
+    if h is None or not available():
+        return False
+    h.gpu.prewarm(h.device, program.to_json())
+    return True
+
+
 def device_limits() -> dict[str, int]:
     """The GPU device's limits that Programs depend on."""
     d = _hooks().device.limits
