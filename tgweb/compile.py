@@ -141,7 +141,9 @@ def compile(
         if cache is not None:
             cache.save(graph, bounds, program)
     key = cache.key if cache is not None else None
-    trainer = Trainer(model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds, key)
+    trainer = Trainer(
+        model, graph, program, opt, backend, seed, precision, clip_grad_norm, bounds, key, fresh=found is None
+    )
     trainer.recover_every = recover_every
     trainer.keep_host_copy()
     return trainer

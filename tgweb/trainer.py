@@ -124,6 +124,7 @@ class Trainer:
         clip_grad_norm: float | None,
         bounds: dict | None = None,
         cache_key: str | None = None,
+        fresh: bool = True,
     ) -> None:
         self.model, self.graph, self.optimizer = model, graph, optimizer
         self.backend, self.seed, self.precision = backend, seed, precision
@@ -148,7 +149,9 @@ class Trainer:
         self.cache_key = cache_key  # its Program's tgweb.progcache key (from compile)
         self._initial = None  # the program drawing initial values on the device (reset)
         self._planned = None  # initial.plan's, made while the device compiled the step
-        if prewarm(program, backend):  # the browser compiles the step's kernels meanwhile
+        # a Program just lowered: the browser compiles its kernels meanwhile (a cached one's
+        # were asked for as the page started: tgweb's worker prewarms the last visit's)
+        if fresh and prewarm(program, backend):
             states = {n: graph.states[n] for n in self._sshape}
             draws, fills, _ = initial.split(model, self._pshape, states, True)
             if draws or fills:
