@@ -433,6 +433,46 @@ rt = browser.Runtime(Program.from_json({prog!r}))
     assert 'File "train.py", line 4' in msg
 
 
+def broken_on_b():
+    """broken_program's kernel, on a param b of vector_add's size (to share its b)."""
+    broken = broken_program()
+    broken["buffers"][0].update(size=28, kind="param", label="b")
+    broken["params"], broken["outputs"] = {"b": slot(0, (7,))}, {}
+    return broken
+
+
+def test_a_program_on_anothers_buffers_compiles_while_python_goes_on(page):
+    """In the worker, a Runtime sharing another's buffers (an attached program, a trainer's
+    initial values) does not wait for its pipelines: it runs on the shared buffers once they
+    are made, and a WGSL failure is raised at its first use, naming the kernel."""
+    good, bad = json.dumps(vector_add()), json.dumps(broken_on_b())
+    src = f"""
+import array
+from tgweb.program import Program
+from tgweb.backends import browser
+owner = browser.Runtime(Program.from_json({good!r}))
+owner.write("params", "b", array.array("f", range(7)))
+shared = {{"b": owner.param_handle("b")}}
+other = browser.Runtime(Program.from_json({good!r}), shared)
+waited = isinstance(other._rt, browser._Deferred) and other._rt._rt is None
+c = other.run({{"a": array.array("f", [1] * 7)}}, {{}}, [("outputs", "c")])[("outputs", "c")].tolist()
+broken = browser.Runtime(Program.from_json({bad!r}), shared)  # no error yet
+try:
+    broken.read("params", "b")
+    failed = None
+except browser.BrowserError as e:
+    failed = [str(e), e.kernel, e.site]
+broken.close()
+other.close()
+owner.close()
+[waited, c, failed]
+"""
+    waited, c, failed = py(page, src)
+    assert waited and c == [1, 2, 3, 4, 5, 6, 7]
+    assert failed is not None and "WGSL compile failed" in failed[0], failed
+    assert failed[1:] == ["matmul_relu_3", "model.py:12"]
+
+
 def test_saved_program_runs_without_pyodide(page):
     """A Program compiled by tgweb in the worker, saved as JSON with its parameters, runs on
     the page's main thread with gpu.mjs alone and gives the worker's output."""

@@ -125,12 +125,15 @@ def _await_tracked(h, what: str = "reading the GPU's results back"):
 
 
 class _Deferred:
-    """A gpu.mjs Runtime still being instantiated, outside tgweb's worker: writes (the
-    initial parameters) wait here until it is there; any other use waits for it
-    (_await_tracked). A Pyodide without JSPI thus compiles without waiting."""
+    """A gpu.mjs Runtime still being instantiated (outside tgweb's worker; in it, one that
+    shares another's buffers): writes (the initial parameters) wait here until it is
+    there; any other use waits for it (_await_tracked). A Pyodide without JSPI thus
+    compiles without waiting, and the worker traces the next program while the GPU
+    process compiles this one's pipelines."""
 
-    def __init__(self, holder) -> None:
+    def __init__(self, holder, promise=None) -> None:
         self._h, self._rt, self._writes = holder, None, []
+        self._promise = promise  # in the worker: waited for itself (its error names the kernel)
 
     def write(self, kind: str, name: str, data) -> None:
         if self._rt is None and not self._h.done:
@@ -140,7 +143,10 @@ class _Deferred:
 
     def now(self):
         if self._rt is None:
-            self._rt = _await_tracked(self._h, "the Program's first step or read")
+            if self._promise is not None:
+                self._rt = _await(self._promise)
+            else:
+                self._rt = _await_tracked(self._h, "the Program's first step or read")
             for w in self._writes:
                 self._rt.write(*w)
             self._writes.clear()
@@ -218,8 +224,14 @@ class Runtime(base.Runtime):
         # where this Pyodide cannot wait now; reads a NeedsAwait stopped, kept for the retry
         self._track = None if in_worker else jsbridge.track
         self._parked: dict[tuple, Any] = {}
-        if in_worker:
-            self._rt = _await(promise)
+        if in_worker and not shared:
+            self._rt = _await(promise)  # a WGSL error surfaces here, at compile
+        elif in_worker:
+            # a Program on another's buffers (an attached inference program, a trainer's
+            # initial values): its pipelines compile while Python goes on (the next attach's
+            # tracing and lowering, the first steps); its first use waits for them, and
+            # raises there what failed
+            self._rt = _Deferred(jsbridge._track_js()(promise), promise)
         else:
             self._rt = _Deferred(jsbridge.track(promise, "setup"))
             if jsbridge._can_run_sync():
@@ -227,7 +239,7 @@ class Runtime(base.Runtime):
         # whether this Runtime may wait for the GPU inside a call (the worker, or JSPI): a
         # Pyodide that cannot draws a trainer's initial values on the host (Trainer.reset)
         self.can_wait = in_worker or jsbridge._can_run_sync()
-        rt = self._rt if in_worker else self._rt._rt  # None: still being set up (no JSPI)
+        rt = self._rt._rt if isinstance(self._rt, _Deferred) else self._rt  # None: still being set up
         self.setup_ms = float(rt.setupMs) if rt is not None else float("nan")
         self._to_js = to_js
         # one step crosses into JS once: its inputs, then its scalar words, packed as the
