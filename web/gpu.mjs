@@ -35,8 +35,10 @@ function toBytes(data, what, dtype = "f32") {
   throw new ProgramError(`${what}: expected an ArrayBuffer, a typed array or an array of numbers`);
 }
 
-// the pipeline of kernels sharing a WGSL text; a failure names them, their ops and site
-async function createPipeline(device, kernels, layout) {
+// the pipeline of kernels sharing a WGSL text; a failure names them, their ops and site.
+// times: {kernel, chars, asked}, to which it adds when the text was checked (the browser
+// parses the texts one after another) and when the pipeline was made (performance.now(), ms)
+async function createPipeline(device, kernels, layout, times) {
   const k = kernels[0], wgsl = k.wgsl, ops = [...new Set(kernels.flatMap((x) => x.ops || []))];
   const more = kernels.length > 1 ? ` (and ${kernels.length - 1} more kernel(s) with the same WGSL)` : "";
   const text = `kernel ${k.name}${more}, ops [${ops.join(", ")}]` + (k.site ? `, at ${k.site}` : "");
@@ -50,6 +52,7 @@ async function createPipeline(device, kernels, layout) {
   pipeline.catch(() => {}); // a module error below says more
   const [info, moduleError] = await Promise.all([
     module.getCompilationInfo ? module.getCompilationInfo() : { messages: [] }, scope]);
+  times.checked = performance.now();
   const messages = info.messages.filter((m) => m.type === "error").map((m) => (m.lineNum > 0
     ? `  line ${m.lineNum}:${m.linePos}: ${m.message}\n    ${(wgsl.split("\n")[m.lineNum - 1] || "").trim()}`
     : `  error: ${m.message}`));
@@ -58,7 +61,9 @@ async function createPipeline(device, kernels, layout) {
       (messages.length ? messages.join("\n") : `  ${moduleError.message}`), { ...extra, compiler: messages });
   }
   try {
-    return await pipeline;
+    const made = await pipeline;
+    times.made = performance.now();
+    return made;
   } catch (e) {
     throw new ProgramError(`WebGPU pipeline creation failed in ${text}\n  ${e.message}`, extra);
   }
@@ -84,7 +89,9 @@ function bindLayout(device, k) {
 // createPipeline rejects naming the kernel and why
 function makePipeline(device, ks) {
   const layout = bindLayout(device, ks[0]);
-  return { layout, pipeline: createPipeline(device, ks, device.createPipelineLayout({ bindGroupLayouts: [layout] })) };
+  const times = { kernel: ks[0].name, chars: ks[0].wgsl.length, asked: performance.now() };
+  const pipeline = createPipeline(device, ks, device.createPipelineLayout({ bindGroupLayouts: [layout] }), times);
+  return { layout, pipeline, times };
 }
 
 // Pipelines asked for before their Program is instantiated (prewarm): device -> pipelineKey ->
@@ -160,7 +167,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   try {
     if (allocError) throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
     const groups = kernelGroups(program);
-    const layouts = new Map(), pipelines = new Map();
+    const layouts = new Map(), pipelines = new Map(), times = [];
     const t1 = performance.now();
     let prewarmed = 0;
     await Promise.all([...groups].map(async ([key, ks]) => {
@@ -174,6 +181,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
         }
       }
       made = made || makePipeline(device, ks);
+      times.push(made.times);
       layouts.set(key, made.layout);
       pipelines.set(key, await made.pipeline);
     }));
@@ -191,6 +199,9 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     const rt = new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
     rt.pipelinesMs = pipelinesMs;
     rt.prewarmed = prewarmed; // of rt.pipelineCount, how many prewarm had made
+    // each pipeline's {kernel, chars, asked, checked, made} (ms, this thread's clock): when it
+    // was asked for (by prewarm, or here), its text checked, it made (tools/pipeline_times.py)
+    rt.pipelineTimes = times;
     return rt;
   } catch (e) {
     owned.forEach((b) => b.destroy()); // a failed instance leaves nothing allocated

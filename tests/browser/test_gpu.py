@@ -473,6 +473,29 @@ owner.close()
     assert failed[1:] == ["matmul_relu_3", "model.py:12"]
 
 
+def test_a_runtime_says_when_each_pipeline_was_asked_for_checked_and_made(page):
+    """Runtime.pipelineTimes (tools/pipeline_times.py): one entry per pipeline, its kernel and
+    text's length, and its times in order; a prewarmed pipeline's were taken when prewarm
+    asked for it, before the instance."""
+    prog = json.dumps(two_buffer_program())
+    src = f"""
+from tgweb.program import Program
+from tgweb.backends import browser
+p = Program.from_json({prog!r})
+browser.prewarm(p)
+rt = browser.Runtime(p)
+r = rt._rt
+rows = [[str(t.kernel), int(t.chars), t.asked, t.checked, t.made] for t in r.pipelineTimes]
+out = [rows, int(r.pipelineCount), int(r.prewarmed), len({{k.wgsl for k in p.kernels}})]
+rt.close()
+out
+"""
+    rows, count, prewarmed, texts = py(page, src)
+    assert len(rows) == count == prewarmed == texts > 1
+    for kernel, chars, asked, checked, made in rows:
+        assert kernel and chars > 100 and 0 < asked <= checked <= made, rows
+
+
 def test_saved_program_runs_without_pyodide(page):
     """A Program compiled by tgweb in the worker, saved as JSON with its parameters, runs on
     the page's main thread with gpu.mjs alone and gives the worker's output."""
