@@ -18,9 +18,9 @@
 // the interpreter's memory after importing tgweb, keyed by the hashes of Pyodide's files and
 // of the tgweb wheel, with its SHA-256 (its bytes in a file of the origin's private file
 // system where there is one, else in IndexedDB: snapshotDir below); a repeat visit restores
-// it (bootPython) instead of booting Python and importing tgweb. A served site carries the same snapshot, made when it
-// was bundled (tools/site_snapshot.mjs, manifest.json's "snapshot"): its first visit restores
-// that one and keeps its bytes here for the next.
+// it (bootPython) instead of booting Python and importing tgweb. A served site carries the
+// same snapshot, made when it was bundled (tools/site_snapshot.mjs, manifest.json's
+// "snapshot"): its first visit restores that one and keeps its bytes here for the next.
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 const INFO = "size "; // what is kept of a snapshot (its size, checksum, file) is under this and its key
@@ -216,12 +216,12 @@ class ProgramCache {
 }
 
 // The snapshot's bytes are a file of the origin's private file system (OPFS) where the
-// browser gives one (its record in IndexedDB says which key they are of): a worker reads it
-// with a synchronous access handle, from its first moments (readSnapshotAhead), before it
-// knows which key it wants. Read once the key was known, the same 31.5 MB came 250-330 ms
-// later in Chromium here: each step to the file waited for the worker's thread, busy
-// instantiating Pyodide (read alone, it takes about 20 ms; from IndexedDB, 40 ms). A page
-// opened from disk has no such file system: its snapshot stays in IndexedDB.
+// browser gives one (its record in IndexedDB says which key they are of). A worker reads it
+// with a synchronous access handle once it has asked for Pyodide's files (readSnapshotAhead),
+// before it knows which key it wants: 25-70 ms in Chromium here. Read from IndexedDB once
+// the key was known, the same 31.5 MB came 270-330 ms later: each step of that read waited
+// for the worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A page opened
+// from disk has no such file system: its snapshot stays in IndexedDB.
 const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory";
 let ahead = null; // readSnapshotAhead's promise of the file's bytes (null: none)
 

@@ -127,7 +127,8 @@ def _await_tracked(h, what: str = "reading the GPU's results back"):
 class _Deferred:
     """A gpu.mjs Runtime still being instantiated (outside tgweb's worker; in it, one that
     shares another's buffers): writes (the initial parameters) wait here until it is
-    there; any other use waits for it (_await_tracked). A Pyodide without JSPI thus
+    there; any other use waits for it (_await_tracked; in the worker, for the promise
+    itself, whose failure names the kernel). A Pyodide without JSPI thus
     compiles without waiting, and the worker traces the next program while the GPU
     process compiles this one's pipelines."""
 
