@@ -152,8 +152,7 @@ class Trainer:
         # a Program just lowered: the browser compiles its kernels meanwhile (a cached one's
         # were asked for as the page started: tgweb's worker prewarms the last visit's)
         if fresh and prewarm(program, backend):
-            states = {n: graph.states[n] for n in self._sshape}
-            draws, fills, _ = initial.split(model, self._pshape, states, True)
+            draws, fills, _ = self._initial_sets(True)
             if draws or fills:
                 self._planned = initial.plan(self, draws, fills)
                 prewarm(self._planned[1], backend)
@@ -203,15 +202,19 @@ class Trainer:
         self._wait_in_flight()
         return self._schedule(self._applied - self._origin)
 
+    def _initial_sets(self, on_device: bool):
+        """initial.split of this trainer's parameters and optimizer state: (draws, fills, host)."""
+        states = {n: self.graph.states[n] for n in self._sshape}
+        return initial.split(self.model, self._pshape, states, on_device)
+
     def reset(self) -> None:
         """Parameters drawn again from the seed, optimizer state to its initial values,
         step count and schedule back to zero."""
         self._wait_in_flight()
-        states = {n: self.graph.states[n] for n in self._sshape}
         # on the device, unless this Pyodide cannot wait for a new Program (no JSPI, outside
         # tgweb's worker): there the host's values, the same, are written as the Program comes
         on_device = self._engine.can_wait
-        draws, fills, host = initial.split(self.model, self._pshape, states, on_device)
+        draws, fills, host = self._initial_sets(on_device)
         for n, p in host:
             self._engine.write("params", n, initial_values(p.init, p.shape, self.seed, n))
         if not on_device:

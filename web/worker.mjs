@@ -249,11 +249,13 @@ async function setupPython(files, cache) {
   if (files) serveFiles(files);
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
   const compiled = files ? null : fetchAhead(base, s);
-  // Pyodide's module script (1.2 MB), imported now rather than once pyodide.mjs and the
-  // lock file are in: loadPyodide's own import of it then finds it loaded
-  if (!files) import(new URL("pyodide/pyodide.asm.mjs", base).href).catch(() => {}); // loadPyodide reports it
-  // the kept snapshot's file, read while those come (a page opened from disk keeps it in IndexedDB)
-  if (!files) readSnapshotAhead();
+  if (!files) {
+    // Pyodide's module script (1.2 MB), imported now rather than once pyodide.mjs and the
+    // lock file are in: loadPyodide's own import of it then finds it loaded
+    import(new URL("pyodide/pyodide.asm.mjs", base).href).catch(() => {}); // loadPyodide reports it
+    // the kept snapshot's file, read while those come (a page opened from disk keeps it in IndexedDB)
+    readSnapshotAhead();
+  }
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
