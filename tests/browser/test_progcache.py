@@ -140,9 +140,10 @@ def test_corrupt_and_truncated_entries_are_rebuilt(page):
 
 
 _PREWARMED = """
+from tgweb.backends import browser as _browser
 _t = _spaces['sin']['trainer']
 _r, _i = _t.engine.rt._rt, _t._initial._engine.rt._rt
-[_r.prewarmed, _r.pipelineCount, _i.prewarmed, _i.pipelineCount]
+[_r.prewarmed, _r.pipelineCount, _i.prewarmed, _i.pipelineCount, len(_browser._texts)]
 """
 
 
@@ -156,8 +157,9 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert page.evaluate("window.app.state.sin.info.cache") == "miss"
         # compiled afresh, the step's pipelines were asked for before its Runtime (the GPU
         # compiled them while Python planned the initial values), and theirs too
-        made, count, made0, count0 = _app_py(page, _PREWARMED)
+        made, count, made0, count0, untaken = _app_py(page, _PREWARMED)
         assert made == count > 0 and made0 == count0 > 0, (made, count, made0, count0)
+        assert untaken == 0  # each Runtime took the JSON its prewarm made
         page.wait_for_function("document.querySelectorAll('#program-list li').length > 0", timeout=20000)
         assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
         page.wait_for_function("window.app.snapshot", timeout=20000)

@@ -73,8 +73,22 @@ def prewarm(program: Program) -> bool:
     h = worker.hooks()
     if h is None or not available():
         return False
-    h.gpu.prewarm(h.device, program.to_json())
+    text = program.to_json()
+    h.gpu.prewarm(h.device, text)
+    _texts[id(program)] = (program, text)
+    while len(_texts) > 2:  # a trainer's step and initial values; one never instantiated goes
+        del _texts[next(iter(_texts))]
     return True
+
+
+# the JSON texts prewarm made, by id of the Program (kept with it, so that the id stays its
+# own): its Runtime takes its text rather than serializing the Program again
+_texts: dict[int, tuple[Program, str]] = {}
+
+
+def _json_of(program: Program) -> str:
+    got = _texts.pop(id(program), None)
+    return got[1] if got is not None else program.to_json()
 
 
 def device_limits() -> dict[str, int]:
@@ -220,7 +234,7 @@ class Runtime(base.Runtime):
         options = to_js({"shared": js_shared}, dict_converter=Object.fromEntries)
         # the worker's device, or its replacement once a lost one has been replaced
         device = _await(hooks.nextDevice()) if hasattr(hooks, "nextDevice") else hooks.device
-        promise = self._gpu.instantiate(device, program.to_json(), options)
+        promise = self._gpu.instantiate(device, _json_of(program), options)
         # outside the worker: GPU promises tracked (jsbridge.track), waited for at first use
         # where this Pyodide cannot wait now; reads a NeedsAwait stopped, kept for the retry
         self._track = None if in_worker else jsbridge.track
