@@ -164,21 +164,22 @@ class ProgramCache {
    *  (gone, another size, damaged); a damaged or unreadable one is removed. */
   async readSnapshot(key, info, into) {
     try {
+      let got; // {bytes, sha256}: read and hashed (off this thread where they were read ahead)
       let want = info.sha256;
       if (info.file) {
         const early = ahead;
         ahead = null;
-        const bytes = (early && await early) || await readFile();
-        if (bytes.byteLength !== into.byteLength) throw new Error(`it has ${bytes.byteLength} bytes, not ${into.byteLength}`);
-        into.set(bytes);
+        got = (early && await early) || await readHashed();
       } else { // in IndexedDB: this browser gives no file system, or it was kept before
         const rec = await this._req("readonly", (s) => s.get(key), SNAPSHOTS);
         if (!rec) throw new Error("it is gone");
-        if (rec.bytes.byteLength !== into.byteLength) throw new Error(`it has ${rec.bytes.byteLength} bytes, not ${into.byteLength}`);
-        into.set(new Uint8Array(rec.bytes));
+        const bytes = new Uint8Array(rec.bytes);
+        got = { bytes, sha256: await sha256(bytes) };
         want = rec.sha256;
       }
-      if ((await sha256(into)) !== want) throw new Error("its checksum does not match");
+      if (got.bytes.byteLength !== into.byteLength) throw new Error(`it has ${got.bytes.byteLength} bytes, not ${into.byteLength}`);
+      if (got.sha256 !== want) throw new Error("its checksum does not match");
+      into.set(got.bytes);
     } catch (e) {
       await this.removeSnapshot(key).catch(() => {});
       throw e;
@@ -216,19 +217,44 @@ class ProgramCache {
 }
 
 // The snapshot's bytes are a file of the origin's private file system (OPFS) where the
-// browser gives one (its record in IndexedDB says which key they are of). A worker reads it
-// with a synchronous access handle once it has asked for Pyodide's files (readSnapshotAhead),
-// before it knows which key it wants: 25-70 ms in Chromium here. Read from IndexedDB once
-// the key was known, the same 31.5 MB came 270-330 ms later: each step of that read waited
-// for the worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A page opened
-// from disk has no such file system: its snapshot stays in IndexedDB.
+// browser gives one (its record in IndexedDB says which key they are of). A worker of the
+// worker's own (snapread.mjs) reads and hashes it once the worker has asked for Pyodide's
+// files (readSnapshotAhead), before the worker knows which key it wants: read there with a
+// synchronous access handle, 25-70 ms in Chromium here, and hashed, 40-50 ms more, all of it
+// off the thread on which Pyodide's wasm streams in. Read from IndexedDB once the key was
+// known, the same 31.5 MB came 270-330 ms later: each step of that read waited for the
+// worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A page opened from
+// disk has no such file system: its snapshot stays in IndexedDB.
 const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory";
-let ahead = null; // readSnapshotAhead's promise of the file's bytes (null: none)
+let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
 
-/** Start reading the kept snapshot's file, if there is one: bootPython then restores from
- *  these bytes once their record says they are of its key and their checksum agrees. */
+/** Start reading the kept snapshot's file, if there is one, in a worker of its own (on this
+ *  thread where no worker can be started): bootPython then restores from these bytes once their
+ *  record says they are of its key and their checksum agrees. */
 export function readSnapshotAhead() {
-  ahead = readFile().catch(() => null);
+  ahead = (typeof Worker === "function" ? readInWorker() : readHashed()).catch(() => readHashed()).catch(() => null);
+}
+
+function readInWorker() {
+  return new Promise((resolve, reject) => {
+    const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: "tgweb-snapshot-reader" });
+    w.onmessage = ({ data }) => {
+      w.terminate();
+      if (data.error) reject(new Error(data.error));
+      else resolve(data);
+    };
+    w.onerror = (ev) => {
+      ev.preventDefault();
+      w.terminate();
+      reject(new Error(ev.message || "the snapshot's reader did not start"));
+    };
+    w.postMessage(null);
+  });
+}
+
+async function readHashed() {
+  const bytes = await readSnapshotFile();
+  return { bytes, sha256: await sha256(bytes) };
 }
 
 async function snapshotDir() {
@@ -239,7 +265,8 @@ async function snapshotDir() {
   }
 }
 
-async function readFile() {
+/** The kept snapshot's file (rejects where there is none or no file system). */
+export async function readSnapshotFile() {
   const dir = await snapshotDir();
   if (!dir) throw new Error("the browser's file system is not there");
   const handle = await dir.getFileHandle(SNAPSHOT_FILE);
@@ -277,7 +304,7 @@ async function writeFile(dir, bytes) {
   }
 }
 
-async function sha256(bytes) {
+export async function sha256(bytes) {
   const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
 }

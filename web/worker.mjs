@@ -27,7 +27,7 @@
 // Runs are executed one after another, in the order received.
 
 import * as bulk from "./bulk.mjs";
-import { adapterInfo, COMPUTE_LIMITS, requestAdapter, requestDevice } from "./device.mjs";
+import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
 import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, readSnapshotAhead, snapshotKey } from "./progcache.mjs";
 
@@ -125,24 +125,32 @@ function cleanTraceback(tb) {
   return out.join("\n");
 }
 
+// The device: the one asked for as the served worker started (earlyGpu), when the page
+// wants what it was asked with (no powerPreference) and it was not lost since, else a new one.
 async function setupGpu(options) {
   const s = performance.now();
-  device = await newDevice(options);
+  const early = earlyGpu && await earlyGpu.catch(() => null);
+  let made = early && !options.powerPreference && !lostReason(early.device) ? early : null;
+  if (early && !made) early.device.destroy(); // not taken: its loss is nobody's (onLost below)
+  made = made || await newDevice(options);
+  ({ adapter, device } = made);
   mark("gpu", s);
 }
 
 // A device with the adapter's maxima of the compute limits, so that every Program this
 // adapter can run fits (gpu.instantiate checks each Program against them). The adapter
-// is asked for afresh: one that has made a device may not make another.
+// is asked for afresh: one that has made a device may not make another. Resolves to
+// {adapter, device}; the loss of the device in use is reported and it is replaced.
 async function newDevice(options) {
-  adapter = await requestAdapter(options); // says why when there is no WebGPU or no adapter
+  const a = await requestAdapter(options); // says why when there is no WebGPU or no adapter
   const d = await requestDevice({
-    adapter,
-    onLost: (why) => replaceDevice(why, options),
+    adapter: a,
+    onLost: (why) => {
+      if (d === device) replaceDevice(why, options);
+    },
     onError: (err) => post({ type: "event", event: "log", data: { stream: "gpu", level: "error", text: err.message } }),
   });
-  if (hooks) hooks.device = d;
-  return d;
+  return { adapter: a, device: d };
 }
 
 // A lost device is reported to the page (in device.mjs's words, as every later call on it
@@ -150,10 +158,11 @@ async function newDevice(options) {
 // their last host copy; other work fails naming the loss.
 function replaceDevice(message, options) {
   post({ type: "event", event: "error", data: { name: "DeviceLost", message, fatal: false } });
-  deviceReady = newDevice(options).then((d) => {
-    device = d;
+  deviceReady = newDevice(options).then((made) => {
+    ({ adapter, device } = made);
+    if (hooks) hooks.device = device;
     post({ type: "event", event: "log", data: { stream: "gpu", text: "a new GPU device is ready" } });
-    return d;
+    return device;
   }, (e) => {
     fatal = `${message}; no new device could be made: ${e.message}`;
     post({ type: "error", id: null, error: { name: "DeviceLost", message: fatal, fatal: true } });
@@ -366,9 +375,14 @@ function startPython(files) {
   return { cache, python: setupPython(files, cache) };
 }
 
-// Served (a module worker), Python needs nothing from the init message: it starts loading
-// at once, while the page is still loading its own modules
-const early = typeof import.meta.url === "string" && self.name !== SNAPSHOT_WORKER ? startPython(null) : null;
+// Served (a module worker), neither Python nor the GPU needs the init message: both start
+// at once, while the page is still loading its own modules. The device first: its answers
+// come on this thread, which Pyodide's start keeps busy (on a repeat visit in Chromium,
+// SwiftShader, the adapter came 230-320 ms after it was asked for from init).
+const served = typeof import.meta.url === "string" && self.name !== SNAPSHOT_WORKER;
+const earlyGpu = served ? newDevice({}) : null;
+if (earlyGpu) earlyGpu.catch(() => {}); // asked again, and reported, by init
+const early = served ? startPython(null) : null;
 if (early) early.python.catch(() => {}); // reported by init
 
 async function init(options) {
