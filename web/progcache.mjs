@@ -116,12 +116,13 @@ class ProgramCache {
   }
 
   /** The Programs (JSON texts) of the entries used last: within windowMs of the newest use,
-   *  at most `most` of them; read without marking them used. For gpu.prewarm: a damaged entry
-   *  is left out here and refused by Python's checks as ever. */
+   *  at most `most` of them, in the order they were used (a trainer's step before the
+   *  programs attached to it, whose first use comes later); read without marking them used.
+   *  For gpu.prewarm: a damaged entry is left out here and refused by Python's checks as ever. */
   async recentPrograms(windowMs = 120000, most = 8) {
     const metas = (await this._metas()).sort((a, b) => (b.used || b.time) - (a.used || a.time));
     const last = metas.length ? metas[0].used || metas[0].time : 0;
-    const keys = metas.filter((m) => (m.used || m.time) >= last - windowMs).slice(0, most).map((m) => m.key);
+    const keys = metas.filter((m) => (m.used || m.time) >= last - windowMs).slice(0, most).map((m) => m.key).reverse();
     const out = [];
     for (const key of keys) {
       const rec = await this._req("readonly", (s) => s.get(key));
@@ -160,8 +161,9 @@ class ProgramCache {
   }
 
   /** The snapshot kept under key (info: snapshotInfo's), read into `into` (a Uint8Array of
-   *  its size: Pyodide's memory to be) and checked against its SHA-256. Rejects saying why
-   *  (gone, another size, damaged); a damaged or unreadable one is removed. */
+   *  its size: Pyodide's memory to be) and checked against its SHA-256. Resolves to where
+   *  its bytes were read: "worker" (snapread.mjs, ahead), "here" or "indexeddb"; rejects
+   *  saying why (gone, another size, damaged); a damaged or unreadable one is removed. */
   async readSnapshot(key, info, into) {
     try {
       let got; // {bytes, sha256}: read and hashed (off this thread where they were read ahead)
@@ -174,12 +176,13 @@ class ProgramCache {
         const rec = await this._req("readonly", (s) => s.get(key), SNAPSHOTS);
         if (!rec) throw new Error("it is gone");
         const bytes = new Uint8Array(rec.bytes);
-        got = { bytes, sha256: await sha256(bytes) };
+        got = { bytes, sha256: await sha256(bytes), read: "indexeddb" };
         want = rec.sha256;
       }
       if (got.bytes.byteLength !== into.byteLength) throw new Error(`it has ${got.bytes.byteLength} bytes, not ${into.byteLength}`);
       if (got.sha256 !== want) throw new Error("its checksum does not match");
       into.set(got.bytes);
+      return got.read;
     } catch (e) {
       await this.removeSnapshot(key).catch(() => {});
       throw e;
@@ -241,7 +244,7 @@ function readInWorker() {
     w.onmessage = ({ data }) => {
       w.terminate();
       if (data.error) reject(new Error(data.error));
-      else resolve(data);
+      else resolve({ ...data, read: "worker" });
     };
     w.onerror = (ev) => {
       ev.preventDefault();
@@ -254,7 +257,7 @@ function readInWorker() {
 
 async function readHashed() {
   const bytes = await readSnapshotFile();
-  return { bytes, sha256: await sha256(bytes) };
+  return { bytes, sha256: await sha256(bytes), read: "here" };
 }
 
 async function snapshotDir() {
@@ -417,7 +420,8 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
     }
   };
   try {
-    return await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
+    const pyodide = await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
+    return { pyodide, read: await filled };
   } catch (e) {
     throw failed || e;
   }
@@ -432,8 +436,9 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
  *  would put the boot in Pyodide's snapshot mode and copy and hash its memory before Python
  *  could run anything. now: make it here all the same (a page opened from disk, whose worker
  *  can start no other). Resolves to {pyodide, snapshot: "restored" | "bundled" | "pending" |
- *  "made" | "off" | "refused: why", later: whether makeSnapshot is still to run, keep: the
- *  site's snapshot's bytes, for the cache}. */
+ *  "made" | "off" | "refused: why", read: where a restored snapshot's bytes came from
+ *  (readSnapshot's answer, or "site"), later: whether makeSnapshot is still to run, keep:
+ *  the site's snapshot's bytes, for the cache}. */
 export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bundled = null, now = false }) {
   let refused = null;
   const info = cache && key ? await cache.snapshotInfo(key).catch(() => null) : null;
@@ -443,10 +448,13 @@ export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bun
   if (kept || fetched) {
     try {
       // read and checked, or fetched, while Pyodide fetches and instantiates its wasm
-      const fill = kept ? (memory) => cache.readSnapshot(key, info, memory) : async (memory) => memory.set(await fetched);
-      const pyodide = await restorePython(loadPyodide, { indexURL, size: kept ? info.size : bundled.size, fill, wheel });
-      if (!fetched) return { pyodide, snapshot: "restored", later: false, keep: null };
-      return { pyodide, snapshot: "bundled", later: false, keep: cache && key ? await fetched : null };
+      const fill = kept ? (memory) => cache.readSnapshot(key, info, memory) : async (memory) => {
+        memory.set(await fetched);
+        return "site";
+      };
+      const { pyodide, read } = await restorePython(loadPyodide, { indexURL, size: kept ? info.size : bundled.size, fill, wheel });
+      if (!fetched) return { pyodide, snapshot: "restored", read, later: false, keep: null };
+      return { pyodide, snapshot: "bundled", read, later: false, keep: cache && key ? await fetched : null };
     } catch (e) { // another Pyodide build's, or not a snapshot: boot afresh
       refused = `refused: ${e.message}`;
       if (kept) await cache.removeSnapshot(key).catch(() => {});

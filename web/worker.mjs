@@ -281,6 +281,7 @@ async function setupPython(files, cache) {
     bundled: files ? null : bundledSnapshot(manifest, key, base, fetchBytes), now: self.origin === "null" });
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
+  if (boot.read) timings.snapshot_read = boot.read; // where its bytes came from: "worker" (snapread.mjs), "here", "indexeddb", "site"
   if (boot.later) {
     snapshot = { key, wheel: (await wheelReady).slice(), files, module: await module };
   } else if (boot.keep) { // the site's snapshot: kept in the cache as it is, for the next visit

@@ -167,6 +167,8 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert made["size"] > 1 << 20 and made["ms"] > 0, made
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        # its file read and hashed by a worker of the worker's own (snapread.mjs)
+        assert page.evaluate("window.app.tg.info.timings.snapshot_read") == "worker"
         # the last visit's pipelines, asked for while Python restored: the hit's instance takes them
         assert page.evaluate("window.app.tg.info.timings.prewarmed") > 0
         open_sample(page, "sin")
@@ -295,6 +297,7 @@ def test_a_first_visit_restores_the_sites_snapshot(browser, site_url):
     page = open_app(browser, site_url, "sin")  # a new browser context: nothing stored
     try:
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "bundled"
+        assert page.evaluate("window.app.tg.info.timings.snapshot_read") == "site"
         assert _app_py(page, _GLOBALS) == ["http:", True, True]
         ran, executable, argv, underscore = _app_py(page, _RUNTIME)
         assert ran == 7 and argv == [""], (ran, argv)
@@ -313,6 +316,7 @@ def test_a_first_visit_restores_the_sites_snapshot(browser, site_url):
         assert page.evaluate(_SNAPSHOT_FILES) == []
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
+        assert page.evaluate("window.app.tg.info.timings.snapshot_read") == "indexeddb"
         assert _app_py(page, _RUNTIME)[0] == 7
     finally:
         page.close()

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from .conftest import run_py
+from .conftest import open_harness, py, run_py
 
 TIMINGS: dict = {}
 
@@ -179,6 +179,35 @@ def test_example_page_trains_through_tgweb_mjs(browser, site_url):
     finally:
         page.close()
 
+
+def test_a_start_with_a_power_preference_gets_a_device_of_its_own(browser, site_url):
+    """The served worker asks for a GPU device as it starts, as a page asks by default (no
+    powerPreference). A page that asks for one starts on a new device, and the one asked for
+    first is let go without a word: no DeviceLost reaches the page, and training works."""
+    page = open_harness(browser, site_url)
+    try:
+        page.evaluate("""async () => {
+            window.events = [];
+            window.tg = await tgweb.start({powerPreference: "low-power",
+                                           on: {"*": (event, data) => window.events.push([event, data])}});
+        }""")
+        loss = py(page, POWER)
+        assert loss > 0, loss
+        lost = page.evaluate(
+            "window.events.filter(([e]) => e === 'error').map(([, d]) => d.message || String(d))"
+        )
+        assert lost == [], lost
+    finally:
+        page.close()
+
+
+POWER = """
+import tgweb as tg
+from tgweb import nn
+t = tg.compile(nn.Linear(3, 2), lambda model, x: (model(x) ** 2).mean(), inputs={"x": (4, 3)},
+               optimizer=tg.optim.SGD(0.1), backend="browser", seed=0)
+float(t.step(x=[[1.0, 2.0, 3.0]] * 4).loss)
+"""
 
 TINY = """
 import array
