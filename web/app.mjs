@@ -560,7 +560,9 @@ async function boot() {
   if (state[want]) current = want;
   // the worker boots (Pyodide, the GPU device) while the page opens its store and draws
   phases.begin("Starting: ", "downloading Pyodide");
-  const starting = start({ on: {
+  // the page's Python (harness.py) runs as the worker is ready, before start() resolves
+  const harness = { source: fetchText("page/harness.py"), filename: "harness.py" };
+  const starting = start({ prelude: harness, on: {
     log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : ""),
     startup: (p) => {
       app.startup.push(p.text);
@@ -575,8 +577,7 @@ async function boot() {
         : `kept a Python snapshot for the next visit (${(p.size / 1e6).toFixed(0)} MB, made in ${(p.ms / 1000).toFixed(1)} s)`);
     },
   } });
-  const harnessText = fetchText("page/harness.py");
-  for (const p of [starting, harnessText]) p.catch(() => {}); // awaited below
+  for (const p of [starting, harness.source]) p.catch(() => {}); // awaited below
   await openStorage();
   loadSource(state[current]).catch(() => {});
   renderAll();
@@ -615,7 +616,6 @@ async function boot() {
     log(e.message, "err");
     renderControls();
   });
-  await tg.run(await harnessText, { filename: "harness.py" });
   const a = tg.info.adapter || {};
   const adapter = [a.description, a.vendor, a.architecture, a.device].filter(Boolean).join(" · ") || "WebGPU";
   $("fig-adapter").textContent = adapter;

@@ -161,3 +161,25 @@ def test_no_adapter_in_worker_gives_a_clear_error(browser, site_url):
         assert r[0] == "ProgramError" and "no GPU adapter" in r[1] and r[2] is True, r
     finally:
         p.close()
+
+
+def test_a_prelude_runs_before_start_resolves(browser, site_url):
+    """start({prelude}) runs the page's own Python as the worker is ready (its source may
+    still be on its way: a promise), before start() resolves; a prelude that fails rejects
+    start() with its Python error, naming its file."""
+    p = open_harness(browser, site_url)
+    try:
+        r = p.evaluate("""async () => {
+            const source = new Promise((res) => setTimeout(() => res("def helper():\\n    return 42\\n"), 50));
+            const tg = await tgweb.start({prelude: {source, filename: "helpers.py"}});
+            const got = await tg.run("helper()");
+            tg.close();
+            try {
+                await tgweb.start({prelude: {source: "x = 1\\nraise ValueError('bad helper')", filename: "helpers.py"}});
+                return [got, "started"];
+            } catch (e) { return [got, e.name, e.pyType, e.message, e.line]; } }""")
+        assert r[0] == 42, r
+        assert r[1] == "PythonError" and r[2] == "ValueError" and "bad helper" in r[3], r
+        assert "helpers.py" in r[3] and r[4] == 2, r
+    finally:
+        p.close()
