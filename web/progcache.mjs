@@ -17,10 +17,12 @@
 // It also keeps one Pyodide memory snapshot (makeSnapshot, after a first visit's first step):
 // the interpreter's memory after importing tgweb, keyed by the hashes of Pyodide's files and
 // of the tgweb wheel, with its SHA-256 (its bytes in a file of the origin's private file
-// system where there is one, else in IndexedDB: snapshotDir below); a repeat visit restores
+// system where there is one, else in IndexedDB: snapread.mjs); a repeat visit restores
 // it (bootPython) instead of booting Python and importing tgweb. A served site carries the
 // same snapshot, made when it was bundled (tools/site_snapshot.mjs, manifest.json's
 // "snapshot"): its first visit restores that one and keeps its bytes here for the next.
+
+import { READER, readSnapshotFile, sha256, SNAPSHOT_FILE, snapshotDir } from "./snapread.mjs";
 
 const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
 const INFO = "size "; // what is kept of a snapshot (its size, checksum, file) is under this and its key
@@ -228,7 +230,6 @@ class ProgramCache {
 // known, the same 31.5 MB came 270-330 ms later: each step of that read waited for the
 // worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A page opened from
 // disk has no such file system: its snapshot stays in IndexedDB.
-const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory";
 let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
 
 /** Start reading the kept snapshot's file, if there is one, in a worker of its own (on this
@@ -240,7 +241,7 @@ export function readSnapshotAhead() {
 
 function readInWorker() {
   return new Promise((resolve, reject) => {
-    const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: "tgweb-snapshot-reader" });
+    const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
     w.onmessage = ({ data }) => {
       w.terminate();
       if (data.error) reject(new Error(data.error));
@@ -260,35 +261,6 @@ async function readHashed() {
   return { bytes, sha256: await sha256(bytes), read: "here" };
 }
 
-async function snapshotDir() {
-  try {
-    return await (await navigator.storage.getDirectory()).getDirectoryHandle(SNAPSHOT_DIR, { create: true });
-  } catch { // no navigator.storage, or an opaque origin (file://)
-    return null;
-  }
-}
-
-/** The kept snapshot's file (rejects where there is none or no file system). */
-export async function readSnapshotFile() {
-  const dir = await snapshotDir();
-  if (!dir) throw new Error("the browser's file system is not there");
-  const handle = await dir.getFileHandle(SNAPSHOT_FILE);
-  // a worker's synchronous handle ("read-only": other tabs may read it at the same time)
-  const sync = handle.createSyncAccessHandle ? await handle.createSyncAccessHandle({ mode: "read-only" }).catch(() => null) : null;
-  if (!sync) return new Uint8Array(await (await handle.getFile()).arrayBuffer()); // a page's, or it is held
-  try {
-    const bytes = new Uint8Array(sync.getSize());
-    for (let at = 0; at < bytes.byteLength;) {
-      const n = sync.read(bytes.subarray(at), { at });
-      if (!n) throw new Error(`it ends after ${at} bytes`);
-      at += n;
-    }
-    return bytes;
-  } finally {
-    sync.close();
-  }
-}
-
 async function writeFile(dir, bytes) {
   const handle = await dir.getFileHandle(SNAPSHOT_FILE, { create: true });
   if (handle.createWritable) { // written beside it, then put in its place: never half written
@@ -305,11 +277,6 @@ async function writeFile(dir, bytes) {
   } finally {
     sync.close();
   }
-}
-
-export async function sha256(bytes) {
-  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
-  return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** The snapshot's key: the SHA-256s of the files its memory came from (manifest.json). */

@@ -1,17 +1,57 @@
-// snapread.mjs: a worker of tgweb's worker that reads the kept Pyodide snapshot's file and
-// hashes it (progcache.mjs's readSnapshotAhead starts it). Both take the thread they run
+// snapread.mjs: the kept Pyodide snapshot's file, in the origin's private file system
+// (OPFS): where it is, reading it, its SHA-256 (progcache.mjs keeps it and its record).
+//
+// Run as a worker of tgweb's worker (named READER: progcache.mjs's readSnapshotAhead starts
+// it as Python starts to load), it reads and hashes the file there and answers
+// {bytes, sha256} (the bytes moved, not copied) or {error}. Both take the thread they run
 // on for tens of milliseconds (31.5 MB read, then SHA-256, whose call in Chromium does its
-// work before it returns); on tgweb's worker they held up Pyodide's wasm, which streams in
-// on that thread at the same time. Answers {bytes, sha256} (the bytes moved, not copied)
-// or {error}.
+// work before it returns): on tgweb's worker they held up Pyodide's wasm, which streams in
+// on that thread meanwhile. This file imports nothing, so that the reader starts at once.
 
-import { readSnapshotFile, sha256 } from "./progcache.mjs";
+export const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory", READER = "tgweb-snapshot-reader";
 
-self.onmessage = async () => {
+/** The snapshot's directory, or null where there is no file system (file://, old browsers). */
+export async function snapshotDir() {
   try {
-    const bytes = await readSnapshotFile();
-    self.postMessage({ bytes, sha256: await sha256(bytes) }, [bytes.buffer]);
-  } catch (e) {
-    self.postMessage({ error: String((e && e.message) || e) });
+    return await (await navigator.storage.getDirectory()).getDirectoryHandle(SNAPSHOT_DIR, { create: true });
+  } catch { // no navigator.storage, or an opaque origin (file://)
+    return null;
   }
-};
+}
+
+/** The kept snapshot's file (rejects where there is none or no file system). */
+export async function readSnapshotFile() {
+  const dir = await snapshotDir();
+  if (!dir) throw new Error("the browser's file system is not there");
+  const handle = await dir.getFileHandle(SNAPSHOT_FILE);
+  // a worker's synchronous handle ("read-only": other tabs may read it at the same time)
+  const sync = handle.createSyncAccessHandle ? await handle.createSyncAccessHandle({ mode: "read-only" }).catch(() => null) : null;
+  if (!sync) return new Uint8Array(await (await handle.getFile()).arrayBuffer()); // a page's, or it is held
+  try {
+    const bytes = new Uint8Array(sync.getSize());
+    for (let at = 0; at < bytes.byteLength;) {
+      const n = sync.read(bytes.subarray(at), { at });
+      if (!n) throw new Error(`it ends after ${at} bytes`);
+      at += n;
+    }
+    return bytes;
+  } finally {
+    sync.close();
+  }
+}
+
+export async function sha256(bytes) {
+  const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+  return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+if (typeof self !== "undefined" && self.name === READER) {
+  self.onmessage = async () => {
+    try {
+      const bytes = await readSnapshotFile();
+      self.postMessage({ bytes, sha256: await sha256(bytes) }, [bytes.buffer]);
+    } catch (e) {
+      self.postMessage({ error: String((e && e.message) || e) });
+    }
+  };
+}
