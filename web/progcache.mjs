@@ -232,11 +232,14 @@ class ProgramCache {
 // disk has no such file system: its snapshot stays in IndexedDB.
 let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
 
-/** Start reading the kept snapshot's file, if there is one, in a worker of its own (on this
- *  thread where no worker can be started): bootPython then restores from these bytes once their
- *  record says they are of its key and their checksum agrees. */
+/** Start reading the kept snapshot's file, if there is one: in a worker of its own where
+ *  the machine has a core to spare for it, else on this thread (on two cores, SwiftShader,
+ *  the reader's answer came 200-550 ms after it started, often after Pyodide wanted the
+ *  bytes; read here, 45 ms). bootPython then restores from these bytes once their record
+ *  says they are of its key and their checksum agrees. */
 export function readSnapshotAhead() {
-  ahead = (typeof Worker === "function" ? readInWorker() : readHashed()).catch(() => readHashed()).catch(() => null);
+  const spare = typeof Worker === "function" && (globalThis.navigator && navigator.hardwareConcurrency) > 2;
+  ahead = (spare ? readInWorker() : readHashed()).catch(() => readHashed()).catch(() => null);
 }
 
 function readInWorker() {
