@@ -232,7 +232,8 @@ _READER = """async () => {
         const all = db.transaction(["snapshots"]).objectStore("snapshots").getAll();
         all.onsuccess = () => res(all.result.filter((r) => r.key.startsWith("size ")));
     });
-    return { bytes: got.bytes ? got.bytes.byteLength : got.error, checksum: infos.length === 1 && got.sha256 === infos[0].sha256 };
+    const checksum = infos.length === 1 && got.sha256 === infos[0].sha256;
+    return { bytes: got.bytes ? got.bytes.byteLength : got.error, checksum };
 }"""
 _DAMAGE_SNAPSHOT = """async () => {
     const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("tgweb-snapshots");
