@@ -177,3 +177,22 @@ def test_the_status_line_says_what_the_page_waits_for(browser, site_url):
         assert "done at step 400" in page.inner_text("#status")
     finally:
         page.close()
+
+
+def test_trace_visit_follows_a_repeat_visits_worker(site_url):
+    """tools/trace_visit.py in this machine's Chromium: a first visit and a repeat visit
+    traced in one profile; the repeat restored the kept snapshot, and the trace shows the
+    worker streaming Pyodide's wasm (its bytes in order) and V8 hashing them."""
+    import sys
+
+    sys.path.insert(0, str(_build().ROOT / "tools"))
+    import trace_visit
+
+    first, repeat = trace_visit.main(_build().SITE, "sin", visits=2, linger=0.0, long_ms=8.0, out=None)
+    assert (first["visit"], repeat["visit"]) == ("first", "repeat")
+    assert repeat["timings"]["snapshot"] == "restored", repeat["timings"]
+    for r in (first, repeat):
+        lo, hi = r["bytes"]
+        assert 0 < r["stream"] <= lo <= hi < r["first_loss_ms"], r
+        assert any(name == "wasm.FinishStreaming" and at >= hi for at, _, name in r["steps"]), r["steps"]
+        assert isinstance(r["code_cache"], bool) and all(d >= 8 for _, d, _ in r["tasks"]), r

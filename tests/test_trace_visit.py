@@ -1,0 +1,55 @@
+"""tools/trace_visit.py's reading of a trace: the wasm's stream and V8's steps with it
+on the thread that streamed it (the tgweb worker's), its long tasks, in ms since the
+page's navigation; other threads, short tasks and later navigations left out."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+sys.path.insert(0, str(TOOLS))  # trace_visit imports repeat_visit beside it
+_spec = importlib.util.spec_from_file_location("trace_visit", TOOLS / "trace_visit.py")
+trace_visit = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(trace_visit)
+
+
+def ev(name, ts_ms, tid=7, dur_ms=None, ph="X"):
+    e = {"name": name, "ts": 1000 * ts_ms, "tid": tid, "ph": ph}
+    if dur_ms is not None:
+        e["dur"] = 1000 * dur_ms
+    return e
+
+
+def test_the_worker_threads_wasm_and_long_tasks():
+    events = [
+        ev("navigationStart", 5, tid=1, ph="R"),
+        ev("navigationStart", 10, tid=1, ph="R"),  # the page's: the last before the stream
+        ev("wasm.StartStreamingCompilation", 110, dur_ms=0.1),
+        ev("wasm.OnBytesReceived", 120),
+        ev("wasm.OnBytesReceived", 125, tid=9),  # another thread's module
+        ev("wasm.OnBytesReceived", 310),
+        ev("v8.compileModule", 150, dur_ms=30),
+        ev("v8.callFunction", 200, dur_ms=2),  # short: left out
+        ev("v8.callFunction", 205, tid=9, dur_ms=50),  # another thread: left out
+        ev("wasm.FinishStreaming", 311, dur_ms=20),
+        ev("wasm.Deserialize", 332, dur_ms=6),
+        ev("wasm.SyncInstantiate", 340, dur_ms=1),  # a small module's: left out
+        ev("wasm.SyncInstantiate", 350, dur_ms=12),
+        ev("MajorGC", 400, dur_ms=9),
+        ev("navigationStart", 900, tid=1, ph="R"),  # a later page
+    ]
+    got = trace_visit.wasm_timeline(events, long_ms=8)
+    assert got == {
+        "stream": 100.0,
+        "bytes": (110.0, 300.0),
+        "code_cache": True,
+        "steps": [
+            (301.0, 20.0, "wasm.FinishStreaming"),
+            (322.0, 6.0, "wasm.Deserialize"),
+            (340.0, 12.0, "wasm.SyncInstantiate"),
+        ],
+        "tasks": [(140.0, 30.0, "v8.compileModule"), (390.0, 9.0, "MajorGC")],
+    }
+    no_cache = [e for e in events if e["name"] != "wasm.Deserialize"]
+    assert trace_visit.wasm_timeline(no_cache, long_ms=8)["code_cache"] is False
+    assert trace_visit.wasm_timeline([e for e in events if "Streaming" not in e["name"]], 8) == {}

@@ -1,0 +1,202 @@
+"""A visit's worker, traced (issue 38): the trainer page opened N times in one browser
+profile (the first visit, then repeat visits), each under Chromium's own tracing, and
+what held the tgweb worker's thread while Python started: when Pyodide's wasm arrived,
+whether V8 took it from its code cache, the worker thread's long tasks.
+
+    python3 build.py bundle && .venv/bin/python tools/trace_visit.py [--site DIR]
+        [--visits N] [--linger S] [--out DIR] [SAMPLE]
+
+For each visit it prints the first loss and the compile (ms since navigation), the
+worker's timings (tgweb.mjs's tg.info.timings), then, in ms since navigation: the
+wasm's stream (its first and last chunk of bytes), V8's hashing of them
+(wasm.FinishStreaming), its code cache (wasm.Deserialize: the compiled code taken from
+a earlier visit) and Pyodide's instantiation, and every task of at least --long ms on the
+worker's thread (compiling and running scripts, messages, garbage collection). The first
+visit stays open until the page has kept its snapshot, then --linger seconds more (V8
+writes the wasm's code cache while a tab stays open). --out keeps each visit's trace
+(Chrome's JSON: chrome://tracing or Perfetto open it). Sample: sin unless named. On the
+H200 machine launch.sh exports GPU_CHROMIUM (the adapter is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from repeat_visit import FIRST_LOSS, KEPT_SNAPSHOT_MS, _build  # noqa: E402
+
+CATEGORIES = [
+    "v8.wasm",
+    "v8",
+    "devtools.timeline",
+    "blink.user_timing",
+    "disabled-by-default-v8.wasm.detailed",
+]
+# the worker thread's tasks worth a line: script compiled or run, a message handled, a GC
+TASKS = {
+    "v8.compileModule",
+    "v8.evaluateModule",
+    "v8.callFunction",
+    "HandlePostMessage",
+    "MajorGC",
+    "v8.compile",
+}
+
+
+def wasm_timeline(events: list[dict], long_ms: float) -> dict:
+    """From one visit's trace events: the wasm's stream, V8's steps with it, and the long
+    tasks of the thread that streamed it (the tgweb worker's), in ms since navigation.
+    Empty where no wasm was streamed (a page that never started tgweb)."""
+    starts = sorted(
+        (e for e in events if e["name"] == "wasm.StartStreamingCompilation"), key=lambda e: e["ts"]
+    )
+    # the page's navigation: the last one before the worker streamed the wasm
+    navs = [
+        e["ts"] for e in events if e["name"] == "navigationStart" and starts and e["ts"] <= starts[0]["ts"]
+    ]
+    if not starts or not navs:
+        return {}
+    tid, t0 = starts[0]["tid"], max(navs)
+
+    def ms(e, key="ts"):
+        return round((e[key] - t0) / 1000, 1)
+
+    chunks = [ms(e) for e in events if e["name"] == "wasm.OnBytesReceived" and e.get("tid") == tid]
+    steps = [
+        (ms(e), round(e.get("dur", 0) / 1000, 1), e["name"])
+        for e in events
+        if e["name"] in ("wasm.FinishStreaming", "wasm.Deserialize")
+        or (e["name"] == "wasm.SyncInstantiate" and e.get("dur", 0) >= 3000)
+    ]
+    tasks = [
+        (ms(e), round(e["dur"] / 1000, 1), e["name"])
+        for e in events
+        if e.get("tid") == tid
+        and e.get("ph") == "X"
+        and e["name"] in TASKS
+        and e.get("dur", 0) >= long_ms * 1000
+    ]
+    return {
+        "stream": ms(starts[0]),
+        "bytes": (chunks[0], chunks[-1]) if chunks else None,
+        "code_cache": any(name == "wasm.Deserialize" for _, _, name in steps),
+        "steps": sorted(steps),
+        "tasks": sorted(tasks),
+    }
+
+
+def _launch(exe: str, args: list[str], profile: str) -> tuple[subprocess.Popen, str]:
+    """Chromium with a DevTools port of its own choosing (read back from the profile)."""
+    proc = subprocess.Popen(
+        [exe, *args, "--headless", "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    port_file = Path(profile) / "DevToolsActivePort"
+    for _ in range(300):
+        if port_file.exists() and port_file.read_text().strip():
+            return proc, f"http://127.0.0.1:{port_file.read_text().split()[0]}"
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    sys.exit(f"{exe} did not open its DevTools port")
+
+
+def main(site: Path, sample: str, visits: int, linger: float, long_ms: float, out: Path | None) -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    build = _build()
+    if site == build.SITE and not (site / "manifest.json").exists():
+        build.bundle_site()
+    srv = build.make_server(site, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}/?autostart#{sample}"
+    exe, args = build.chromium()
+    results = []
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
+        proc, endpoint = _launch(exe, args, profile)
+        try:
+            browser = p.chromium.connect_over_cdp(endpoint)
+            ctx = browser.contexts[0]
+            for v in range(visits):
+                page = ctx.new_page()
+                path = Path(profile) / f"visit{v}.json"
+                browser.start_tracing(path=str(path), categories=CATEGORIES)
+                try:
+                    page.goto(url)
+                    page.wait_for_function(FIRST_LOSS, arg=sample, timeout=600_000, polling=10)
+                    r = {
+                        "visit": "first" if v == 0 else "repeat",
+                        "first_loss_ms": round(page.evaluate("performance.now()")),
+                        "compile_ms": round(
+                            1000 * page.evaluate(f"window.app.state[{json.dumps(sample)}].info.compile_s")
+                        ),
+                        "timings": page.evaluate("window.app.tg.info.timings"),
+                        "adapter": page.evaluate("window.app.tg.info.adapter"),
+                    }
+                    if v == 0:
+                        page.wait_for_function("window.app.snapshot", timeout=KEPT_SNAPSHOT_MS)
+                        page.wait_for_timeout(linger * 1000)
+                finally:
+                    browser.stop_tracing()
+                    page.close()
+                r.update(wasm_timeline(json.loads(path.read_text())["traceEvents"], long_ms))
+                if out:
+                    out.mkdir(parents=True, exist_ok=True)
+                    path.replace(out / f"{sample}-visit{v}.json")
+                results.append(r)
+                _print(r, v)
+            browser.close()
+        finally:
+            proc.kill()
+            proc.wait()
+    return results
+
+
+def _print(r: dict, v: int) -> None:
+    if v == 0:
+        a = r["adapter"]
+        print(f"adapter: {a.get('vendor')} {a.get('architecture')} {a.get('description')}")
+    t = {k: x for k, x in r["timings"].items() if not k.endswith("_at")}
+    print(f"visit {v} ({r['visit']}): first loss {r['first_loss_ms']} ms, compile {r['compile_ms']} ms")
+    print(f"  timings {json.dumps(t)}")
+    if "stream" not in r:
+        print("  (no wasm streamed in this trace)")
+        return
+    b = r["bytes"]
+    print(
+        f"  wasm: stream at {r['stream']}, bytes {b[0]}-{b[1]}" if b else f"  wasm: stream at {r['stream']}"
+    )
+    print(f"  V8's code cache: {'used' if r['code_cache'] else 'not used'}")
+    for at, dur, name in r["steps"]:
+        print(f"  {at:8.1f} {dur:6.1f}  {name}")
+    print("  the worker thread's long tasks:")
+    for at, dur, name in r["tasks"]:
+        print(f"  {at:8.1f} {dur:6.1f}  {name}")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--site", type=Path, help="a bundled site (default: site/)")
+    ap.add_argument(
+        "--visits", type=int, default=3, help="visits in one profile (default 3: a first, two repeats)"
+    )
+    ap.add_argument(
+        "--linger", type=float, default=5.0, metavar="S", help="the first visit's extra seconds open"
+    )
+    ap.add_argument(
+        "--long", type=float, default=8.0, metavar="MS", help="shortest task listed (default 8 ms)"
+    )
+    ap.add_argument("--out", type=Path, help="keep each visit's trace here")
+    ap.add_argument("sample", nargs="?", default="sin")
+    a = ap.parse_args()
+    main((a.site or _build().SITE).resolve(), a.sample, a.visits, a.linger, a.long, a.out)
