@@ -222,14 +222,14 @@ class ProgramCache {
 }
 
 // The snapshot's bytes are a file of the origin's private file system (OPFS) where the
-// browser gives one (its record in IndexedDB says which key they are of). A worker of the
-// worker's own (snapread.mjs) reads and hashes it once the worker has asked for Pyodide's
-// files (readSnapshotAhead), before the worker knows which key it wants: read there with a
-// synchronous access handle, 25-70 ms in Chromium here, and hashed, 40-50 ms more, all of it
-// off the thread on which Pyodide's wasm streams in. Read from IndexedDB once the key was
-// known, the same 31.5 MB came 270-330 ms later: each step of that read waited for the
-// worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A page opened from
-// disk has no such file system: its snapshot stays in IndexedDB.
+// browser gives one (its record in IndexedDB says which key they are of). It is read and
+// hashed once the worker has asked for Pyodide's files (readSnapshotAhead), before the
+// worker knows which key it wants: with a synchronous access handle, 25-70 ms in Chromium
+// here, and hashed, 40-50 ms more; by a worker of the worker's own (snapread.mjs) where a
+// core is spare, off the thread on which Pyodide's wasm streams in. Read from IndexedDB
+// once the key was known, the same 31.5 MB came 270-330 ms later: each step of that read
+// waited for the worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A
+// page opened from disk has no such file system: its snapshot stays in IndexedDB.
 let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
 
 /** Start reading the kept snapshot's file, if there is one: in a worker of its own where
