@@ -10,7 +10,7 @@ For each visit it prints the first loss and the compile (ms since navigation), t
 worker's timings (tgweb.mjs's tg.info.timings), then, in ms since navigation: the
 wasm's stream (its first and last chunk of bytes), V8's hashing of them
 (wasm.FinishStreaming), its code cache (wasm.Deserialize: the compiled code taken from
-a earlier visit) and Pyodide's instantiation, and every task of at least --long ms on the
+an earlier visit) and Pyodide's instantiation, and every task of at least --long ms on the
 worker's thread (compiling and running scripts, messages, garbage collection). The first
 visit stays open until the page has kept its snapshot, then --linger seconds more (V8
 writes the wasm's code cache while a tab stays open). --out keeps each visit's trace
