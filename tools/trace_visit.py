@@ -111,9 +111,16 @@ def _launch(exe: str, args: list[str], profile: str) -> tuple[subprocess.Popen, 
     sys.exit(f"{exe} did not open its DevTools port")
 
 
-def main(site: Path, sample: str, visits: int, linger: float, long_ms: float, out: Path | None) -> list[dict]:
-    from playwright.sync_api import sync_playwright
+def main(
+    site: Path, sample: str, visits: int, linger: float, long_ms: float, out: Path | None, chromium=None
+):
+    """The visits' results, printed as they come. chromium: Playwright's BrowserType to
+    connect with (one already running in this thread, as under pytest), else its own."""
+    if chromium is None:
+        from playwright.sync_api import sync_playwright
 
+        with sync_playwright() as p:
+            return main(site, sample, visits, linger, long_ms, out, p.chromium)
     build = _build()
     if site == build.SITE and not (site / "manifest.json").exists():
         build.bundle_site()
@@ -122,14 +129,19 @@ def main(site: Path, sample: str, visits: int, linger: float, long_ms: float, ou
     url = f"http://127.0.0.1:{srv.server_address[1]}/?autostart#{sample}"
     exe, args = build.chromium()
     results = []
-    with tempfile.TemporaryDirectory() as profile, sync_playwright() as p:
+    # the profile's folder goes even where a Chromium process wrote into it at the end
+    with (
+        tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile,
+        tempfile.TemporaryDirectory() as traces,
+    ):
         proc, endpoint = _launch(exe, args, profile)
+        browser = None
         try:
-            browser = p.chromium.connect_over_cdp(endpoint)
+            browser = chromium.connect_over_cdp(endpoint)
             ctx = browser.contexts[0]
             for v in range(visits):
                 page = ctx.new_page()
-                path = Path(profile) / f"visit{v}.json"
+                path = Path(traces) / f"visit{v}.json"
                 browser.start_tracing(path=str(path), categories=CATEGORIES)
                 try:
                     page.goto(url)
@@ -155,11 +167,20 @@ def main(site: Path, sample: str, visits: int, linger: float, long_ms: float, ou
                     path.replace(out / f"{sample}-visit{v}.json")
                 results.append(r)
                 _print(r, v)
-            browser.close()
         finally:
-            proc.kill()
-            proc.wait()
+            _quit(proc, browser)
     return results
+
+
+def _quit(proc: subprocess.Popen, browser) -> None:
+    """Chromium asked to quit (its processes then stop writing into the profile), else killed."""
+    try:
+        if browser is not None:
+            browser.new_browser_cdp_session().send("Browser.close")
+        proc.wait(timeout=20)
+    except Exception:
+        proc.kill()
+        proc.wait()
 
 
 def _print(r: dict, v: int) -> None:

@@ -179,7 +179,7 @@ def test_the_status_line_says_what_the_page_waits_for(browser, site_url):
         page.close()
 
 
-def test_trace_visit_follows_a_repeat_visits_worker(site_url):
+def test_trace_visit_follows_a_repeat_visits_worker(browser, site_url):
     """tools/trace_visit.py in this machine's Chromium: a first visit and a repeat visit
     traced in one profile; the repeat restored the kept snapshot, and the trace shows the
     worker streaming Pyodide's wasm (its bytes in order) and V8 hashing them."""
@@ -188,7 +188,8 @@ def test_trace_visit_follows_a_repeat_visits_worker(site_url):
     sys.path.insert(0, str(_build().ROOT / "tools"))
     import trace_visit
 
-    first, repeat = trace_visit.main(_build().SITE, "sin", visits=2, linger=0.0, long_ms=8.0, out=None)
+    # a Chromium of its own, connected through this session's Playwright
+    first, repeat = trace_visit.main(_build().SITE, "sin", 2, 0.0, 8.0, None, chromium=browser.browser_type)
     assert (first["visit"], repeat["visit"]) == ("first", "repeat")
     assert repeat["timings"]["snapshot"] == "restored", repeat["timings"]
     for r in (first, repeat):
