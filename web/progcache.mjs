@@ -239,16 +239,19 @@ let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
  *  says they are of its key and their checksum agrees. */
 export function readSnapshotAhead() {
   const spare = typeof Worker === "function" && (globalThis.navigator && navigator.hardwareConcurrency) > 2;
-  ahead = (spare ? readInWorker() : readHashed()).catch(() => readHashed()).catch(() => null);
+  // read once: here only where the reader could not start (a file it could not read, or
+  // none, as on a first visit, would be no better read again)
+  ahead = (spare ? readInWorker().catch(() => readHashed()) : readHashed()).catch(() => null);
 }
 
+// the reader's {bytes, sha256, read}, or null where it found no file it could read; rejects
+// where it did not start
 function readInWorker() {
   return new Promise((resolve, reject) => {
     const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
     w.onmessage = ({ data }) => {
       w.terminate();
-      if (data.error) reject(new Error(data.error));
-      else resolve({ ...data, read: "worker" });
+      resolve(data.error ? null : { ...data, read: "worker" });
     };
     w.onerror = (ev) => {
       ev.preventDefault();
