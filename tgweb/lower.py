@@ -4,6 +4,7 @@
                    left has a WGSL emitter
   schedule         kernels: size-1 chains inlined, fusion, rematerialization
   place_updates    each param/state update written in place, or copied at the end
+                   (passes/inplace.py)
   assign_buffers   values and kernel steps handed to the planner; storage of a tensor
   emit             the WGSL of every kernel
   pack             the Program, its slots and meta
@@ -15,7 +16,7 @@ Pure Python (no NumPy): it runs in the browser too.
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable, NamedTuple
 
 from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
@@ -23,7 +24,8 @@ from .codegen.reuse import KernelMemo, kernel_name
 from .codegen.select import select_kernel
 from .codegen.target import Target
 from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
-from .passes.fusion import Group, fuse, same_index
+from .passes.fusion import Group, fuse
+from .passes.inplace import Updates, overwrites, place_updates
 from .passes.plan import Step, Value, plan
 from .passes.remat import fit, relinked, rematerialize
 from .passes.views import fold_views
@@ -235,114 +237,6 @@ def _kernel_reads(g: Group, inlined: set[int]) -> set[int]:
     return out
 
 
-# ---------------------------------------------------------------- updates
-
-
-@dataclass
-class Updates:
-    inplace: dict[int, int] = field(default_factory=dict)  # update node id -> leaf id it overwrites
-    copies: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # (leaf, new value) copied at the end
-
-
-def place_updates(graph: Graph, sched: KernelOrder) -> Updates:
-    """Each param/state update is written straight into its leaf's buffer when that is
-    safe, else copied there by a kernel at the end of the step."""
-    leaves = {**graph.params, **graph.states}
-    out = Updates()
-    last_read: dict[int, int] = {}  # value id -> the last kernel that reads it
-    for k, rs in enumerate(sched.reads):
-        for vid in rs:
-            last_read[vid] = k
-    outs = {root(t).id for t in list(graph.outputs.values()) + list(graph.captures.values())}
-    for name, u in graph.updates.items():
-        leaf = leaves.get(name)
-        if leaf is None:
-            raise TraceError(f"update for {name!r}, which is neither a param nor a state")
-        if u.shape != leaf.shape or u.dtype != leaf.dtype:
-            raise TraceError(
-                f"update for {name!r} has {u.dtype}{list(u.shape)}, not {leaf.dtype}{list(leaf.shape)}",
-                u.site,
-            )
-        if u is leaf:
-            continue
-        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched, last_read):
-            out.inplace[u.id] = leaf.id
-        else:
-            out.copies.append((leaf, u))
-    return out
-
-
-def _inplace_ok(u: Tensor, leaf: Tensor, sched: KernelOrder, last_read: dict[int, int]) -> bool:
-    """u may be written straight into leaf's buffer: u is stored by a fused group that
-    reads leaf only at the same element, and no later kernel reads leaf's old value."""
-    if REGISTRY[u.kind].role in ("leaf", "view", "const"):
-        return False
-    k = sched.pos_of.get(u.id)
-    if k is None:
-        return False
-    g = sched.groups[k]
-    if g.kind != "ew" or u.id not in g.stored:
-        return False
-    for m in g.members:  # every reader of leaf in the group reads it directly, same index
-        for x in m.inputs:
-            if root(x) is leaf and (x is not leaf or not same_index(m.kind) or m.shape != leaf.shape):
-                return False
-    return last_read.get(leaf.id, k) <= k
-
-
-def _overwrites(sched: KernelOrder, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
-    """result id -> id of the intermediate it may be written over: the kernel computing
-    the result (elementwise, or the elementwise epilogue of a strided kernel writing its
-    own layout) is the last to read the intermediate, reads it only directly at the
-    result's own index, and both have the same size. One value is overwritten once."""
-    last: dict[int, int] = {}
-    for k, rs in enumerate(sched.reads):
-        for vid in rs:
-            last[vid] = k
-    out: dict[int, int] = {}
-    taken: set[int] = set()
-    for k, g in enumerate(sched.groups):
-        part = g if g.kind == "ew" else g.epilogue
-        if part is None or (
-            g.kind == "op" and (not REGISTRY[g.head.kind].strided or "out_view" in g.head.attrs)
-        ):
-            continue
-        # stored tensors read some other way in this kernel: the host's operands
-        others = {root(x).id for x in g.head.inputs} if g.kind == "op" else set()
-        direct: dict[int, bool] = {}
-        for m in part.members:
-            for x in m.inputs:
-                r = root(x)
-                ok = r is x and same_index(m.kind) and tuple(m.shape) == tuple(x.shape) == tuple(part.shape)
-                direct[r.id] = direct.get(r.id, True) and ok
-        free = [
-            x
-            for x in sorted(sched.reads[k])
-            if direct.get(x)
-            and x not in others
-            and last[x] == k
-            and x in sched.stored
-            and x not in keep
-            and x not in taken
-            and prod(by_id[x].shape) == prod(part.shape)
-        ]
-        for m in part.members:
-            if not free:
-                break
-            if (
-                m.id in sched.stored
-                and m.id not in keep
-                and m.id not in taken
-                and tuple(m.shape) == tuple(part.shape)
-            ):
-                x = next((x for x in free if ITEMSIZE[by_id[x].dtype] == ITEMSIZE[m.dtype]), None)
-                if x is not None:
-                    free.remove(x)
-                    out[m.id] = x
-                    taken |= {m.id, x}
-    return out
-
-
 # ---------------------------------------------------------------- buffers
 
 
@@ -366,7 +260,7 @@ def assign_buffers(graph: Graph, sched: KernelOrder, ups: Updates, lim: dict, sc
     grad_ids = {root(t).id for t in graph.grads.values()}
     out_ids = {root(t).id for t in graph.outputs.values()}
     cap_ids = {root(t).id for t in graph.captures.values()}
-    over = _overwrites(sched, sched.roots | out_ids | cap_ids | grad_ids | set(ups.inplace), by_id)
+    over = overwrites(sched, sched.roots | out_ids | cap_ids | grad_ids | set(ups.inplace), by_id)
 
     too_big: list[tuple[int, Tensor]] = []
 

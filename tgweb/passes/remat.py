@@ -14,6 +14,8 @@ on the same stored operands.
 
 from __future__ import annotations
 
+from operator import is_not
+
 from ..ir import REGISTRY, Tensor, prod, replace
 
 MIN_GAP = 8  # kernels between an early and a late reader before recomputing pays
@@ -205,14 +207,18 @@ def relinked(nodes: list[Tensor]) -> list[Tensor]:
     cur: dict[int, Tensor] = {}
 
     def fix(x: Tensor) -> Tensor:
-        if x.id not in cur and REGISTRY[x.kind].role == "view":
-            ins = tuple(fix(i) for i in x.inputs)
-            cur[x.id] = x if all(a is b for a, b in zip(ins, x.inputs)) else replace(x, inputs=ins)
-        return cur.get(x.id, x)
+        got = cur.get(x.id)
+        if got is not None:
+            return got
+        if REGISTRY[x.kind].role != "view":
+            return x
+        return _current(x, tuple(map(fix, x.inputs)), cur)
 
-    out = []
-    for n in nodes:
-        ins = tuple(fix(i) for i in n.inputs)
-        cur[n.id] = n if all(a is b for a, b in zip(ins, n.inputs)) else replace(n, inputs=ins)
-        out.append(cur[n.id])
-    return out
+    return [_current(n, tuple(map(fix, n.inputs)), cur) for n in nodes]
+
+
+def _current(x: Tensor, ins: tuple, cur: dict[int, Tensor]) -> Tensor:
+    """x reading ins (x itself when they are its inputs already), kept as x's current version."""
+    c = x if not any(map(is_not, ins, x.inputs)) else replace(x, inputs=ins)
+    cur[x.id] = c
+    return c

@@ -1,0 +1,131 @@
+"""In-place writes: which values a step writes over the memory of others. A parameter's
+or state's update is written straight into its leaf's buffer when that is safe, else
+copied there at the end of the step (place_updates); a result may be written over an
+intermediate its kernel is the last to read (overwrites). `sched` is lowering's
+KernelOrder: its groups in order, the stored ids each kernel reads, the kernel of each
+node, the stored ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
+from .fusion import Group, same_index
+
+
+@dataclass
+class Updates:
+    inplace: dict[int, int] = field(default_factory=dict)  # update node id -> leaf id it overwrites
+    copies: list[tuple[Tensor, Tensor]] = field(default_factory=list)  # (leaf, new value) copied at the end
+
+
+def place_updates(graph: Graph, sched) -> Updates:
+    """Each param/state update is written straight into its leaf's buffer when that is
+    safe, else copied there by a kernel at the end of the step."""
+    leaves = {**graph.params, **graph.states}
+    out = Updates()
+    last_read: dict[int, int] = {}  # value id -> the last kernel that reads it
+    for k, rs in enumerate(sched.reads):
+        for vid in rs:
+            last_read[vid] = k
+    outs = {root(t).id for t in list(graph.outputs.values()) + list(graph.captures.values())}
+    elsewhere: dict[int, set[int]] = {}
+    for name, u in graph.updates.items():
+        leaf = leaves.get(name)
+        if leaf is None:
+            raise TraceError(f"update for {name!r}, which is neither a param nor a state")
+        if u.shape != leaf.shape or u.dtype != leaf.dtype:
+            raise TraceError(
+                f"update for {name!r} has {u.dtype}{list(u.shape)}, not {leaf.dtype}{list(leaf.shape)}",
+                u.site,
+            )
+        if u is leaf:
+            continue
+        if u.id not in outs and u.id not in out.inplace and _inplace_ok(u, leaf, sched, last_read, elsewhere):
+            out.inplace[u.id] = leaf.id
+        else:
+            out.copies.append((leaf, u))
+    return out
+
+
+def _inplace_ok(u: Tensor, leaf: Tensor, sched, last_read: dict[int, int], elsewhere: dict) -> bool:
+    """u may be written straight into leaf's buffer: u is stored by a fused group that
+    reads leaf only at the same element, and no later kernel reads leaf's old value.
+    elsewhere: kernel index -> _read_elsewhere of its group, filled as asked."""
+    if REGISTRY[u.kind].role in ("leaf", "view", "const"):
+        return False
+    k = sched.pos_of.get(u.id)
+    if k is None:
+        return False
+    g = sched.groups[k]
+    if g.kind != "ew" or u.id not in g.stored:
+        return False
+    if k not in elsewhere:
+        elsewhere[k] = _read_elsewhere(g)
+    return leaf.id not in elsewhere[k] and last_read.get(leaf.id, k) <= k
+
+
+def _read_elsewhere(g: Group) -> set[int]:
+    """Ids of the stored tensors some member of g reads at another element than its own:
+    through a view, by a kind that reads other indices, or at another shape."""
+    out = set()
+    for m in g.members:
+        same = same_index(m.kind)
+        for x in m.inputs:
+            r = root(x)
+            if x is not r or not same or m.shape != r.shape:
+                out.add(r.id)
+    return out
+
+
+def overwrites(sched, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
+    """result id -> id of the intermediate it may be written over: the kernel computing
+    the result (elementwise, or the elementwise epilogue of a strided kernel writing its
+    own layout) is the last to read the intermediate, reads it only directly at the
+    result's own index, and both have the same size. One value is overwritten once."""
+    last: dict[int, int] = {}
+    for k, rs in enumerate(sched.reads):
+        for vid in rs:
+            last[vid] = k
+    out: dict[int, int] = {}
+    taken: set[int] = set()
+    for k, g in enumerate(sched.groups):
+        part = g if g.kind == "ew" else g.epilogue
+        if part is None or (
+            g.kind == "op" and (not REGISTRY[g.head.kind].strided or "out_view" in g.head.attrs)
+        ):
+            continue
+        # stored tensors read some other way in this kernel: the host's operands
+        others = {root(x).id for x in g.head.inputs} if g.kind == "op" else set()
+        direct: dict[int, bool] = {}
+        for m in part.members:
+            for x in m.inputs:
+                r = root(x)
+                ok = r is x and same_index(m.kind) and tuple(m.shape) == tuple(x.shape) == tuple(part.shape)
+                direct[r.id] = direct.get(r.id, True) and ok
+        free = [
+            x
+            for x in sorted(sched.reads[k])
+            if direct.get(x)
+            and x not in others
+            and last[x] == k
+            and x in sched.stored
+            and x not in keep
+            and x not in taken
+            and prod(by_id[x].shape) == prod(part.shape)
+        ]
+        for m in part.members:
+            if not free:
+                break
+            if (
+                m.id in sched.stored
+                and m.id not in keep
+                and m.id not in taken
+                and tuple(m.shape) == tuple(part.shape)
+            ):
+                x = next((x for x in free if ITEMSIZE[by_id[x].dtype] == ITEMSIZE[m.dtype]), None)
+                if x is not None:
+                    free.remove(x)
+                    out[m.id] = x
+                    taken |= {m.id, x}
+    return out
