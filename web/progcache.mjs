@@ -1,6 +1,7 @@
 // progcache.mjs: the compiled Programs a page keeps (tgweb/progcache.py), in IndexedDB
-// (database "tgweb-programs", one record per key), so that a repeat visit skips tracing
-// and lowering. The worker reads and writes them for Python; a page lists and clears them:
+// (database "tgweb-programs": each key's text in one store, what is known of it in another,
+// so that listing and pruning the entries or marking one used never reads or writes a
+// text), so that a repeat visit skips tracing and lowering. The worker reads and writes them for Python; a page lists and clears them:
 //
 //   const cache = await openProgramCache();  // or tg.programs (tgweb.mjs)
 //   await cache.list();     // [{key, label, kind, size, time, used, kernels}], newest first
@@ -24,7 +25,7 @@
 
 import { READER, readSnapshotFile, sha256, SNAPSHOT_FILE, snapshotDir } from "./snapread.mjs";
 
-const NAME = "tgweb-programs", STORE = "programs", SNAPSHOTS = "snapshots";
+const NAME = "tgweb-programs", VERSION = 2, STORE = "programs", METAS = "metas", SNAPSHOTS = "snapshots";
 const INFO = "size "; // what is kept of a snapshot (its size, checksum, file) is under this and its key
 // what the snapshot holds done: tgweb and what a first step imports, the build id hashed
 const PRELOAD = "import tgweb, tgweb.worker; tgweb.worker.preload()";
@@ -40,11 +41,25 @@ const LIMITS = { maxEntries: 200, maxBytes: 48 << 20 };
  *  limits: {maxEntries, maxBytes} (defaults LIMITS). */
 export async function openProgramCache(limits = {}) {
   if (typeof indexedDB === "undefined") throw new Error("this browser gives the page no IndexedDB");
-  const req = indexedDB.open(NAME, 1);
-  req.onupgradeneeded = () => {
-    for (const s of [STORE, SNAPSHOTS]) if (!req.result.objectStoreNames.contains(s)) req.result.createObjectStore(s, { keyPath: "key" });
+  const req = indexedDB.open(NAME, VERSION);
+  req.onupgradeneeded = (ev) => {
+    const db = req.result;
+    for (const s of [STORE, METAS, SNAPSHOTS]) if (!db.objectStoreNames.contains(s)) db.createObjectStore(s, { keyPath: "key" });
+    if (ev.oldVersion === 1) copyMetas(req.transaction);
   };
   return new ProgramCache(await done(req), { ...LIMITS, ...limits });
+}
+
+// version 1 kept an entry's text and what is known of it in one record: the latter copied out
+function copyMetas(tx) {
+  const metas = tx.objectStore(METAS);
+  tx.objectStore(STORE).openCursor().onsuccess = (ev) => {
+    const c = ev.target.result;
+    if (!c) return;
+    const { text, ...meta } = c.value;
+    metas.put(meta);
+    c.continue();
+  };
 }
 
 class ProgramCache {
@@ -55,10 +70,13 @@ class ProgramCache {
   }
 
   // a read resolves with its result; a write once its transaction has committed (a page
-  // closed before then loses it: "kept" must mean kept)
+  // closed before then loses it: "kept" must mean kept). store: a name (fn gets that object
+  // store) or a list of them (fn gets the list), one transaction over them all.
   _req(mode, fn, store = STORE) {
-    const tx = this.db.transaction([store], mode);
-    const result = done(fn(tx.objectStore(store)));
+    const names = Array.isArray(store) ? store : [store];
+    const tx = this.db.transaction(names, mode);
+    const stores = names.map((n) => tx.objectStore(n));
+    const result = done(fn(Array.isArray(store) ? stores : stores[0]));
     if (mode !== "readwrite") return result;
     result.catch(() => {}); // the transaction's abort reports it
     return new Promise((resolve, reject) => {
@@ -71,7 +89,12 @@ class ProgramCache {
   async get(key) {
     const rec = await this._req("readonly", (s) => s.get(key));
     if (!rec) return null;
-    this._write((s) => s.put({ ...rec, used: Date.now() }));
+    const used = Date.now();
+    this._write((m) => { // marked used now: its meta record alone rewritten
+      const req = m.get(key);
+      req.addEventListener("success", () => req.result && m.put({ ...req.result, used }));
+      return req;
+    }, METAS);
     return rec.text;
   }
 
@@ -79,14 +102,14 @@ class ProgramCache {
    *  entries over the limits go. */
   put(key, text, info = {}) {
     const now = Date.now();
-    const rec = { ...info, key, text, size: text.length, time: now, used: now };
-    this._write((s) => s.put(rec));
+    const meta = { ...info, key, size: text.length, time: now, used: now };
+    this._write(([s, m]) => { m.put(meta); return s.put({ key, text }); }, [STORE, METAS]);
     this.writes = this.writes.then(() => this._prune(key)).catch(() => {});
     return this.writes;
   }
 
-  _write(fn) {
-    this.writes = this.writes.then(() => this._req("readwrite", fn)).catch(() => {});
+  _write(fn, store = STORE) {
+    this.writes = this.writes.then(() => this._req("readwrite", fn, store)).catch(() => {});
   }
 
   /** Remove the least recently used entries (never `keep`) until the limits hold. */
@@ -98,23 +121,19 @@ class ProgramCache {
       bytes += e.size;
       return e.key !== keep && (n > this.limits.maxEntries || bytes > this.limits.maxBytes);
     });
-    for (const e of gone) await this._req("readwrite", (s) => s.delete(e.key));
+    if (gone.length) await this._req("readwrite", (stores) => this._delete(stores, gone.map((e) => e.key)), [STORE, METAS]);
   }
 
-  /** Every entry's record without its text. */
+  // the keys' entries deleted from stores (programs and metas): the last request
+  _delete(stores, keys) {
+    let last;
+    for (const s of stores) for (const k of keys) last = s.delete(k);
+    return last;
+  }
+
+  /** What is known of every entry: {key, label, kind, size, time, used, kernels}. */
   _metas() {
-    const all = [];
-    return new Promise((resolve, reject) => {
-      const req = this.db.transaction([STORE]).objectStore(STORE).openCursor();
-      req.onerror = () => reject(req.error);
-      req.onsuccess = () => {
-        const c = req.result;
-        if (!c) return resolve(all);
-        const { text, ...meta } = c.value; // the list leaves the texts where they are
-        all.push(meta);
-        c.continue();
-      };
-    });
+    return this._req("readonly", (m) => m.getAll(), METAS);
   }
 
   /** The Programs (JSON texts) of the entries used last: within windowMs of the newest use,
@@ -125,9 +144,12 @@ class ProgramCache {
     const metas = (await this._metas()).sort((a, b) => (b.used || b.time) - (a.used || a.time));
     const last = metas.length ? metas[0].used || metas[0].time : 0;
     const keys = metas.filter((m) => (m.used || m.time) >= last - windowMs).slice(0, most).map((m) => m.key).reverse();
+    // read together, in one transaction: on a repeat visit this thread is busy starting Python,
+    // and each answer waits for a turn of it
+    const tx = this.db.transaction([STORE]);
+    const recs = await Promise.all(keys.map((key) => done(tx.objectStore(STORE).get(key))));
     const out = [];
-    for (const key of keys) {
-      const rec = await this._req("readonly", (s) => s.get(key));
+    for (const rec of recs) {
       try { // the entry: its format line, its checksum, then {"program": Program JSON, ...}
         const text = rec.text;
         out.push(JSON.parse(text.slice(text.indexOf("\n", text.indexOf("\n") + 1) + 1)).program);
@@ -143,14 +165,13 @@ class ProgramCache {
 
   async remove(key) {
     await this.writes;
-    await this._req("readwrite", (s) => s.delete(key));
+    await this._req("readwrite", (stores) => this._delete(stores, [key]), [STORE, METAS]);
   }
 
   /** Clear the Programs and the snapshot. */
   async clear() {
     await this.writes;
-    await this._req("readwrite", (s) => s.clear());
-    await this._req("readwrite", (s) => s.clear(), SNAPSHOTS);
+    await this._req("readwrite", (stores) => stores.map((s) => s.clear()).pop(), [STORE, METAS, SNAPSHOTS]);
     const dir = await snapshotDir();
     if (dir) await dir.removeEntry(SNAPSHOT_FILE).catch(() => {});
   }

@@ -12,7 +12,8 @@ addition takes its trainer's and its attached program's Programs from the cache,
 initial values from web/bulk.mjs after the snapshot's restore, and trains exactly as the
 first visit; an edit of its source misses both; Start shows the view after the first
 step, not before. The entries are kept within their limits,
-least recently used first out.
+least recently used first out; a cache kept by an older tgweb (one store for texts and
+metas) is read after the upgrade, and the last visit's Programs come in the order used.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _edit_entry(page, key, how):
     it in half, or keep its "head" (30 characters: not even the checksum line whole)."""
     page.evaluate(
         """async ([key, how]) => {
-        const db = await new Promise((res, rej) => { const r = indexedDB.open("tgweb-programs", 1);
+        const db = await new Promise((res, rej) => { const r = indexedDB.open("tgweb-programs");
             r.onsuccess = () => res(r.result); r.onerror = () => rej(r.error); });
         const rec = await new Promise((res) => { db.transaction(["programs"]).objectStore("programs").get(key)
             .onsuccess = (ev) => res(ev.target.result); });
@@ -551,3 +552,62 @@ _LRU = """async () => {
 
 def test_entries_are_kept_within_limits_least_recently_used_out(page):
     assert page.evaluate(_LRU) == ["a c d", "a d e", "f"]
+
+
+_UPGRADE = """async () => {
+    // the database as tgweb kept it before version 2: each entry's text and meta in one record
+    const now = Date.now(), entry = (program) => "format\\nchecksum\\n" + JSON.stringify({ program });
+    const old = [["step", now - 2000, entry({ name: "step" })],
+                 ["attached", now - 1000, entry({ name: "fwd" })],
+                 ["stale", now - 1e7, entry({ name: "stale" })]];
+    await new Promise((res, rej) => {
+        const r = indexedDB.open("tgweb-programs", 1);
+        r.onupgradeneeded = () => {
+            for (const s of ["programs", "snapshots"]) r.result.createObjectStore(s, { keyPath: "key" });
+        };
+        r.onerror = () => rej(r.error);
+        r.onsuccess = () => {
+            const tx = r.result.transaction(["programs"], "readwrite");
+            for (const [key, used, text] of old) {
+                const rec = { key, text, label: key, size: text.length, time: used, used };
+                tx.objectStore("programs").put(rec);
+            }
+            tx.oncomplete = () => { r.result.close(); res(); };
+        };
+    });
+    const { openProgramCache } = await import("/progcache.mjs");
+    const cache = await openProgramCache();
+    const out = {};
+    out.listed = (await cache.list()).map((e) => [e.key, e.label, e.size === e.size | 0, "text" in e]);
+    out.recent = (await cache.recentPrograms()).map((p) => p.name);
+    out.text = await cache.get("stale");
+    await new Promise((r) => setTimeout(r, 5));
+    await cache.put("new", entry({ name: "new" }), { label: "new" });
+    await cache.remove("attached");
+    out.after = (await cache.list()).map((e) => [e.key, "text" in e]);
+    out.recentAfter = (await cache.recentPrograms()).map((p) => p.name);
+    await cache.clear();
+    out.cleared = (await cache.list()).length;
+    return out;
+}"""
+
+
+def test_a_cache_kept_before_the_metas_store_is_read_after_the_upgrade(browser, site_url):
+    """A page's cache made by the tgweb before the entries' metas got a store of their own
+    (database version 1) is upgraded in place: the entries are listed from their metas
+    (never their texts), the last visit's Programs come in the order they were used (the
+    stale one out of the window), a hit reads its text, and put, remove and clear work on
+    both stores."""
+    page = browser.new_page()  # a context of its own: no worker holds the database open
+    try:
+        page.goto(f"{site_url}/manifest.json")
+        got = page.evaluate(_UPGRADE)
+    finally:
+        page.close()
+    assert sorted(got["listed"]) == [[k, k, True, False] for k in ("attached", "stale", "step")]
+    assert got["recent"] == ["step", "fwd"]
+    assert got["text"] == 'format\nchecksum\n{"program":{"name":"stale"}}'
+    assert sorted(got["after"]) == [["new", False], ["stale", False], ["step", False]]
+    # "stale" was used just now (the hit), "new" put after it: both newer than "step"
+    assert got["recentAfter"] == ["step", "stale", "new"]
+    assert got["cleared"] == 0
