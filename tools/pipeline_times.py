@@ -95,6 +95,9 @@ def main(sample: str, site: Path, top: int, repeat: bool = False) -> None:
             info = page.evaluate(f"window.app.state[{json.dumps(sample)}].info")
             a = page.evaluate("window.app.tg.info.adapter")
             ready = page.evaluate("window.app.tg.info.timings.since_page_load.ready")
+            # the worker answers tg.run once the training it runs has stopped
+            page.click("#stop")
+            page.wait_for_function("document.body.dataset.state === 'ready'", timeout=60_000)
             origin = page.evaluate("performance.timeOrigin")
             got = page.evaluate(
                 "([src, name]) => window.app.tg.run(src, { globals: { SAMPLE: name } })", [COLLECT, sample]

@@ -94,9 +94,31 @@ function makePipeline(device, ks) {
   return { layout, pipeline, times };
 }
 
-// Pipelines asked for before their Program is instantiated (prewarm): device -> pipelineKey ->
-// {layout, pipeline}, each taken by the first instantiate that needs it.
-const warm = new WeakMap();
+// The pipelines asked for on each device: device -> pipelineKey -> {layout, pipeline, times,
+// users}. One that prewarm asked for waits here for the instantiates that take it; one that
+// Runtimes use serves every other Program with the same kernel (a trainer's step and the
+// programs attached to it share many), until the last of them is destroyed. One that fails
+// is dropped: whoever needs it makes it again, and throws why.
+const made = new WeakMap();
+
+function pipelinesOf(device) {
+  let mine = made.get(device);
+  if (!mine) made.set(device, (mine = new Map()));
+  return mine;
+}
+
+function keep(mine, key, entry) {
+  Object.assign(entry, { key, users: 0 });
+  mine.set(key, entry);
+  entry.pipeline.catch(() => mine.get(key) === entry && mine.delete(key));
+  return entry;
+}
+
+// a Runtime is done with these entries: those no other uses go
+function release(device, entries) {
+  const mine = pipelinesOf(device);
+  for (const entry of entries) if (--entry.users <= 0 && mine.get(entry.key) === entry) mine.delete(entry.key);
+}
 
 /** Ask the device for the pipelines of program's kernels now, so that an instantiate of a
  *  Program with the same kernels later finds them made (the worker does this for the Programs
@@ -104,23 +126,14 @@ const warm = new WeakMap();
  *  is made again by instantiate, which throws why. Returns how many pipelines were asked for. */
 export function prewarm(device, program) {
   program = parseProgram(program);
-  const mine = warm.get(device) || new Map();
-  warm.set(device, mine);
+  const mine = pipelinesOf(device);
   let n = 0;
   for (const [key, ks] of kernelGroups(program)) {
     if (mine.has(key)) continue;
-    const made = makePipeline(device, ks);
-    made.pipeline.catch(() => mine.delete(key));
-    mine.set(key, made);
+    keep(mine, key, makePipeline(device, ks));
     n += 1;
   }
   return n;
-}
-
-function takeWarm(device, key) {
-  const mine = warm.get(device), got = mine && mine.get(key);
-  if (got) mine.delete(key);
-  return got;
 }
 
 // what another instance may lend a Program: a param, or a module buffer kept as a state
@@ -164,26 +177,29 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   device.pushErrorScope("out-of-memory");
   const { buffers, owned, uniform, slices } = allocate(device, program, shared);
   const allocError = await device.popErrorScope();
+  const taken = []; // the pipelines this instance uses (entries of pipelinesOf(device))
   try {
     if (allocError) throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
-    const groups = kernelGroups(program);
+    const groups = kernelGroups(program), mine = pipelinesOf(device);
     const layouts = new Map(), pipelines = new Map(), times = [];
     const t1 = performance.now();
     let prewarmed = 0;
     await Promise.all([...groups].map(async ([key, ks]) => {
-      let made = takeWarm(device, key);
-      if (made) {
+      let entry = mine.get(key);
+      if (entry) {
         try {
-          await made.pipeline;
+          await entry.pipeline;
           prewarmed += 1;
         } catch {
-          made = null; // made again below, for its error
+          entry = null; // made again below, for its error
         }
       }
-      made = made || makePipeline(device, ks);
-      times.push(made.times);
-      layouts.set(key, made.layout);
-      pipelines.set(key, await made.pipeline);
+      entry = entry || keep(mine, key, makePipeline(device, ks));
+      entry.users += 1;
+      taken.push(entry);
+      times.push(entry.times);
+      layouts.set(key, entry.layout);
+      pipelines.set(key, await entry.pipeline);
     }));
     const pipelinesMs = performance.now() - t1;
     device.pushErrorScope("validation");
@@ -197,14 +213,16 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     const bindError = await device.popErrorScope();
     if (bindError) throw new ProgramError(`creating bind groups failed: ${bindError.message}`);
     const rt = new Runtime(device, program, buffers, owned, steps, performance.now() - t0, groups.size);
+    rt.pipelineEntries = taken;
     rt.pipelinesMs = pipelinesMs;
-    rt.prewarmed = prewarmed; // of rt.pipelineCount, how many prewarm had made
+    rt.prewarmed = prewarmed; // of rt.pipelineCount, how many were asked for before (prewarm, another instance)
     // each pipeline's {kernel, chars, asked, checked, made} (ms, this thread's clock): when it
     // was asked for (by prewarm, or here), its text checked, it made (tools/pipeline_times.py)
     rt.pipelineTimes = times;
     return rt;
   } catch (e) {
     owned.forEach((b) => b.destroy()); // a failed instance leaves nothing allocated
+    release(device, taken);
     throw e;
   }
 }
@@ -370,5 +388,6 @@ export class Runtime {
     this.closed = true;
     for (const b of this.owned) b.destroy();
     for (const b of this.spare) b.destroy();
+    release(this.device, this.pipelineEntries || []);
   }
 }

@@ -496,6 +496,37 @@ out
         assert kernel and chars > 100 and 0 < asked <= checked <= made, rows
 
 
+def test_runtimes_share_the_pipelines_of_a_kernel_until_the_last_is_destroyed(page):
+    """A Runtime takes the pipelines another made for the same kernels (a trainer's step and
+    the programs attached to it share many), and runs as well; once every Runtime using them
+    is destroyed they go, and the next one makes them again."""
+    prog = json.dumps(two_buffer_program())
+    src = f"""
+import array
+from tgweb.program import Program
+from tgweb.backends import browser
+p = Program.from_json({prog!r})
+a = browser.Runtime(p)
+b = browser.Runtime(p)
+shared = [int(a._rt.prewarmed), int(b._rt.prewarmed), int(b._rt.pipelineCount)]
+a.close()
+c = browser.Runtime(p)  # b holds them still
+kept = int(c._rt.prewarmed)
+x = {{"x": array.array("f", [1, 2, 3, 4]), "y": array.array("f", [10, 20, 30, 40])}}
+sums = [r.run(x, {{"s": 0.5, "k": 3}}, [("outputs", "sum")])[("outputs", "sum")].tolist() for r in (b, c)]
+b.close(); c.close()
+d = browser.Runtime(p)  # none holds them: made anew
+out = [shared, kept, int(d._rt.prewarmed), sums]
+d.close()
+out
+"""
+    shared, kept, fresh, sums = py(page, src)
+    assert shared[0] == 0 and shared[1] == shared[2] > 1, shared
+    assert kept == shared[2]
+    assert fresh == 0
+    assert sums == [[11, 22, 33, 44]] * 2
+
+
 def test_saved_program_runs_without_pyodide(page):
     """A Program compiled by tgweb in the worker, saved as JSON with its parameters, runs on
     the page's main thread with gpu.mjs alone and gives the worker's output."""
