@@ -231,7 +231,8 @@ def train_app(page, steps: int, timeout: float = 120):
     page.fill("#steps", str(steps))
     page.dispatch_event("#steps", "change")
     page.click("#start")
-    page.wait_for_function("document.body.dataset.state === 'running'", timeout=10000)
+    # polled often (a short run may be over within frames), waited for long (a loaded machine)
+    page.wait_for_function("document.body.dataset.state === 'running'", timeout=60_000, polling=10)
     try:
         page.wait_for_function("document.body.dataset.state === 'ready'", timeout=timeout * 1000)
     except PlaywrightTimeout:
