@@ -47,7 +47,20 @@ export async function openProgramCache(limits = {}) {
     for (const s of [STORE, METAS, SNAPSHOTS]) if (!db.objectStoreNames.contains(s)) db.createObjectStore(s, { keyPath: "key" });
     if (ev.oldVersion === 1) copyMetas(req.transaction);
   };
-  return new ProgramCache(await done(req), { ...LIMITS, ...limits });
+  const db = await new Promise((resolve, reject) => {
+    let refused = false;
+    req.onsuccess = () => (refused ? req.result.close() : resolve(req.result));
+    req.onerror = () => reject(req.error);
+    // a page of an older tgweb, in another tab, holds the database open at its version: the
+    // upgrade would wait for that tab to close, and so would this page's Python
+    req.onblocked = () => {
+      refused = true;
+      reject(new Error("a page of another tgweb version, in another tab, holds the program cache open: " +
+        "close that tab to keep compiled programs"));
+    };
+  });
+  db.onversionchange = () => db.close(); // a newer tgweb's page asks for it: this one's cache is off
+  return new ProgramCache(db, { ...LIMITS, ...limits });
 }
 
 // version 1 kept an entry's text and what is known of it in one record: the latter copied out
@@ -87,7 +100,10 @@ class ProgramCache {
 
   /** The entry's text, or null; a hit marks the entry used now (in the background). */
   async get(key) {
-    const rec = await this._req("readonly", (s) => s.get(key));
+    let rec = null;
+    try {
+      rec = await this._req("readonly", (s) => s.get(key));
+    } catch { /* a cache that cannot be read (closed for a newer tgweb's page) misses */ }
     if (!rec) return null;
     const used = Date.now();
     this._write((m) => { // marked used now: its meta record alone rewritten

@@ -611,3 +611,49 @@ def test_a_cache_kept_before_the_metas_store_is_read_after_the_upgrade(browser, 
     # "stale" was used just now (the hit), "new" put after it: both newer than "step"
     assert got["recentAfter"] == ["step", "stale", "new"]
     assert got["cleared"] == 0
+
+
+_OTHER_VERSIONS = """async () => {
+    const open = (version) => new Promise((res, rej) => {
+        const r = indexedDB.open("tgweb-programs", version);
+        r.onupgradeneeded = () => {
+            for (const s of ["programs", "snapshots"]) {
+                if (!r.result.objectStoreNames.contains(s)) r.result.createObjectStore(s, { keyPath: "key" });
+            }
+        };
+        r.onsuccess = () => res(r.result);
+        r.onerror = () => rej(r.error);
+    });
+    const { openProgramCache } = await import("/progcache.mjs");
+    const out = {};
+    // an older tgweb's page holds version 1 open and ignores requests to close it
+    const older = await open(1);
+    out.blocked = await openProgramCache().then(() => "opened", (e) => e.message);
+    older.close();
+    await new Promise((r) => setTimeout(r, 50)); // the refused request's upgrade runs, its connection closes
+    const cache = await openProgramCache();
+    await cache.put("k", "format\\nchecksum\\n{}");
+    out.kept = (await cache.list()).map((e) => e.key);
+    // a newer tgweb's page asks for version 3: this one lets the database go, and misses
+    const newer = await open(3);
+    out.newer = newer.version;
+    out.missed = await cache.get("k");
+    newer.close();
+    return out;
+}"""
+
+
+def test_the_cache_of_a_page_of_another_tgweb_version_neither_hangs_nor_blocks(browser, site_url):
+    """A page of an older tgweb in another tab, holding the database open at its version,
+    makes opening the cache fail at once, saying why (Python then compiles without it),
+    rather than wait for that tab to close; an open cache lets a newer tgweb's page
+    upgrade the database, and misses from then on."""
+    page = browser.new_page()  # a context of its own: no worker holds the database open
+    try:
+        page.goto(f"{site_url}/manifest.json")
+        got = page.evaluate(_OTHER_VERSIONS)
+    finally:
+        page.close()
+    assert "another tgweb version" in got["blocked"], got
+    assert got["kept"] == ["k"]
+    assert got["newer"] == 3 and got["missed"] is None
