@@ -554,6 +554,17 @@ def test_entries_are_kept_within_limits_least_recently_used_out(page):
     assert page.evaluate(_LRU) == ["a c d", "a d e", "f"]
 
 
+def _in_a_context_of_its_own(browser, site_url, script: str):
+    """script evaluated on a page of the site in a new browser context: a storage that no
+    worker of tgweb's holds open."""
+    page = browser.new_page()
+    try:
+        page.goto(f"{site_url}/manifest.json")
+        return page.evaluate(script)
+    finally:
+        page.close()
+
+
 _UPGRADE = """async () => {
     // the database as tgweb kept it before version 2: each entry's text and meta in one record
     const now = Date.now(), entry = (program) => "format\\nchecksum\\n" + JSON.stringify({ program });
@@ -598,12 +609,7 @@ def test_a_cache_kept_before_the_metas_store_is_read_after_the_upgrade(browser, 
     (never their texts), the last visit's Programs come in the order they were used (the
     stale one out of the window), a hit reads its text, and put, remove and clear work on
     both stores."""
-    page = browser.new_page()  # a context of its own: no worker holds the database open
-    try:
-        page.goto(f"{site_url}/manifest.json")
-        got = page.evaluate(_UPGRADE)
-    finally:
-        page.close()
+    got = _in_a_context_of_its_own(browser, site_url, _UPGRADE)
     assert sorted(got["listed"]) == [[k, k, True, False] for k in ("attached", "stale", "step")]
     assert got["recent"] == ["step", "fwd"]
     assert got["text"] == 'format\nchecksum\n{"program":{"name":"stale"}}'
@@ -648,12 +654,7 @@ def test_the_cache_of_a_page_of_another_tgweb_version_neither_hangs_nor_blocks(b
     makes opening the cache fail at once, saying why (Python then compiles without it),
     rather than wait for that tab to close; an open cache lets a newer tgweb's page
     upgrade the database, and misses from then on."""
-    page = browser.new_page()  # a context of its own: no worker holds the database open
-    try:
-        page.goto(f"{site_url}/manifest.json")
-        got = page.evaluate(_OTHER_VERSIONS)
-    finally:
-        page.close()
+    got = _in_a_context_of_its_own(browser, site_url, _OTHER_VERSIONS)
     assert "another tgweb version" in got["blocked"], got
     assert got["kept"] == ["k"]
     assert got["newer"] == 3 and got["missed"] is None
