@@ -47,7 +47,9 @@ export async function openStore(name = "tgweb") {
     for (const s of [SOURCES, RUNS]) if (!db.objectStoreNames.contains(s)) db.createObjectStore(s, { keyPath: "key" });
     if (!db.objectStoreNames.contains(ENTRIES)) db.createObjectStore(ENTRIES, { keyPath: "id" });
   };
-  const store = new Store(await done(req));
+  const db = await done(req);
+  db.onversionchange = () => db.close(); // a newer tgweb's page upgrades it: this one lets go
+  const store = new Store(db);
   await store.dropOrphans();
   return store;
 }
