@@ -106,8 +106,9 @@ def main(sample: str, site: Path, top: int, repeat: bool = False) -> None:
             ctx.close()
     print(f"adapter: {a.get('vendor')} {a.get('architecture')} {a.get('description')}")
     visit_name = "repeat visit" if repeat else "first visit"
-    print(f"{sample}, {visit_name}: Ready at {ready / 1000:.2f} s, compiled in the page in {info['compile_s']:.2f} s,")
-    print(f"first loss at {first:.2f} s (pipelines' times below: ms since navigation)")
+    print(f"{sample}, {visit_name}: Ready at {ready / 1000:.2f} s,", end=" ")
+    print(f"compiled in the page in {info['compile_s']:.2f} s, first loss at {first:.2f} s")
+    print("(the pipelines' times below: ms since navigation)")
     print(table(got["programs"], top, origin - got["origin"]))
 
 
