@@ -217,7 +217,8 @@ export async function instantiate(device, program, { shared = {} } = {}) {
     rt.pipelinesMs = pipelinesMs;
     rt.prewarmed = prewarmed; // of rt.pipelineCount, how many were asked for before (prewarm, another instance)
     // each pipeline's {kernel, chars, asked, checked, made} (ms, this thread's clock): when it
-    // was asked for (by prewarm, or here), its text checked, it made (tools/pipeline_times.py)
+    // was asked for (by prewarm, another instance or here), its text checked, it made
+    // (tools/pipeline_times.py)
     rt.pipelineTimes = times;
     return rt;
   } catch (e) {
