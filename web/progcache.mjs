@@ -1,7 +1,8 @@
 // progcache.mjs: the compiled Programs a page keeps (tgweb/progcache.py), in IndexedDB
 // (database "tgweb-programs": each key's text in one store, what is known of it in another,
 // so that listing and pruning the entries or marking one used never reads or writes a
-// text), so that a repeat visit skips tracing and lowering. The worker reads and writes them for Python; a page lists and clears them:
+// text), so that a repeat visit skips tracing and lowering. The worker reads and writes
+// them for Python; a page lists and clears them:
 //
 //   const cache = await openProgramCache();  // or tg.programs (tgweb.mjs)
 //   await cache.list();     // [{key, label, kind, size, time, used, kernels}], newest first
