@@ -21,7 +21,8 @@ browser's worker passes to JavaScript and the program cache keeps). Under the ta
 model's distinct WGSL texts (the pipelines a first start creates).
 --json prints one line "PHASES <json>" instead (what `build.py bench` reads).
 --depth: the GPT at 6 and 12 layers side by side with their ratio (issue 38's target:
-12 layers' set-up within 1.3x of 6 layers').
+12 layers' set-up within 1.3x of 6 layers'), and what a layer costs against what the target
+allows one, given the fixed part (the totals taken as fixed + layers x a layer's cost).
 --pipelines: each model's pipelines (native), one distinct WGSL text at a time on one
 thread, slowest first, then all of them again on threads as a compile makes them: which
 kernels the driver takes longest over. Run it with the driver's disk cache off (NVIDIA:
@@ -195,6 +196,15 @@ def depth_table(cols: dict[str, dict[str, float]]) -> str:
     lines.append(
         f"12L / 6L: total {b['total'] / a['total']:.2f}x, set-up without the initial values "
         f"{b['set-up'] / a['set-up']:.2f}x (target <= {DEPTH_TARGET}x)"
+    )
+    # total = fixed + layers x per-layer: what a layer costs, and what the target allows one
+    n6, n12 = (int(c[4:].rstrip("L")) for c in DEPTH)
+    per = (b["total"] - a["total"]) / (n12 - n6)
+    fixed = a["total"] - n6 * per
+    allowed = (DEPTH_TARGET - 1) * fixed / (n12 - DEPTH_TARGET * n6)
+    lines.append(
+        f"a layer costs {per * 1000:.1f} ms over {fixed * 1000:.0f} ms fixed; "
+        f"the target allows {allowed * 1000:.1f} ms a layer"
     )
     return "\n".join(lines)
 
