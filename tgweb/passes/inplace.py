@@ -24,10 +24,7 @@ def place_updates(graph: Graph, sched) -> Updates:
     safe, else copied there by a kernel at the end of the step."""
     leaves = {**graph.params, **graph.states}
     out = Updates()
-    last_read: dict[int, int] = {}  # value id -> the last kernel that reads it
-    for k, rs in enumerate(sched.reads):
-        for vid in rs:
-            last_read[vid] = k
+    last_read = _last_reads(sched)
     outs = {root(t).id for t in list(graph.outputs.values()) + list(graph.captures.values())}
     elsewhere: dict[int, set[int]] = {}
     for name, u in graph.updates.items():
@@ -46,6 +43,11 @@ def place_updates(graph: Graph, sched) -> Updates:
         else:
             out.copies.append((leaf, u))
     return out
+
+
+def _last_reads(sched) -> dict[int, int]:
+    """Stored value id -> the last kernel that reads it."""
+    return {vid: k for k, rs in enumerate(sched.reads) for vid in rs}
 
 
 def _inplace_ok(u: Tensor, leaf: Tensor, sched, last_read: dict[int, int], elsewhere: dict) -> bool:
@@ -83,10 +85,7 @@ def overwrites(sched, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int
     the result (elementwise, or the elementwise epilogue of a strided kernel writing its
     own layout) is the last to read the intermediate, reads it only directly at the
     result's own index, and both have the same size. One value is overwritten once."""
-    last: dict[int, int] = {}
-    for k, rs in enumerate(sched.reads):
-        for vid in rs:
-            last[vid] = k
+    last = _last_reads(sched)
     out: dict[int, int] = {}
     taken: set[int] = set()
     for k, g in enumerate(sched.groups):
