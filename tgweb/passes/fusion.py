@@ -87,9 +87,9 @@ class _Ctx:
         self.rank = {n.id: k for k, n in enumerate(nodes)}  # topological position
         self.group_of: dict[int, Group] = {}
         self.dag = _Dag()
-        # while grouping (no merges yet): each group's member ids, and those it must store
-        # because they are roots or read outside it (fixed once a member joins: its
-        # consumers came first)
+        # each elementwise group's member ids while grouping, and throughout: the members it
+        # must store because they are roots or read outside it or through a view (fixed once
+        # a member joins, its consumers having come first; merging updates it)
         self.ids: dict[Group, set] = {}
         self.kept: dict[Group, set] = {}
 
@@ -190,7 +190,7 @@ def _join(n, cx: _Ctx) -> Group | None:
         ):
             continue
         others = [h for h in cand if h is not g]
-        new_ext = (g.ext - {n.id}) | cx.ext_of(n, cx.ids[g] | {n.id})
+        new_ext = (g.ext - {n.id}) | cx.ext_of(n, cx.ids[g])  # n does not read itself
         # what the group stores: roots, and members read outside it or through a view
         # (each a binding of its own, as _mark_stored will find)
         st = cx.kept.get(g, set()) | ({n.id} if n.id in cx.roots or others else set())
@@ -215,13 +215,10 @@ def _same_index_view(c, n, g: Group, cx: _Ctx) -> bool:
 
 def _mark_stored(groups, cx: _Ctx) -> None:
     """A member is stored when it is a root or something outside its group (or a view)
-    reads it."""
+    reads it: what grouping and merging kept."""
     for g in groups:
-        if g.kind != "ew":
-            continue
-        for m in g.members:
-            if m.id in cx.roots or _read_outside(m, g, cx):
-                g.stored.add(m.id)
+        if g.kind == "ew":
+            g.stored = {m.id for m in g.members if m.id in cx.kept.get(g, ())}
 
 
 def _attach_prologue(g: Group, cx: _Ctx) -> None:
@@ -414,9 +411,10 @@ class _Dag:
 
 
 def _readers(g: Group, cx: _Ctx) -> list:
+    """The other groups reading g's members (only the kept ones are read outside it)."""
     out = []
-    for m in g.members:
-        for c, _ in cx.consumers.get(m.id, []):
+    for m in cx.kept.get(g, ()):
+        for c, _ in cx.consumers.get(m, []):
             h = cx.group_of.get(c.id)
             if h is not None and h is not g and h not in out:
                 out.append(h)
@@ -468,8 +466,9 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
     """Merge b and a into the one whose head is later; returns the group merged away,
     or None when they may not merge."""
     rank = cx.rank
-    ids = {m.id for m in a.members} | {m.id for m in b.members}
-    ext = {x for x in (a.ext | b.ext) if x not in ids}
+    # a tensor one reads from the other is a kept member of the other
+    kept = cx.kept.get(a, set()) | cx.kept.get(b, set())
+    ext = (a.ext | b.ext) - kept
     if len(ext) + 1 > cx.max_bindings:  # the least _bindings can say: most candidates stop here
         return None
     if shared:
@@ -479,28 +478,24 @@ def _merge(a: Group, b: Group, shared: bool, cx: _Ctx) -> Group | None:
         early, later = sorted((a, b), key=lambda g: rank[g.head.id])
         if any(rank[h.head.id] < rank[later.head.id] for h in _readers(early, cx) if h is not later):
             return None
-    # every read between the two must be a direct same-index read
-    for x, y in ((a, b), (b, a)):
-        inside = {m.id for m in x.members}
-        for m in y.members:
-            for inp in m.inputs:
-                r = cx.root_of(inp)
-                if r.id in inside and (r is not inp or not same_index(m.kind)):
+    # every read between the two must be a direct same-index read (of a kept member)
+    both = (a, b)
+    for x, y in both, (b, a):
+        for i in cx.kept.get(x, ()):
+            for c, d in cx.consumers.get(i, []):
+                if cx.group_of.get(c.id) is y and (not d or not same_index(c.kind)):
                     return None
-    members = sorted(a.members + b.members, key=lambda t: rank[t.id])
-    st = {
-        m.id
-        for m in members
-        if m.id in cx.roots
-        or any(cx.group_of.get(c.id) not in (a, b) or not d for c, d in cx.consumers.get(m.id, []))
-    }
+    # what the merged group stores: its kept members still read outside it
+    at, cons = cx.group_of.get, cx.consumers
+    st = {i for i in kept if i in cx.roots or any(at(c.id) not in both or not d for c, d in cons.get(i, []))}
     if not cx.fits(ext, st):
         return None
     keep, gone = (b, a) if rank[b.head.id] > rank[a.head.id] else (a, b)
     if not cx.dag.merge(keep, gone):  # a third kernel sits between them
         return None
-    keep.members = members
+    keep.members = sorted(a.members + b.members, key=lambda t: rank[t.id])
     keep.ext = ext
+    cx.kept[keep] = st
     for m in gone.members:
         cx.group_of[m.id] = keep
     return gone
