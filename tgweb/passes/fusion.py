@@ -162,6 +162,7 @@ def _group(nodes, cx: _Ctx) -> list[Group]:
             g = Group("ew", n, [n])
             groups.append(g)
             cx.group_of[n.id] = g
+            cx.ids[g], cx.kept[g] = {n.id}, {n.id}
             cx.dag.add(g, [])  # kernels write constants as literals: nothing reads it
     return groups
 

@@ -53,7 +53,7 @@ def _last_reads(sched) -> dict[int, int]:
 def _inplace_ok(u: Tensor, leaf: Tensor, sched, last_read: dict[int, int], elsewhere: dict) -> bool:
     """u may be written straight into leaf's buffer: u is stored by a fused group that
     reads leaf only at the same element, and no later kernel reads leaf's old value.
-    elsewhere: kernel index -> _read_elsewhere of its group, filled as asked."""
+    elsewhere: kernel index -> what its group reads elsewhere (_reads), filled as asked."""
     if REGISTRY[u.kind].role in ("leaf", "view", "const"):
         return False
     k = sched.pos_of.get(u.id)
@@ -63,21 +63,24 @@ def _inplace_ok(u: Tensor, leaf: Tensor, sched, last_read: dict[int, int], elsew
     if g.kind != "ew" or u.id not in g.stored:
         return False
     if k not in elsewhere:
-        elsewhere[k] = _read_elsewhere(g)
+        elsewhere[k] = _reads(g)[1]
     return leaf.id not in elsewhere[k] and last_read.get(leaf.id, k) <= k
 
 
-def _read_elsewhere(g: Group) -> set[int]:
-    """Ids of the stored tensors some member of g reads at another element than its own:
-    through a view, by a kind that reads other indices, or at another shape."""
-    out = set()
-    for m in g.members:
-        same = same_index(m.kind)
+def _reads(part: Group) -> tuple[set[int], set[int]]:
+    """(ids of the stored tensors part's members read, those of them some member reads at
+    another element than its own: through a view, by a kind that reads other indices, or
+    at another shape than its own and the part's)."""
+    read, away = set(), set()
+    shape = tuple(part.shape)
+    for m in part.members:
+        same = same_index(m.kind) and tuple(m.shape) == shape
         for x in m.inputs:
             r = root(x)
-            if x is not r or not same or m.shape != r.shape:
-                out.add(r.id)
-    return out
+            read.add(r.id)
+            if x is not r or not same or tuple(x.shape) != shape:
+                away.add(r.id)
+    return read, away
 
 
 def overwrites(sched, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int]:
@@ -96,16 +99,12 @@ def overwrites(sched, keep: set[int], by_id: dict[int, Tensor]) -> dict[int, int
             continue
         # stored tensors read some other way in this kernel: the host's operands
         others = {root(x).id for x in g.head.inputs} if g.kind == "op" else set()
-        direct: dict[int, bool] = {}
-        for m in part.members:
-            for x in m.inputs:
-                r = root(x)
-                ok = r is x and same_index(m.kind) and tuple(m.shape) == tuple(x.shape) == tuple(part.shape)
-                direct[r.id] = direct.get(r.id, True) and ok
+        read, away = _reads(part)
         free = [
             x
             for x in sorted(sched.reads[k])
-            if direct.get(x)
+            if x in read
+            and x not in away
             and x not in others
             and last[x] == k
             and x in sched.stored
