@@ -392,3 +392,33 @@ def test_a_float64_run_takes_a_float64_batch_as_given():
     assert tr.attach(lambda m, x: (m(x) ** 2).mean(), inputs={"x": (3, 1)}).run(x=x).output == pytest.approx(
         want, rel=1e-14, abs=0
     )
+
+
+def test_compile_pauses_the_garbage_collector_and_restores_it():
+    """The collector is off while compile traces (the loss function sees it so) and as it
+    was after: on, off, or on again after a compile that raised."""
+    import gc
+
+    seen = []
+
+    def watched(m, tok, x, y, z):
+        seen.append(gc.isenabled())
+        return loss_fn(m, tok, x, y, z)
+
+    assert gc.isenabled()
+    try:
+        tr = tg.compile(Net(), watched, inputs=INPUTS, optimizer=tg.optim.Adam(lr=1e-2), backend="reference")
+        assert seen == [False] and gc.isenabled()
+        # every node, the gradients' and the update's too, names a line of this file (the
+        # caller's), not the pause's wrapper
+        assert {t.site.rsplit(":", 1)[0] for t in tr.graph.tensors} == {__file__}
+        gc.disable()
+        tg.compile(Net(), watched, inputs=INPUTS, optimizer=tg.optim.Adam(lr=1e-2), backend="reference")
+        assert seen == [False, False] and not gc.isenabled()
+        gc.enable()
+        opt = tg.optim.Adam(lr=1e-2)
+        with pytest.raises(tg.TraceError) as e:  # a (6, 2) feature where Net takes (6, 1)
+            tg.compile(Net(), lambda m, tok, x, y, z: m(tok, y).mean(), inputs=INPUTS, optimizer=opt)
+        assert gc.isenabled() and e.value.site.startswith(__file__ + ":")
+    finally:
+        gc.enable()

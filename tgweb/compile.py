@@ -35,7 +35,7 @@ from typing import Any, Callable
 from . import ops, progcache
 from .backends import chosen_reason, lowering_for, require
 from .grad import append_grad
-from .ir import PRECISIONS, REGISTRY, Graph, Tensor, root, tracing, user_site
+from .ir import PRECISIONS, REGISTRY, Graph, Tensor, gc_paused, root, tracing, user_site
 from .lower import lower
 from .nn.module import Module
 from .ops.half import copy_early
@@ -77,6 +77,7 @@ def _backend(asked: str | None) -> str:
     return backend
 
 
+@gc_paused
 def compile(
     model: Module,
     loss_fn: Callable,

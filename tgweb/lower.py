@@ -23,7 +23,7 @@ from .codegen.kernel import KernelCtx, Part, emit_copy, emit_group
 from .codegen.reuse import KernelMemo, kernel_name
 from .codegen.select import select_kernel
 from .codegen.target import Target
-from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, prod, root
+from .ir import ITEMSIZE, REGISTRY, Graph, Tensor, TraceError, gc_paused, prod, root
 from .passes.fusion import Group, fuse
 from .passes.inplace import Updates, overwrites, place_updates
 from .passes.plan import Step, Value, plan
@@ -44,6 +44,7 @@ class IdSource:
         return self._next - 1
 
 
+@gc_paused
 def lower(
     graph: Graph,
     limits=None,
