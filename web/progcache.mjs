@@ -24,7 +24,7 @@
 // same snapshot, made when it was bundled (tools/site_snapshot.mjs, manifest.json's
 // "snapshot"): its first visit restores that one and keeps its bytes here for the next.
 
-import { READER, readSnapshotFile, sha256, SNAPSHOT_FILE, snapshotDir } from "./snapread.mjs";
+import { epochNow, READER, readSnapshotFile, sha256, SNAPSHOT_FILE, snapshotDir } from "./snapread.mjs";
 
 const NAME = "tgweb-programs", VERSION = 2, STORE = "programs", METAS = "metas", SNAPSHOTS = "snapshots";
 const INFO = "size "; // what is kept of a snapshot (its size, checksum, file) is under this and its key
@@ -269,6 +269,17 @@ class ProgramCache {
 // waited for the worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A
 // page opened from disk has no such file system: its snapshot stays in IndexedDB.
 let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
+// when this worker's snapshot was asked for, read, hashed, wanted by Pyodide and restored, in
+// ms since the epoch (snapshotTimes); the reader's own marks too where it read the file
+const times = {};
+
+/** The marks of this worker's snapshot read and restore so far, in ms since `since` (an
+ *  epoch time: the worker's start): asked (readSnapshotAhead), started (the reader worker
+ *  ran), read, hashed, answered (its bytes here), wanted (Pyodide waits for them), filled
+ *  (they are in its memory), restored (Python runs). */
+export function snapshotTimes(since) {
+  return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, Math.round(v - since)]));
+}
 
 /** Start reading the kept snapshot's file, if there is one: in a worker of its own where
  *  the machine has a core to spare for it, else on this thread (on two cores, SwiftShader,
@@ -276,6 +287,7 @@ let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
  *  bytes; read here, 45 ms). bootPython then restores from these bytes once their record
  *  says they are of its key and their checksum agrees. */
 export function readSnapshotAhead() {
+  times.asked = epochNow();
   const spare = typeof Worker === "function" && (globalThis.navigator && navigator.hardwareConcurrency) > 2;
   // read once: here only where the reader could not start (a file it could not read, or
   // none, as on a first visit, would be no better read again)
@@ -289,6 +301,7 @@ function readInWorker() {
     const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
     w.onmessage = ({ data }) => {
       w.terminate();
+      Object.assign(times, data.times, { answered: epochNow() });
       resolve(data.error ? null : { ...data, read: "worker" });
     };
     w.onerror = (ev) => {
@@ -302,7 +315,10 @@ function readInWorker() {
 
 async function readHashed() {
   const bytes = await readSnapshotFile();
-  return { bytes, sha256: await sha256(bytes), read: "here" };
+  times.read = epochNow();
+  const hash = await sha256(bytes);
+  times.hashed = times.answered = epochNow();
+  return { bytes, sha256: hash, read: "here" };
 }
 
 async function writeFile(dir, bytes) {
@@ -415,9 +431,10 @@ export async function unzip(zip) {
 async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   const memory = new Uint8Array(size);
   const filled = fill(memory);
-  filled.catch(() => {}); // reported below
+  filled.then(() => { times.filled = epochNow(); }, () => {}); // a failure is reported below
   let failed = null;
   const fsInit = async (FS, { sitePackages }) => {
+    times.wanted = epochNow();
     try {
       const [, files] = await Promise.all([filled, wheel.then(unzip)]);
       for (const [name, data] of files) {
@@ -432,6 +449,7 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   };
   try {
     const pyodide = await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
+    times.restored = epochNow();
     return { pyodide, read: await filled };
   } catch (e) {
     throw failed || e;

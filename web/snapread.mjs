@@ -45,11 +45,17 @@ export async function sha256(bytes) {
   return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** Now, in ms since the epoch (comparable across workers: timings.snapshot_ms). */
+export const epochNow = () => performance.timeOrigin + performance.now();
+
 if (typeof self !== "undefined" && self.name === READER) {
+  const started = epochNow();
   self.onmessage = async () => {
     try {
       const bytes = await readSnapshotFile();
-      self.postMessage({ bytes, sha256: await sha256(bytes) }, [bytes.buffer]);
+      const read = epochNow();
+      const hash = await sha256(bytes);
+      self.postMessage({ bytes, sha256: hash, times: { started, read, hashed: epochNow() } }, [bytes.buffer]);
     } catch (e) {
       self.postMessage({ error: String((e && e.message) || e) });
     }

@@ -29,7 +29,7 @@
 import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
-import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, readSnapshotAhead, snapshotKey } from "./progcache.mjs";
+import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -282,6 +282,7 @@ async function setupPython(files, cache) {
   pyodide = boot.pyodide;
   timings.snapshot = boot.snapshot;
   if (boot.read) timings.snapshot_read = boot.read; // where its bytes came from: "worker" (snapread.mjs), "here", "indexeddb", "site"
+  timings.snapshot_ms = snapshotTimes(performance.timeOrigin + t0); // its read and restore, since the worker started
   if (boot.later) {
     snapshot = { key, wheel: (await wheelReady).slice(), files, module: await module };
   } else if (boot.keep) { // the site's snapshot: kept in the cache as it is, for the next visit

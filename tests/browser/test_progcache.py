@@ -172,6 +172,13 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         # machine has a core to spare, else by the worker itself
         spare = page.evaluate("navigator.hardwareConcurrency") > 2
         assert page.evaluate("window.app.tg.info.timings.snapshot_read") == ("worker" if spare else "here")
+        # its marks, in ms since the worker started, in the order they must come (the
+        # reader's own start where it ran)
+        ms = page.evaluate("window.app.tg.info.timings.snapshot_ms")
+        order = ["asked", "started", "read", "hashed", "answered", "filled", "restored"]
+        assert [k for k in order if k in ms] == [k for k in order if k != "started" or spare], ms
+        assert [ms[k] for k in order if k in ms] == sorted(ms[k] for k in order if k in ms), ms
+        assert 0 <= ms["asked"] and ms["wanted"] <= ms["restored"], ms
         # the reader, whichever way this machine went: the file's bytes and their SHA-256
         assert page.evaluate(_READER) == {"bytes": page.evaluate(_SNAPSHOT_FILES)[0][1], "checksum": True}
         # the last visit's pipelines, asked for while Python restored: the hit's instance takes them
