@@ -201,32 +201,41 @@ class ProgramCache {
   }
 
   /** The snapshot kept under key (info: snapshotInfo's), read into `into` (a Uint8Array of
-   *  its size: Pyodide's memory to be) and checked against its SHA-256. Resolves to where
-   *  its bytes were read: "worker" (snapread.mjs, ahead), "here" or "indexeddb"; rejects
-   *  saying why (gone, another size, damaged); a damaged or unreadable one is removed. */
+   *  its size: Pyodide's memory to be). Resolves to {read: where its bytes were read ("worker":
+   *  snapread.mjs, ahead; "here" or "indexeddb"), checked: a promise that rejects where their
+   *  SHA-256 is not the kept one}: restorePython restores from the bytes while their hash is
+   *  computed (off this thread where they were read ahead) and lets Python run nothing before
+   *  it agrees. Rejects saying why (gone, another size); a damaged or unreadable one is removed. */
   async readSnapshot(key, info, into) {
+    const drop = async (e) => {
+      await this.removeSnapshot(key).catch(() => {});
+      throw e;
+    };
+    let got; // {bytes, sha256: () => a promise of their hash, read}
+    let want = info.sha256;
     try {
-      let got; // {bytes, sha256}: read and hashed (off this thread where they were read ahead)
-      let want = info.sha256;
       if (info.file) {
         const early = ahead;
         ahead = null;
-        got = (early && await early) || await readHashed();
+        got = (early && await early) || await readFile();
       } else { // in IndexedDB: this browser gives no file system, or it was kept before
         const rec = await this._req("readonly", (s) => s.get(key), SNAPSHOTS);
         if (!rec) throw new Error("it is gone");
         const bytes = new Uint8Array(rec.bytes);
-        got = { bytes, sha256: await sha256(bytes), read: "indexeddb" };
+        got = { bytes, sha256: () => sha256(bytes), read: "indexeddb" };
         want = rec.sha256;
       }
       if (got.bytes.byteLength !== into.byteLength) throw new Error(`it has ${got.bytes.byteLength} bytes, not ${into.byteLength}`);
-      if (got.sha256 !== want) throw new Error("its checksum does not match");
       into.set(got.bytes);
-      return got.read;
     } catch (e) {
-      await this.removeSnapshot(key).catch(() => {});
-      throw e;
+      return drop(e);
     }
+    const checked = got.sha256().then((hash) => {
+      times.checked = epochNow();
+      if (hash !== want) throw new Error("its checksum does not match");
+    }).catch(drop);
+    checked.catch(() => {}); // restorePython reports it
+    return { read: got.read, checked };
   }
 
   /** Keep bytes as the one snapshot (under key; others go): in the origin's file system
@@ -260,14 +269,15 @@ class ProgramCache {
 }
 
 // The snapshot's bytes are a file of the origin's private file system (OPFS) where the
-// browser gives one (its record in IndexedDB says which key they are of). It is read and
-// hashed once the worker has asked for Pyodide's files (readSnapshotAhead), before the
-// worker knows which key it wants: with a synchronous access handle, 25-70 ms in Chromium
-// here, and hashed, 40-50 ms more; by a worker of the worker's own (snapread.mjs) where a
-// core is spare, off the thread on which Pyodide's wasm streams in. Read from IndexedDB
-// once the key was known, the same 31.5 MB came 270-330 ms later: each step of that read
-// waited for the worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A
-// page opened from disk has no such file system: its snapshot stays in IndexedDB.
+// browser gives one (its record in IndexedDB says which key they are of). It is read once
+// the worker has asked for Pyodide's files (readSnapshotAhead), before the worker knows
+// which key it wants, by a worker of the worker's own (snapread.mjs), off the thread on
+// which Pyodide's wasm streams in: with a synchronous access handle, 25-70 ms in Chromium
+// here. Its bytes come first and Pyodide restores from them while the reader hashes a copy
+// (40-50 ms here): Python runs once the hash agrees. Read from IndexedDB once the key was
+// known, the same 31.5 MB came 270-330 ms later: each step of that read waited for the
+// worker's thread, busy instantiating Pyodide (benchmarks/RESULTS.md). A page opened from
+// disk has no such file system: its snapshot stays in IndexedDB.
 let ahead = null; // readSnapshotAhead's promise of {bytes, sha256} (null: none)
 // when this worker's snapshot was asked for, read, hashed, wanted by Pyodide and restored, in
 // ms since the epoch (snapshotTimes); the reader's own marks too where it read the file
@@ -275,50 +285,61 @@ const times = {};
 
 /** The marks of this worker's snapshot read and restore so far, in ms since `since` (an
  *  epoch time: the worker's start): asked (readSnapshotAhead), started (the reader worker
- *  ran), read, hashed, answered (its bytes here), wanted (Pyodide waits for them), filled
- *  (they are in its memory), restored (Python runs). */
+ *  ran), read, answered (its bytes here), wanted (Pyodide waits for them), filled (they are
+ *  in its memory), hashed (by the reader), checked (their hash compared), restored (Python
+ *  may run). */
 export function snapshotTimes(since) {
   return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, Math.round(v - since)]));
 }
 
-/** Start reading the kept snapshot's file, if there is one: in a worker of its own where
- *  the machine has a core to spare for it, else on this thread (on two cores, SwiftShader,
- *  the reader's answer came 200-550 ms after it started, often after Pyodide wanted the
- *  bytes; read here, 45 ms). bootPython then restores from these bytes once their record
- *  says they are of its key and their checksum agrees. */
+/** Start reading the kept snapshot's file, if there is one: in a worker of its own, or on
+ *  this thread where none can start (a browser without workers in workers). bootPython then
+ *  restores from these bytes once their record says they are of its key, and lets Python
+ *  run once their checksum agrees. (With the hash off the bytes' way, the reader costs
+ *  nothing on two cores either: sin's repeat visit 1.29 s median both ways, SwiftShader.) */
 export function readSnapshotAhead() {
   times.asked = epochNow();
-  const spare = typeof Worker === "function" && (globalThis.navigator && navigator.hardwareConcurrency) > 2;
   // read once: here only where the reader could not start (a file it could not read, or
   // none, as on a first visit, would be no better read again)
-  ahead = (spare ? readInWorker().catch(() => readHashed()) : readHashed()).catch(() => null);
+  ahead = (typeof Worker === "function" ? readInWorker().catch(() => readFile()) : readFile()).catch(() => null);
 }
 
-// the reader's {bytes, sha256, read}, or null where it found no file it could read; rejects
-// where it did not start
+// the reader's {bytes, sha256: () => the promise of its second answer, read}, or null where
+// it found no file it could read; rejects where it did not start
 function readInWorker() {
   return new Promise((resolve, reject) => {
     const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
+    let hashed = null; // the checksum's promise, settled by the reader's second answer
+    let settle = null;
     w.onmessage = ({ data }) => {
+      Object.assign(times, data.times);
+      if (data.bytes) { // first the bytes, then their hash
+        times.answered = epochNow();
+        hashed = new Promise((ok, no) => { settle = { ok, no }; });
+        resolve({ bytes: data.bytes, sha256: () => hashed, read: "worker" });
+        return;
+      }
       w.terminate();
-      Object.assign(times, data.times, { answered: epochNow() });
-      resolve(data.error ? null : { ...data, read: "worker" });
+      if (!settle) resolve(null); // no file it could read
+      else if (data.error) settle.no(new Error(data.error));
+      else settle.ok(data.sha256);
     };
     w.onerror = (ev) => {
       ev.preventDefault();
       w.terminate();
-      reject(new Error(ev.message || "the snapshot's reader did not start"));
+      const e = new Error(ev.message || "the snapshot's reader did not start");
+      if (settle) settle.no(e);
+      else reject(e);
     };
     w.postMessage(null);
   });
 }
 
-async function readHashed() {
+// the file's {bytes, sha256, read}, read here (hashed when asked: after Pyodide has them)
+async function readFile() {
   const bytes = await readSnapshotFile();
-  times.read = epochNow();
-  const hash = await sha256(bytes);
-  times.hashed = times.answered = epochNow();
-  return { bytes, sha256: hash, read: "here" };
+  times.read = times.answered = epochNow();
+  return { bytes, sha256: () => sha256(bytes), read: "here" };
 }
 
 async function writeFile(dir, bytes) {
@@ -422,12 +443,13 @@ export async function unzip(zip) {
 }
 
 /** Pyodide restored from a snapshot of `size` bytes that fill(memory) puts into the
- *  Uint8Array it is given, resolving once they are there and checked (they are read or still
- *  on their way): Pyodide needs only the size to instantiate its wasm, and takes the bytes
- *  when it restores its memory, once its file system is set up (its fsInit hook waits for
- *  them there, while the wheel's files are unpacked into site-packages). Bytes that do not
- *  come (unreadable, refused by their checksum, of another size) make the restore fail
- *  before Python runs, with fill's reason. */
+ *  Uint8Array it is given, resolving once they are there to {read, checked} (readSnapshot's;
+ *  they are read or still on their way): Pyodide needs only the size to instantiate its wasm,
+ *  and takes the bytes when it restores its memory, once its file system is set up (its
+ *  fsInit hook waits for them there, while the wheel's files are unpacked into
+ *  site-packages). Bytes that do not come (unreadable, of another size) make the restore fail
+ *  with fill's reason; bytes whose checksum disagrees (`checked`, computed meanwhile) make it
+ *  fail after, before any Python of the page's runs: the restored Pyodide is dropped. */
 async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   const memory = new Uint8Array(size);
   const filled = fill(memory);
@@ -449,8 +471,10 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   };
   try {
     const pyodide = await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
+    const { read, checked } = await filled;
+    await checked;
     times.restored = epochNow();
-    return { pyodide, read: await filled };
+    return { pyodide, read };
   } catch (e) {
     throw failed || e;
   }
@@ -478,8 +502,8 @@ export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bun
     try {
       // read and checked, or fetched, while Pyodide fetches and instantiates its wasm
       const fill = kept ? (memory) => cache.readSnapshot(key, info, memory) : async (memory) => {
-        memory.set(await fetched);
-        return "site";
+        memory.set(await fetched); // checked as it was fetched (bundledSnapshot)
+        return { read: "site", checked: null };
       };
       const { pyodide, read } = await restorePython(loadPyodide, { indexURL, size: kept ? info.size : bundled.size, fill, wheel });
       if (!fetched) return { pyodide, snapshot: "restored", read, later: false, keep: null };

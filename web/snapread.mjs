@@ -2,11 +2,13 @@
 // (OPFS): where it is, reading it, its SHA-256 (progcache.mjs keeps it and its record).
 //
 // Run as a worker of tgweb's worker (named READER: progcache.mjs's readSnapshotAhead starts
-// it as Python starts to load), it reads and hashes the file there and answers
-// {bytes, sha256} (the bytes moved, not copied) or {error}. Both take the thread they run
-// on for tens of milliseconds (31.5 MB read, then SHA-256, whose call in Chromium does its
-// work before it returns): on tgweb's worker they held up Pyodide's wasm, which streams in
-// on that thread meanwhile. This file imports nothing, so that the reader starts at once.
+// it as Python starts to load), it reads the file there and answers {bytes} (moved, not
+// copied) at once, then {sha256} of a copy (Pyodide restores from the bytes meanwhile, and
+// Python runs once the hash agrees), or {error}. Both take the thread they run on for tens
+// of milliseconds (31.5 MB read, then SHA-256, whose call in Chromium does its work before
+// it returns): on tgweb's worker they held up Pyodide's wasm, which streams in on that
+// thread meanwhile. Each answer has `times` (epochNow marks: started, read, hashed). This
+// file imports nothing, so that the reader starts at once.
 
 export const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory", READER = "tgweb-snapshot-reader";
 
@@ -53,9 +55,10 @@ if (typeof self !== "undefined" && self.name === READER) {
   self.onmessage = async () => {
     try {
       const bytes = await readSnapshotFile();
-      const read = epochNow();
-      const hash = await sha256(bytes);
-      self.postMessage({ bytes, sha256: hash, times: { started, read, hashed: epochNow() } }, [bytes.buffer]);
+      // the bytes go at once (Pyodide restores from them meanwhile), then the hash of a copy
+      const copy = bytes.slice();
+      self.postMessage({ bytes, times: { started, read: epochNow() } }, [bytes.buffer]);
+      self.postMessage({ sha256: await sha256(copy), times: { hashed: epochNow() } });
     } catch (e) {
       self.postMessage({ error: String((e && e.message) || e) });
     }
