@@ -292,46 +292,59 @@ export function snapshotTimes(since) {
   return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, Math.round(v - since)]));
 }
 
-/** Start reading the kept snapshot's file, if there is one: in a worker of its own, or on
- *  this thread where none can start (a browser without workers in workers). bootPython then
- *  restores from these bytes once their record says they are of its key, and lets Python
- *  run once their checksum agrees. (With the hash off the bytes' way, the reader costs
- *  nothing on two cores either: sin's repeat visit 1.29 s median both ways, SwiftShader.) */
-export function readSnapshotAhead() {
+/** Start reading the kept snapshot's file, if there is one: by a worker of its own (the
+ *  page's, where `port` is the promise of a MessagePort to one it started as it loaded,
+ *  else one started now), or on this thread where none can start (a browser without
+ *  workers in workers). bootPython then restores from these bytes once their record says
+ *  they are of its key, and lets Python run once their checksum agrees. (With the hash off
+ *  the bytes' way, the reader costs nothing on two cores either: sin's repeat visit 1.29 s
+ *  median both ways, SwiftShader.) */
+export function readSnapshotAhead(port = null) {
   times.asked = epochNow();
+  const reader = port ? port.then((p) => answers(p, () => p.close()))
+    : typeof Worker === "function" ? readInWorker() : Promise.reject(new Error("no workers here"));
   // read once: here only where the reader could not start (a file it could not read, or
   // none, as on a first visit, would be no better read again)
-  ahead = (typeof Worker === "function" ? readInWorker().catch(() => readFile()) : readFile()).catch(() => null);
+  ahead = reader.catch(() => readFile()).catch(() => null);
 }
 
-// the reader's {bytes, sha256: () => the promise of its second answer, read}, or null where
-// it found no file it could read; rejects where it did not start
 function readInWorker() {
+  const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
+  const got = answers(w, () => w.terminate());
+  w.postMessage(null);
+  return got;
+}
+
+// a reader's answers (from its Worker, or a port to it; done() ends it): the promise of
+// {bytes, sha256: () => the promise of its second answer, read: "worker"}, or of null where
+// it found no file it could read; rejects where it did not start
+function answers(from, done) {
   return new Promise((resolve, reject) => {
-    const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
-    let hashed = null; // the checksum's promise, settled by the reader's second answer
-    let settle = null;
-    w.onmessage = ({ data }) => {
+    let settle = null; // the checksum's promise's, once the bytes came
+    const failed = (why) => {
+      done();
+      const e = new Error(why || "the snapshot's reader did not start");
+      if (settle) settle.no(e);
+      else reject(e);
+    };
+    from.onmessage = ({ data }) => {
+      if (data.failed) return failed(data.failed); // the page's word: its reader did not start
       Object.assign(times, data.times);
       if (data.bytes) { // first the bytes, then their hash
         times.answered = epochNow();
-        hashed = new Promise((ok, no) => { settle = { ok, no }; });
+        const hashed = new Promise((ok, no) => { settle = { ok, no }; });
         resolve({ bytes: data.bytes, sha256: () => hashed, read: "worker" });
         return;
       }
-      w.terminate();
+      done();
       if (!settle) resolve(null); // no file it could read
       else if (data.error) settle.no(new Error(data.error));
       else settle.ok(data.sha256);
     };
-    w.onerror = (ev) => {
+    from.onerror = (ev) => { // a Worker's (a port has none: the page says a reader failed)
       ev.preventDefault();
-      w.terminate();
-      const e = new Error(ev.message || "the snapshot's reader did not start");
-      if (settle) settle.no(e);
-      else reject(e);
+      failed(ev.message);
     };
-    w.postMessage(null);
   });
 }
 

@@ -11,6 +11,10 @@
 // file imports nothing, so that the reader starts at once.
 
 export const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory", READER = "tgweb-snapshot-reader";
+// tgweb's worker named so (the trainer page's, started by disk-loader.js) gets its reader from
+// the page: a reader the page started as it loaded, whose answers come through a
+// MessageChannel port, in a message {type: "reader", port} (or {type: "reader", failed})
+export const WITH_READER = "tgweb+reader";
 
 /** The snapshot's directory, or null where there is no file system (file://, old browsers). */
 export async function snapshotDir() {
@@ -52,15 +56,17 @@ export const epochNow = () => performance.timeOrigin + performance.now();
 
 if (typeof self !== "undefined" && self.name === READER) {
   const started = epochNow();
-  self.onmessage = async () => {
+  self.onmessage = async (ev) => {
+    const to = ev.ports[0] || self; // a port from the page (WITH_READER), or the worker that made this one
     try {
       const bytes = await readSnapshotFile();
       // the bytes go at once (Pyodide restores from them meanwhile), then the hash of a copy
       const copy = bytes.slice();
-      self.postMessage({ bytes, times: { started, read: epochNow() } }, [bytes.buffer]);
-      self.postMessage({ sha256: await sha256(copy), times: { hashed: epochNow() } });
+      to.postMessage({ bytes, times: { started, read: epochNow() } }, [bytes.buffer]);
+      to.postMessage({ sha256: await sha256(copy), times: { hashed: epochNow() } });
     } catch (e) {
-      self.postMessage({ error: String((e && e.message) || e) });
+      to.postMessage({ error: String((e && e.message) || e) });
     }
+    if (to !== self) self.close(); // the page's: nobody else ends it
   };
 }

@@ -30,6 +30,7 @@ import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
 import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
+import { WITH_READER } from "./snapread.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -262,8 +263,9 @@ async function setupPython(files, cache) {
     // Pyodide's module script (1.2 MB), imported now rather than once pyodide.mjs and the
     // lock file are in: loadPyodide's own import of it then finds it loaded
     import(new URL("pyodide/pyodide.asm.mjs", base).href).catch(() => {}); // loadPyodide reports it
-    // the kept snapshot's file, read while those come (a page opened from disk keeps it in IndexedDB)
-    readSnapshotAhead();
+    // the kept snapshot's file, read while those come (a page opened from disk keeps it in
+    // IndexedDB), by the reader the page started where it did
+    readSnapshotAhead(pageReader);
   }
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
@@ -382,6 +384,11 @@ function startPython(files) {
 // come on this thread, which Pyodide's start keeps busy (on a repeat visit in Chromium,
 // SwiftShader, the adapter came 230-320 ms after it was asked for from init).
 const served = typeof import.meta.url === "string" && self.name !== SNAPSHOT_WORKER;
+// the snapshot's reader the page started (snapread.mjs's WITH_READER): a port to it comes in
+// the page's first message; word that it failed, then or later, goes to whoever listens there
+let readerCame = null;
+let readerPort = null;
+const pageReader = served && self.name === WITH_READER ? new Promise((ok) => { readerCame = ok; }) : null;
 const earlyGpu = served ? newDevice({}) : null;
 if (earlyGpu) earlyGpu.catch(() => {}); // asked again, and reported, by init
 const early = served ? startPython(null) : null;
@@ -498,7 +505,15 @@ self.addEventListener("unhandledrejection", (ev) => {
 
 self.onmessage = (ev) => {
   const m = ev.data || {};
-  if (m.type === "init") {
+  if (m.type === "reader") {
+    if (m.port && readerCame) {
+      readerPort = m.port;
+      readerCame(m.port);
+      readerCame = null;
+    } else if (m.failed && readerPort) {
+      readerPort.dispatchEvent(new MessageEvent("message", { data: { failed: m.failed } }));
+    }
+  } else if (m.type === "init") {
     if (ready) return;
     heard = true;
     for (const data of unheard.splice(0)) post({ type: "event", event: "startup", data });
