@@ -271,8 +271,8 @@ class ProgramCache {
 // The snapshot's bytes are a file of the origin's private file system (OPFS) where the
 // browser gives one (its record in IndexedDB says which key they are of). It is read once
 // the worker has asked for Pyodide's files (readSnapshotAhead), before the worker knows
-// which key it wants, by a worker of the worker's own (snapread.mjs), off the thread on
-// which Pyodide's wasm streams in: with a synchronous access handle, 25-70 ms in Chromium
+// which key it wants, by a worker of its own (snapread.mjs: the trainer page's, or the
+// worker's), off the thread on which Pyodide's wasm streams in: with a synchronous access handle, 25-70 ms in Chromium
 // here. Its bytes come first and Pyodide restores from them while the reader hashes a copy
 // (40-50 ms here): Python runs once the hash agrees. Read from IndexedDB once the key was
 // known, the same 31.5 MB came 270-330 ms later: each step of that read waited for the
@@ -308,7 +308,7 @@ export function readSnapshotAhead(port = null) {
   ahead = reader.catch(() => readFile()).catch(() => null);
 }
 
-function readInWorker() {
+async function readInWorker() { // async: a Worker that cannot be made rejects
   const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
   const got = answers(w, () => w.terminate());
   w.postMessage(null);
