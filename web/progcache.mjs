@@ -285,12 +285,20 @@ const times = {};
 
 /** The marks of this worker's snapshot read and restore so far, in ms since `since` (an
  *  epoch time: the worker's start): asked (readSnapshotAhead), started (the reader worker
- *  ran), read, answered (its bytes here), wanted (Pyodide waits for them), filled (they are
- *  in its memory), hashed (by the reader), checked (their hash compared), restored (Python
- *  may run). */
+ *  ran), read, answered (its bytes here), loader, manifest and key (the worker's markBoot:
+ *  Pyodide's loader imported, the site's manifest in, the snapshot's key known), info (the
+ *  kept snapshot's record read), loading (loadPyodide called), wanted (Pyodide waits for the
+ *  bytes), filled (they are in its memory), hashed (by the reader), checked (their hash
+ *  compared), restored (Python may run). */
 export function snapshotTimes(since) {
   return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, Math.round(v - since)]));
 }
+
+/** Mark a step of Python's start among snapshotTimes' (the worker's: loader, manifest, key). */
+export function markBoot(name) {
+  times[name] = epochNow();
+}
+
 
 /** Start reading the kept snapshot's file, if there is one: by a worker of its own (the
  *  page's, where `port` is the promise of a MessagePort to one it started as it loaded,
@@ -483,6 +491,7 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
     }
   };
   try {
+    times.loading = epochNow();
     const pyodide = await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
     const { read, checked } = await filled;
     await checked;
@@ -508,6 +517,7 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
 export async function bootPython(loadPyodide, { indexURL, wheel, cache, key, bundled = null, now = false }) {
   let refused = null;
   const info = cache && key ? await cache.snapshotInfo(key).catch(() => null) : null;
+  times.info = epochNow();
   const kept = info !== null;
   if (!kept) ahead = null; // bytes of no use: another key's, or a file without its record
   const fetched = !kept && bundled ? bundled.fetch() : null;

@@ -29,7 +29,7 @@
 import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
-import { bootPython, bundledSnapshot, makeSnapshot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
+import { bootPython, bundledSnapshot, makeSnapshot, markBoot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
 import { WITH_READER } from "./snapread.mjs";
 
 const post = (m) => self.postMessage(m);
@@ -273,9 +273,12 @@ async function setupPython(files, cache) {
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
   wheelReady.catch(() => {}); // reported where it is awaited
   const { loadPyodide, indexURL } = await pyodideLoader(files);
+  markBoot("loader");
   const module = timeWasm(s, compiled);
   const manifest = await manifestReady;
+  markBoot("manifest");
   const key = await snapshotKey(manifest);
+  markBoot("key");
   // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while
   // Pyodide's wasm arrives), else the one a visit left; a worker on file:// (origin "null")
   // can start no worker of its own: it makes the snapshot now
