@@ -16,25 +16,14 @@
   "use strict";
   if (!(globalThis.tgwebDisk && globalThis.tgwebDisk.files) && location.protocol !== "file:") {
     // the worker starts (and loads Python) now, while the page's modules load; tgweb.mjs's
-    // start() takes it. So does the reader of the Python snapshot a visit kept
-    // (snapread.mjs), whose answers reach the worker through a channel: they come sooner
-    // than from a reader the worker would start once its own modules are in.
+    // start() takes it. The reader of the Python snapshot a visit kept starts beside it
+    // (snapread.mjs's readerFor): its bytes come sooner than from a reader the worker would
+    // start once its own modules are in.
     if (navigator.gpu) {
       const src = document.currentScript.src;
       const worker = new Worker(new URL("worker.mjs", src), { type: "module", name: "tgweb+reader" });
-      const failed = (why) => worker.postMessage({ type: "reader", failed: String(why) });
-      try {
-        // (its own URL: the worker imports snapread.mjs too, and a test stops this one alone)
-        const reader = new Worker(new URL("snapread.mjs?reader", src), { type: "module", name: "tgweb-snapshot-reader" });
-        const { port1, port2 } = new MessageChannel();
-        worker.postMessage({ type: "reader", port: port2 }, [port2]);
-        reader.onerror = (ev) => failed(ev.message || "the snapshot's reader did not start");
-        reader.postMessage(null, [port1]);
-      } catch (e) { // no reader: the worker, told so on the port it waits for, reads the file itself
-        const { port1 } = new MessageChannel();
-        worker.postMessage({ type: "reader", port: port1 }, [port1]);
-        failed(e && e.message ? e.message : e);
-      }
+      import(new URL("snapread.mjs", src).href).then((m) => m.readerFor(worker, new URL("snapread.mjs?reader", src)),
+        (e) => worker.postMessage({ type: "reader", failed: String(e) }));
       globalThis.tgwebWorker = worker;
     }
     const app = document.createElement("script");

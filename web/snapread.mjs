@@ -11,9 +11,8 @@
 // file imports nothing, so that the reader starts at once.
 
 export const SNAPSHOT_DIR = "tgweb-snapshots", SNAPSHOT_FILE = "memory", READER = "tgweb-snapshot-reader";
-// tgweb's worker named so (the trainer page's, started by disk-loader.js) gets its reader from
-// the page: a reader the page started as it loaded, whose answers come through a
-// MessageChannel port, in a message {type: "reader", port} (or {type: "reader", failed})
+// tgweb's worker named so gets its reader from the page (readerFor): one the page started
+// beside it (disk-loader.js, tgweb.mjs), whose answers come through a MessageChannel port
 export const WITH_READER = "tgweb+reader";
 
 /** The snapshot's directory, or null where there is no file system (file://, old browsers). */
@@ -49,6 +48,23 @@ export async function readSnapshotFile() {
 export async function sha256(bytes) {
   const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** For a page that starts tgweb's worker (named WITH_READER): the snapshot's reader,
+ *  started now beside it (readerUrl: this file, at a URL of its own), and a channel to it,
+ *  whose port the worker gets in a message {type: "reader", port}; a reader that does not
+ *  start is said to the worker ({type: "reader", failed}), which then reads the file itself. */
+export function readerFor(worker, readerUrl) {
+  const { port1, port2 } = new MessageChannel();
+  worker.postMessage({ type: "reader", port: port2 }, [port2]);
+  const failed = (why) => worker.postMessage({ type: "reader", failed: String(why) });
+  try {
+    const reader = new Worker(readerUrl, { type: "module", name: READER });
+    reader.onerror = (ev) => failed(ev.message || "the snapshot's reader did not start");
+    reader.postMessage(null, [port1]);
+  } catch (e) {
+    failed(e && e.message ? e.message : e);
+  }
 }
 
 /** Now, in ms since the epoch (comparable across workers: timings.snapshot_ms). */

@@ -22,6 +22,7 @@
 
 import { noWebGPU } from "./device.mjs";
 import { openStore } from "./store.mjs";
+import { readerFor, WITH_READER } from "./snapread.mjs";
 
 export { CorruptRun, openStore } from "./store.mjs";
 export { openProgramCache } from "./progcache.mjs"; // the compiled Programs: list(), remove(key), clear()
@@ -104,11 +105,15 @@ function moduleWorker(options) {
   const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
   // a worker must be same-origin with the page: loading tgweb from another origin (a
   // static host, with CORS), the worker is a same-origin module that imports it
-  let worker = new URL("worker.mjs", base);
-  if (worker.origin !== location.origin) {
-    worker = URL.createObjectURL(new Blob([`import ${JSON.stringify(worker.href)};`], { type: "text/javascript" }));
+  const worker = new URL("worker.mjs", base);
+  if (worker.origin !== location.origin) { // (such a worker starts its snapshot's reader itself)
+    const url = URL.createObjectURL(new Blob([`import ${JSON.stringify(worker.href)};`], { type: "text/javascript" }));
+    return new Worker(url, { type: "module", name: "tgweb" });
   }
-  return new Worker(worker, { type: "module", name: "tgweb" });
+  // the snapshot's reader starts beside it, as the trainer page's does (disk-loader.js)
+  const w = new Worker(worker, { type: "module", name: WITH_READER });
+  readerFor(w, new URL("snapread.mjs?reader", base));
+  return w;
 }
 
 // Opened from disk or as the single file (disk-loader.js): no module worker and no fetch

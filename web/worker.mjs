@@ -391,7 +391,7 @@ const served = typeof import.meta.url === "string" && self.name !== SNAPSHOT_WOR
 // the page's first message; word that it failed, then or later, goes to whoever listens there
 let readerCame = null;
 let readerPort = null;
-const pageReader = served && self.name === WITH_READER ? new Promise((ok) => { readerCame = ok; }) : null;
+const pageReader = served && self.name === WITH_READER ? new Promise((ok, no) => { readerCame = { ok, no }; }) : null;
 const earlyGpu = served ? newDevice({}) : null;
 if (earlyGpu) earlyGpu.catch(() => {}); // asked again, and reported, by init
 const early = served ? startPython(null) : null;
@@ -511,11 +511,13 @@ self.onmessage = (ev) => {
   if (m.type === "reader") {
     if (m.port && readerCame) {
       readerPort = m.port;
-      readerCame(m.port);
-      readerCame = null;
-    } else if (m.failed && readerPort) {
+      readerCame.ok(m.port);
+    } else if (m.failed && readerPort) { // after the port: to whoever listens there
       readerPort.dispatchEvent(new MessageEvent("message", { data: { failed: m.failed } }));
+    } else if (m.failed && readerCame) { // no port will come: the file is read here
+      readerCame.no(new Error(m.failed));
     }
+    readerCame = null;
   } else if (m.type === "init") {
     if (ready) return;
     heard = true;
