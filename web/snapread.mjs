@@ -1,10 +1,11 @@
 // snapread.mjs: the kept Pyodide snapshot's file, in the origin's private file system
 // (OPFS): where it is, reading it, its SHA-256 (progcache.mjs keeps it and its record).
 //
-// Run as a worker of tgweb's worker (named READER: progcache.mjs's readSnapshotAhead starts
-// it as Python starts to load), it reads the file there and answers {bytes} (moved, not
-// copied) at once, then {sha256} of a copy (Pyodide restores from the bytes meanwhile, and
-// Python runs once the hash agrees), or {error}. Both take the thread they run on for tens
+// Run as a worker named READER (started by a served page beside tgweb's worker, readerFor,
+// and answering on the port it is given; else by that worker, progcache.mjs's
+// readSnapshotAhead, as Python starts to load), it reads the file and answers {bytes}
+// (moved, not copied) at once, then {sha256} of a copy (Pyodide restores from the bytes
+// meanwhile, and Python runs once the hash agrees), or {error}. Both take the thread they run on for tens
 // of milliseconds (31.5 MB read, then SHA-256, whose call in Chromium does its work before
 // it returns): on tgweb's worker they held up Pyodide's wasm, which streams in on that
 // thread meanwhile. Each answer has `times` (epochNow marks: started, read, hashed). This
