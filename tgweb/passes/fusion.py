@@ -87,9 +87,9 @@ class _Ctx:
         self.rank = {n.id: k for k, n in enumerate(nodes)}  # topological position
         self.group_of: dict[int, Group] = {}
         self.dag = _Dag()
-        # each elementwise group's member ids while grouping, and throughout: the members it
-        # must store because they are roots or read outside it or through a view (fixed once
-        # a member joins, its consumers having come first; merging updates it)
+        # each elementwise group's member ids (while grouping: merges do not keep them), and
+        # the members it must store because they are roots or read outside it or through a
+        # view (fixed once a member joins, its consumers having come first; merges keep it)
         self.ids: dict[Group, set] = {}
         self.kept: dict[Group, set] = {}
 
@@ -162,7 +162,7 @@ def _group(nodes, cx: _Ctx) -> list[Group]:
             g = Group("ew", n, [n])
             groups.append(g)
             cx.group_of[n.id] = g
-            cx.ids[g], cx.kept[g] = {n.id}, {n.id}
+            cx.kept[g] = {n.id}
             cx.dag.add(g, [])  # kernels write constants as literals: nothing reads it
     return groups
 
@@ -219,7 +219,7 @@ def _mark_stored(groups, cx: _Ctx) -> None:
     reads it: what grouping and merging kept."""
     for g in groups:
         if g.kind == "ew":
-            g.stored = {m.id for m in g.members if m.id in cx.kept.get(g, ())}
+            g.stored = set(cx.kept.get(g, ()))  # kept holds members only
 
 
 def _attach_prologue(g: Group, cx: _Ctx) -> None:
