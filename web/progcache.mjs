@@ -285,11 +285,12 @@ const times = {};
 
 /** The marks of this worker's snapshot read and restore so far, in ms since `since` (an
  *  epoch time: the worker's start): asked (readSnapshotAhead), started (the reader worker
- *  ran), read, answered (its bytes here), loader, manifest and key (the worker's markBoot:
- *  Pyodide's loader imported, the site's manifest in, the snapshot's key known), info (the
- *  kept snapshot's record read), loading (loadPyodide called), wanted (Pyodide waits for the
- *  bytes), filled (they are in its memory), hashed (by the reader), checked (their hash
- *  compared), restored (Python may run). */
+ *  ran), read, answered (its bytes here), loader, asm, manifest, key and instance (the
+ *  worker's markBoot: Pyodide's loader and its module script imported, the site's manifest
+ *  in, the snapshot's key known, the wasm instantiated), info (the kept snapshot's record
+ *  read), loading (loadPyodide called), wanted (Pyodide waits for the bytes), filled (they
+ *  are in its memory), unpacked (the wheel's files written), hashed (by the reader), loaded
+ *  (loadPyodide's Python restored), checked (their hash compared), restored (Python may run). */
 export function snapshotTimes(since) {
   return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, Math.round(v - since)]));
 }
@@ -485,6 +486,7 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
         FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
         FS.writeFile(path, data);
       }
+      times.unpacked = epochNow();
     } catch (e) {
       failed = e;
       memory.fill(0); // which Pyodide refuses to restore
@@ -493,6 +495,7 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   try {
     times.loading = epochNow();
     const pyodide = await loadPyodide({ indexURL, _loadSnapshot: memory, fsInit });
+    times.loaded = epochNow();
     const { read, checked } = await filled;
     await checked;
     times.restored = epochNow();

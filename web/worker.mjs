@@ -262,7 +262,7 @@ async function setupPython(files, cache) {
   if (!files) {
     // Pyodide's module script (1.2 MB), imported now rather than once pyodide.mjs and the
     // lock file are in: loadPyodide's own import of it then finds it loaded
-    import(new URL("pyodide/pyodide.asm.mjs", base).href).catch(() => {}); // loadPyodide reports it
+    import(new URL("pyodide/pyodide.asm.mjs", base).href).then(() => markBoot("asm"), () => {}); // loadPyodide reports it
     // the kept snapshot's file, read while those come (a page opened from disk keeps it in
     // IndexedDB), by the reader the page started where it did
     readSnapshotAhead(pageReader);
@@ -317,6 +317,7 @@ function timeWasm(since, compiled) {
         const module = compiled && await compiled.catch(() => null);
         const out = module ? { module, instance: await WebAssembly.instantiate(module, imports) }
           : await streaming.call(WebAssembly, response, imports);
+        markBoot("instance");
         resolve(out.module);
         return out;
       } finally {

@@ -178,6 +178,8 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
             ["started", "read", "answered", "filled", "restored"],
             ["asked", "answered"],
             ["read", "hashed", "checked", "restored"],
+            ["loading", "instance", "wanted", "unpacked", "loaded", "restored"],
+            ["asm", "instance"],
         ):
             assert [ms[k] for k in order] == sorted(ms[k] for k in order), ms
         assert 0 <= ms["asked"] and ms["wanted"] <= ms["restored"], ms
