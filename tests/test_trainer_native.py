@@ -73,19 +73,37 @@ def test_native_matches_reference_20_steps():
     np.testing.assert_allclose(fg.run(x=x).output, fr.run(x=x).output, rtol=1e-4, atol=1e-5)
 
 
-def test_raw_recording_matches_wgpu_py_methods():
-    """A step's dispatches go straight to wgpu-native's C functions (the pinned wgpu-py
-    exposes them); recorded through wgpu-py's methods instead, training is bit-identical."""
+def test_raw_recording_matches_wgpu_py_methods(monkeypatch):
+    """A step's dispatches and the bind groups go straight to wgpu-native's C functions
+    (the pinned wgpu-py exposes them); bound and recorded through wgpu-py's methods
+    instead, training is bit-identical. A bad binding still raises wgpu's error."""
     from tgweb.backends import native
 
     assert native._raw_recorder() is not None, "the pinned wgpu-py's C library moved"
+    make = native._raw_bind_group()
+    assert make is not None, "the pinned wgpu-py's C library moved"
     kw = dict(inputs={"x": (16, 3), "y": (16, 2)}, seed=3, optimizer=tg.optim.Adam(1e-2))
     raw = tg.compile(MLP(), loss_fn, backend="native", **kw)
+    monkeypatch.setattr(native, "_raw_bind_group", lambda: None)
     slow = tg.compile(MLP(), loss_fn, backend="native", **kw)
     rt = slow.engine.rt
     assert rt._record is not native._method_recorder
     rt._record = native._method_recorder
     rt._steps = [(p, g, *k.dispatch) for k, p, g in zip(rt.program.kernels, rt.pipes, rt.groups)]
+    # a range past its buffer's end: refused by wgpu's validation, through either path
+    k = max(range(len(rt.program.kernels)), key=lambda i: len(rt.program.kernels[i].bindings))
+    kernel, layout = rt.program.kernels[k], native.pipeline_for(rt.program.kernels[k])[1]
+    ranges = [(rt.buffers[b.buffer], 0, rt.buffers[b.buffer].size) for b in kernel.bindings]
+    if kernel.offsets:
+        ranges.append((rt._uniform, rt.program.layout.uniform[k][0], rt.program.layout.uniform[k][1]))
+    assert make(rt.device, layout, ranges) is not None
+    buf = ranges[0][0]
+    ranges[0] = (buf, 0, buf.size + 256)
+    import wgpu
+
+    for maker in (make, native._method_bind_group):
+        with pytest.raises(wgpu.GPUValidationError, match="would overflow buffer size"):
+            maker(rt.device, layout, ranges)
     rng = np.random.default_rng(0)
     for _ in range(5):
         x = rng.normal(size=(16, 3)).astype(np.float32)
