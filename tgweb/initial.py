@@ -56,23 +56,27 @@ def graph_of(draws: dict, fills: dict) -> Graph:
     return graph
 
 
-def plan(trainer, draws: dict, fills: dict) -> tuple[Graph, object]:
+def plan(trainer, draws: dict, fills: dict) -> tuple[Graph | None, object]:
     """(graph, Program or None) of a trainer's initial values: lowered for its backend's
-    device (or taken from the program cache); None on the reference backend. Needs the
-    trainer's model, backend and cache key, not its engine: a trainer plans it while the
-    device compiles its step's kernels (Trainer.__init__)."""
+    device, or taken from the program cache (then no graph is traced: a GPU backend runs
+    the Program alone); the graph and None on the reference backend. Needs the trainer's
+    model, backend and cache key, not its engine: a trainer plans it while the device
+    compiles its step's kernels (Trainer.__init__)."""
+    device = lowering_for(trainer.backend)
+    if device is None:
+        return graph_of(draws, fills), None
+    what = {
+        "draws": [[n, list(shape), d.dist, d.scale] for n, (shape, d) in draws.items()],
+        "fills": [[k, n, list(shape), v] for (k, n), (shape, v) in fills.items()],
+    }
+    cache = progcache.Lookup.initial(trainer, what, device)
+    found = cache.load(device["target"]) if cache is not None else None
+    if found is not None:
+        return None, found[1]
     graph = graph_of(draws, fills)
-    device, program = lowering_for(trainer.backend), None
-    if device is not None:
-        what = {
-            "draws": [[n, list(shape), d.dist, d.scale] for n, (shape, d) in draws.items()],
-            "fills": [[k, n, list(shape), v] for (k, n), (shape, v) in fills.items()],
-        }
-        cache = progcache.Lookup.initial(trainer, what, device)
-        found = cache.load(device["target"]) if cache is not None else None
-        program = found[1] if found is not None else lower(graph, name="initial values", **device)
-        if cache is not None and found is None:
-            cache.save(graph, {}, program)
+    program = lower(graph, name="initial values", **device)
+    if cache is not None:
+        cache.save(graph, {}, program)
     return graph, program
 
 

@@ -93,9 +93,10 @@ def prewarm(program: Program | None, backend: str) -> bool:
     return browser.prewarm(program)
 
 
-def make_engine(graph: Graph, program: Program | None, backend: str, precision: str, share=None):
+def make_engine(graph: Graph | None, program: Program | None, backend: str, precision: str, share=None):
     """The engine of one graph on one backend: a GPU backend runs `program` (the graph
-    lowered with lowering_for(backend)); the reference backend runs the graph (and lowers
+    lowered with lowering_for(backend); the graph itself may be None there, as for a
+    Program from the cache); the reference backend runs the graph (and lowers
     it only when asked for its plan, or reports `program` when given). share: another
     engine whose parameters this one uses (an inference program attached to a trainer)."""
     if backend == "reference":
