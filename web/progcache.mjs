@@ -81,6 +81,9 @@ class ProgramCache {
     this.db = db;
     this.limits = limits;
     this.writes = Promise.resolve(); // puts run in the background; list() waits for them
+    // the texts recentPrograms read (for the pipelines made ahead): the first get of each
+    // answers from here, without a transaction (then it is let go)
+    this.read = new Map();
   }
 
   // a read resolves with its result; a write once its transaction has committed (a page
@@ -101,9 +104,10 @@ class ProgramCache {
 
   /** The entry's text, or null; a hit marks the entry used now (in the background). */
   async get(key) {
-    let rec = null;
+    let rec = this.read.has(key) ? { text: this.read.get(key) } : null;
+    this.read.delete(key);
     try {
-      rec = await this._req("readonly", (s) => s.get(key));
+      rec = rec || await this._req("readonly", (s) => s.get(key));
     } catch { /* a cache that cannot be read (closed for a newer tgweb's page) misses */ }
     if (!rec) return null;
     const used = Date.now();
@@ -118,6 +122,7 @@ class ProgramCache {
   /** Keep text under key; info: {label, kernels, kind}. Then the least recently used
    *  entries over the limits go. */
   put(key, text, info = {}) {
+    this.read.delete(key);
     const now = Date.now();
     const meta = { ...info, key, size: text.length, time: now, used: now };
     this._write(([s, m]) => { m.put(meta); return s.put({ key, text }); }, [STORE, METAS]);
@@ -167,6 +172,7 @@ class ProgramCache {
     const recs = await Promise.all(keys.map((key) => done(tx.objectStore(STORE).get(key))));
     const out = [];
     for (const rec of recs) {
+      if (rec) this.read.set(rec.key, rec.text);
       try { // the entry: its format line, its checksum, then {"program": Program JSON, ...}
         const text = rec.text;
         out.push(JSON.parse(text.slice(text.indexOf("\n", text.indexOf("\n") + 1) + 1)).program);
@@ -181,12 +187,14 @@ class ProgramCache {
   }
 
   async remove(key) {
+    this.read.delete(key);
     await this.writes;
     await this._req("readwrite", (stores) => this._delete(stores, [key]), [STORE, METAS]);
   }
 
   /** Clear the Programs and the snapshot. */
   async clear() {
+    this.read.clear();
     await this.writes;
     await this._req("readwrite", (stores) => stores.map((s) => s.clear()).pop(), [STORE, METAS, SNAPSHOTS]);
     const dir = await snapshotDir();

@@ -570,6 +570,44 @@ def test_entries_are_kept_within_limits_least_recently_used_out(page):
     assert page.evaluate(_LRU) == ["a c d", "a d e", "f"]
 
 
+_READ_AHEAD = """async () => {
+    const { openProgramCache } = await import("/progcache.mjs");
+    const cache = await openProgramCache();
+    const entry = (name) => "format\\nchecksum\\n" + JSON.stringify({ program: { name } });
+    await cache.put("a", entry("a"));
+    await cache.put("b", entry("b"));
+    const recent = (await cache.recentPrograms()).map((p) => p.name);
+    await cache.put("b", entry("b2"));  // put again: what was read of it is let go
+    const transaction = cache.db.transaction;
+    let reads = 0;
+    // the reads of texts counted (marking an entry used writes its meta alone)
+    cache.db.transaction = function (names, mode) {
+        if ([].concat(names).includes("programs") && mode !== "readwrite") reads += 1;
+        return transaction.call(this, names, mode);
+    };
+    const out = { recent, a: await cache.get("a") };
+    out.readsForA = reads;
+    await cache.writes;
+    reads = 0;
+    out.aAgain = await cache.get("a");
+    out.readsForAgain = reads >= 1;
+    out.b = await cache.get("b");
+    cache.db.transaction = transaction;
+    await cache.clear();
+    return out;
+}"""
+
+
+def test_the_last_visits_programs_read_ahead_answer_their_first_get(page):
+    """The texts recentPrograms read (the pipelines made ahead) answer the first get of
+    each without a transaction; later gets, and an entry put again since, read IndexedDB."""
+    got = page.evaluate(_READ_AHEAD)
+    assert got["recent"] == ["a", "b"]
+    assert got["a"] == got["aAgain"] == 'format\nchecksum\n{"program":{"name":"a"}}'
+    assert got["readsForA"] == 0 and got["readsForAgain"]
+    assert got["b"].endswith('"b2"}}')
+
+
 def _in_a_context_of_its_own(browser, site_url, script: str):
     """script evaluated on a page of the site in a new browser context: a storage that no
     worker of tgweb's holds open."""
