@@ -58,6 +58,8 @@ def visit(ctx, url: str, sample: str, keep: bool = False, linger: float = 0.0) -
             "cache": info.get("cache"),
             "adapter": page.evaluate("window.app.tg.info.adapter"),
             "timings": t,
+            # the page's own phases: start-up, and Start to the first loss
+            "waits": page.evaluate("window.app.waits"),
         }
         if keep:
             page.wait_for_function("window.app.snapshot", timeout=KEPT_SNAPSHOT_MS)
