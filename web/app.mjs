@@ -316,8 +316,10 @@ async function call(expr, globals = {}) {
 async function ensureCompiled(s, show = true) {
   if (s.compiled === s.source) return false;
   s.compiled = null;  // the old namespace is gone once the new source starts running
-  s.error = null;
-  showError(s);
+  if (s.error) { // an error shown goes (the gutter's numbers are laid out again: not for nothing)
+    s.error = null;
+    showError(s);
+  }
   const what = "compiling the model (Python: trace, gradients, WGSL)";
   if (phases.active) phases.next(what);
   else setStatus(`${s.title}: ${what}…`, "busy");
@@ -357,12 +359,13 @@ async function trainSample(name, only = null) {
       job.steps = steps;
       phases.begin(`${s.title}: `, s.compiled === s.source ? "running the first step" : "compiling the model");
       const fresh = await ensureCompiled(s, false);
-      if (fresh && name === current) renderAll();
       phases.next("running the first step");
       s.rateMarks = [];
       job.target = (s.info.calls || 0) + steps;  // the step the run ends at: a resume goes on to it
-      const r = await call("page_train(PAGE_NAME, PAGE_STEPS, PAGE_AUTOSAVE)",
+      const training = call("page_train(PAGE_NAME, PAGE_STEPS, PAGE_AUTOSAVE)",
         { PAGE_NAME: name, PAGE_STEPS: steps, PAGE_AUTOSAVE: store ? AUTOSAVE_S : 0 });
+      if (fresh && name === current) renderAll(); // while the worker trains: the first step is not held
+      const r = await training;
       endWait("start", { sample: name, loss: null });  // a train() that reported no loss
       s.info = { ...s.info, ...r };
       const rate = r.ran > 0 && r.seconds > 0 ? r.ran / r.seconds : null;

@@ -80,7 +80,7 @@ export async function start(options = {}) {
       tg.info = info;
     });
     const prelude = options.prelude ? Promise.resolve(options.prelude.source).then((source) =>
-      tg.run(source, { filename: options.prelude.filename })) : null;
+      tg.run(source, { filename: options.prelude.filename, file: true })) : null;
     await Promise.all([ready, keeping, prelude]);
   } catch (e) {
     tg.close();
@@ -244,7 +244,9 @@ class Tgweb {
   /** Run Python source; resolves to the JSON value of its last expression.
    *  options: {filename} names the source in tracebacks (default "main.py");
    *  {globals: {name: value}} sets Python globals first: JSON values become Python data,
-   *  typed arrays arrive as JS typed arrays (usable directly as step inputs). */
+   *  typed arrays arrive as JS typed arrays (usable directly as step inputs);
+   *  {file: true} runs the source as a file, as Python runs a module: the value is null
+   *  (no last expression's value is looked for), and a long source starts sooner. */
   run(source, options = {}) {
     if (this.closed) return Promise.reject(new TgwebError({ message: "tgweb was closed" }));
     if (this.dead) return Promise.reject(this.dead);
@@ -252,7 +254,7 @@ class Tgweb {
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.postMessage({ type: "run", id, source: String(source), filename: options.filename,
-        globals: options.globals });
+        globals: options.globals, file: !!options.file });
     });
   }
 

@@ -111,13 +111,16 @@ function escapeRe(s) {
   return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
-// Pyodide's own frames (eval_code_async and the like) say nothing to the user
+// Pyodide's own frames (eval_code_async and the like) say nothing to the user, nor do
+// runFile's two (its caller's and tgweb.worker.run_file)
+const RUN_FILE_NAME = "<tgweb run_file>";
 function cleanTraceback(tb) {
   const lines = tb.replace(/\s+$/, "").split("\n");
   const out = [];
   for (let i = 0; i < lines.length; i++) {
     const l = lines[i];
-    if (/^ {2}File "\/lib\/python[^"]*\/_pyodide\//.test(l)) {
+    if (/^ {2}File "\/lib\/python[^"]*\/_pyodide\//.test(l) || l.startsWith(`  File "${RUN_FILE_NAME}"`) ||
+        /^ {2}File "[^"]*\/tgweb\/worker\.py", line \d+, in run_file$/.test(l)) {
       while (i + 1 < lines.length && /^ {4}/.test(lines[i + 1])) i++;
       continue;
     }
@@ -452,6 +455,17 @@ async function init(options) {
   };
 }
 
+// A source run as a file (a page's prelude: its helpers): compiled from its text by
+// tgweb.worker.run_file; only this small caller goes through runPythonAsync's parse
+const RUN_FILE = "from tgweb.worker import run_file as __tgweb_run__\n" +
+  "try:\n    await __tgweb_run__(__tgweb_source__, __tgweb_file__, globals())\n" +
+  "finally:\n    del __tgweb_run__, __tgweb_source__, __tgweb_file__";
+
+async function runFile(source, filename, globals) {
+  await runSource(null, RUN_FILE, RUN_FILE_NAME, { ...globals, __tgweb_source__: source, __tgweb_file__: filename });
+  return null;
+}
+
 /** A value the page hands Python (tg.run's globals, a view's call arguments). Typed arrays
  * stay JS: tgweb takes them as inputs without a copy through Python lists. Everything else
  * becomes Python data, with JavaScript's null as None wherever it stands: toPy alone makes
@@ -540,7 +554,8 @@ self.onmessage = (ev) => {
     queue = queue.then(async () => {
       await ready;
       try {
-        const value = await runSource(m.id, m.source, filename, m.globals);
+        const value = m.file ? await runFile(m.source, filename, m.globals)
+          : await runSource(m.id, m.source, filename, m.globals);
         post({ type: "result", id: m.id, value });
       } catch (e) {
         const error = serializeError(e, filename);

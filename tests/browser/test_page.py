@@ -133,6 +133,7 @@ def test_python_error_shows_message_and_line(app):
     assert page.input_value("#source") == original
     train_app(page, 10, timeout=60)
     assert page.is_hidden("#error")
+    assert page.locator(".gutter b").count() == 0  # the error's line is no longer marked
     assert page.inner_text("#fig-step") == "10"
     assert "done at step 10" in page.inner_text("#status")
     assert not page.problems, page.problems

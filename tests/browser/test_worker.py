@@ -165,21 +165,27 @@ def test_no_adapter_in_worker_gives_a_clear_error(browser, site_url):
 
 def test_a_prelude_runs_before_start_resolves(browser, site_url):
     """start({prelude}) runs the page's own Python as the worker is ready (its source may
-    still be on its way: a promise), before start() resolves; a prelude that fails rejects
-    start() with its Python error, naming its file."""
+    still be on its way: a promise), before start() resolves, as a file (run({file: true}):
+    top-level await allowed, no value); a prelude that fails rejects start() with its
+    Python error, naming its file."""
     p = open_harness(browser, site_url)
     try:
         r = p.evaluate("""async () => {
             const source = new Promise((res) => setTimeout(() => res("def helper():\\n    return 42\\n"), 50));
             const tg = await tgweb.start({prelude: {source, filename: "helpers.py"}});
-            const got = await tg.run("helper()");
+            const got = [await tg.run("helper()")];
+            // a file's run: top-level await allowed, no value
+            got.push(await tg.run("import asyncio\\nawait asyncio.sleep(0)\\nz = helper() + 1\\nz", { file: true }));
+            got.push(await tg.run("z"));
             tg.close();
             try {
                 await tgweb.start({prelude: {source: "x = 1\\nraise ValueError('bad helper')", filename: "helpers.py"}});
                 return [got, "started"];
             } catch (e) { return [got, e.name, e.pyType, e.message, e.line]; } }""")
-        assert r[0] == 42, r
+        assert r[0] == [42, None, 43], r
         assert r[1] == "PythonError" and r[2] == "ValueError" and "bad helper" in r[3], r
         assert "helpers.py" in r[3] and r[4] == 2, r
+        # the traceback starts at the prelude's file: not at the frames that ran it as one
+        assert "run_file" not in r[3] and r[3].count('File "') == 1, r[3]
     finally:
         p.close()
