@@ -84,6 +84,20 @@ class ProgramCache {
     // the texts recentPrograms read (for the pipelines made ahead): the first get of each
     // answers from here, without a transaction (then it is let go)
     this.read = new Map();
+    // the snapshots' records, read as the cache opens: the first snapshotInfo (a repeat
+    // visit's, once the site's manifest gave the key) answers from them, later ones read anew
+    this._infos = this._snapshotInfos();
+    this._infos.catch(() => {}); // a failed read: snapshotInfo reads again
+  }
+
+  // every kept snapshot's record (none or one): not the IndexedDB bytes beside them
+  _infoRecords() {
+    return this._req("readonly", (s) => s.getAll(IDBKeyRange.bound(INFO, INFO + "\uffff")), SNAPSHOTS);
+  }
+
+  async _snapshotInfos() { // by key
+    const recs = await this._infoRecords();
+    return new Map(recs.map((rec) => [rec.key.slice(INFO.length), { size: rec.size, sha256: rec.sha256, file: rec.file }]));
   }
 
   // a read resolves with its result; a write once its transaction has committed (a page
@@ -196,6 +210,7 @@ class ProgramCache {
   async clear() {
     this.read.clear();
     await this.writes;
+    this._infos = null;
     await this._req("readwrite", (stores) => stores.map((s) => s.clear()).pop(), [STORE, METAS, SNAPSHOTS]);
     const dir = await snapshotDir();
     if (dir) await dir.removeEntry(SNAPSHOT_FILE).catch(() => {});
@@ -204,8 +219,10 @@ class ProgramCache {
   /** What is kept of the snapshot under key ({size, sha256, file}; sha256 and file are
    *  absent from one kept before snapshots went to files), its bytes unread; null: none. */
   async snapshotInfo(key) {
-    const rec = await this._req("readonly", (s) => s.get(INFO + key), SNAPSHOTS);
-    return rec ? { size: rec.size, sha256: rec.sha256, file: rec.file } : null;
+    const early = this._infos;
+    this._infos = null;
+    const infos = (early && await early.catch(() => null)) || await this._snapshotInfos();
+    return infos.get(key) || null;
   }
 
   /** The snapshot kept under key (info: snapshotInfo's), read into `into` (a Uint8Array of
@@ -256,6 +273,7 @@ class ProgramCache {
       await writeFile(dir, bytes);
       info.file = SNAPSHOT_FILE;
     }
+    this._infos = null;
     await this._req("readwrite", (s) => {
       s.clear();
       if (!dir) s.put({ key, bytes, sha256: info.sha256 });
@@ -264,6 +282,7 @@ class ProgramCache {
   }
 
   async removeSnapshot(key) {
+    this._infos = null;
     await this._req("readwrite", (s) => { s.delete(INFO + key); return s.delete(key); }, SNAPSHOTS);
     const dir = await snapshotDir();
     if (dir) await dir.removeEntry(SNAPSHOT_FILE).catch(() => {}); // none, or open elsewhere
@@ -271,8 +290,8 @@ class ProgramCache {
 
   /** [{key, size, time}] of the snapshot kept (none or one). */
   async snapshots() {
-    const all = await this._req("readonly", (s) => s.getAll(), SNAPSHOTS);
-    return all.filter((r) => r.key.startsWith(INFO)).map(({ key, size, time }) => ({ key: key.slice(INFO.length), size, time }));
+    const all = await this._infoRecords();
+    return all.map(({ key, size, time }) => ({ key: key.slice(INFO.length), size, time }));
   }
 }
 
@@ -484,11 +503,13 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
   const memory = new Uint8Array(size);
   const filled = fill(memory);
   filled.then(() => { times.filled = epochNow(); }, () => {}); // a failure is reported below
+  const unzipped = wheel.then(unzip); // as soon as the wheel is in, while Pyodide starts
+  unzipped.catch(() => {}); // reported below
   let failed = null;
   const fsInit = async (FS, { sitePackages }) => {
     times.wanted = epochNow();
     try {
-      const [, files] = await Promise.all([filled, wheel.then(unzip)]);
+      const [, files] = await Promise.all([filled, unzipped]);
       for (const [name, data] of files) {
         const path = `${sitePackages}/${name}`;
         FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));

@@ -608,6 +608,30 @@ def test_the_last_visits_programs_read_ahead_answer_their_first_get(page):
     assert got["b"].endswith('"b2"}}')
 
 
+_SNAPSHOT_RECORDS = """async () => {
+    const { openProgramCache } = await import("/progcache.mjs");
+    const cache = await openProgramCache();
+    await cache.clear();
+    const info = async (key) => { const i = await cache.snapshotInfo(key); return i && i.size; };
+    const out = [await info("k1")];  // the records read as the cache opened
+    await cache.putSnapshot("k1", new Uint8Array(64));
+    out.push(await info("k1"), await info("k2"));  // read anew: the put is seen
+    const other = await openProgramCache();  // opened now: its first answer is the put's
+    out.push((await other.snapshotInfo("k1")).size);
+    await cache.putSnapshot("k2", new Uint8Array(32));  // the one snapshot: k1's goes
+    out.push(await info("k1"), await info("k2"), (await cache.snapshots()).map((s) => s.key));
+    await cache.removeSnapshot("k2");
+    out.push(await info("k2"), (await cache.snapshots()).length);
+    return out;
+}"""
+
+
+def test_the_snapshots_records_are_read_as_the_cache_opens_and_anew_after(page):
+    """A cache reads its snapshots' records as it opens (a repeat visit asks once the
+    manifest gave the key); what it keeps or removes after is seen by the next asks."""
+    assert page.evaluate(_SNAPSHOT_RECORDS) == [None, 64, None, 64, None, 32, ["k2"], None, 0]
+
+
 def _in_a_context_of_its_own(browser, site_url, script: str):
     """script evaluated on a page of the site in a new browser context: a storage that no
     worker of tgweb's holds open."""
