@@ -114,6 +114,44 @@ def test_raw_recording_matches_wgpu_py_methods(monkeypatch):
         assert v.tobytes() == slow.params()[k].tobytes(), k
 
 
+def test_the_buffers_created_while_lowering_are_the_runtimes(monkeypatch):
+    """compile's lowering hands the step's planned buffers to the native device, which
+    creates them on a thread while the kernels are emitted (native.reserve); the Runtime
+    takes those very buffers, and Python's thread switch interval is as it was after."""
+    import sys
+
+    from tgweb.backends import native
+
+    before = sys.getswitchinterval()
+    seen = []
+    reserve = native.reserve
+
+    def spy(buffers):
+        reserve(buffers)
+        seen.append(native._RESERVED[-1][::2])  # (buffers, future)
+
+    monkeypatch.setattr(native, "reserve", spy)
+    kw = dict(inputs={"x": (16, 3), "y": (16, 2)}, seed=3, optimizer=tg.optim.Adam(1e-2))
+    tr = tg.compile(MLP(), loss_fn, backend="native", **kw)
+    [(listed, future)] = seen  # the step's, not the initial values' (which share the parameters)
+    rt = tr.engine.rt
+    made = future.result()
+    assert listed is rt.program.buffers and len(made) == len(listed)
+    assert all(rt.buffers[b.id] is made[b.id] for b in rt.program.buffers)
+    assert not native._RESERVED and sys.getswitchinterval() == before
+    ref = tg.compile(MLP(), loss_fn, backend="reference", **kw)
+    x = np.linspace(-1, 1, 48, dtype=np.float32).reshape(16, 3)
+    y = np.stack([np.sin(x[:, 0]), x[:, 1] * x[:, 2]], 1).astype(np.float32)
+    for _ in range(3):
+        a, b = tr.step(x=x, y=y), ref.step(x=x, y=y)
+        assert abs(a.loss - b.loss) <= 1e-5 * abs(b.loss) and a.loss > 0
+    # buffers reserved for Programs never instantiated: the two latest are kept, older go
+    for _ in range(3):
+        native.reserve(list(rt.program.buffers))
+    assert len(native._RESERVED) == 2
+    native._RESERVED.clear()
+
+
 def _train(name: str, backend: str, steps: int, jitter: int | None = None):
     """Losses and final parameters (float64) of `steps` steps. jitter=k first moves every
     initial parameter by one float32 rounding step (a relative 2**-24, signs drawn from

@@ -33,7 +33,7 @@ import sys
 from typing import Any, Callable
 
 from . import ops, progcache
-from .backends import chosen_reason, lowering_for, require
+from .backends import chosen_reason, lowering_for, require, reserver
 from .grad import append_grad
 from .ir import PRECISIONS, REGISTRY, Graph, Tensor, gc_paused, root, tracing, user_site
 from .lower import lower
@@ -138,7 +138,7 @@ def compile(
         bounds = graph.bounds
     else:
         graph = build_training_graph(model, loss_fn, inputs, opt, clip_grad_norm, which, precision)
-        program, bounds = _planned(graph, device, budget)
+        program, bounds = _planned(graph, device, budget, backend)
         if cache is not None:
             cache.save(graph, bounds, program)
     key = cache.key if cache is not None else None
@@ -192,11 +192,15 @@ def _check_limits(recover_every, max_memory) -> None:
         raise ValueError(f"max_memory must be a number of bytes > 0 or None, got {max_memory!r}")
 
 
-def _planned(graph: Graph, device: dict | None, budget: int | None):
+def _planned(graph: Graph, device: dict | None, budget: int | None, backend: str):
     """(the Program of a new training graph, or None, and its inputs' index bounds): the
-    reference backend runs the graph itself, and plans only to hold a budget to account."""
+    reference backend runs the graph itself, and plans only to hold a budget to account.
+    The native device creates the buffers while the kernels are emitted (reserver)."""
     plans = device is not None or budget is not None
-    program = lower(graph, name="step", max_memory=budget, **(device or {})) if plans else None
+    if not plans:
+        return None, index_bounds(graph)
+    reserve = reserver(backend) if device is not None else None
+    program = lower(graph, name="step", max_memory=budget, reserve=reserve, **(device or {}))
     return program, index_bounds(graph)
 
 

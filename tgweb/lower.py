@@ -52,11 +52,14 @@ def lower(
     target: Target | None = None,
     max_memory: int | None = None,
     memo: KernelMemo | None = None,
+    reserve: Callable | None = None,
 ) -> Program:
     """Compile a graph (with its outputs, captures and updates) to a Program, its
     kernels tuned for target (tgweb.codegen.target; default: the CPU class).
     max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound.
-    memo: the texts' reuse (tgweb.codegen.reuse), given to count what it emitted."""
+    memo: the texts' reuse (tgweb.codegen.reuse), given to count what it emitted.
+    reserve: called with the Program's buffers (a list) once they are planned, before its
+    kernels are emitted (the native backend starts creating them: native.reserve)."""
     lim = limits_of(limits)
     target = target or Target()
     if target.workgroup_bytes != lim["maxComputeWorkgroupStorageSize"]:  # what its kernels may declare
@@ -69,6 +72,8 @@ def lower(
     store = assign_buffers(graph, sched, ups, lim, scalars_id)
     if max_memory is not None:
         sched, ups, store = fit_memory(graph, sched, ups, store, lim, scalars_id, ids, max_memory)
+    if reserve is not None:
+        reserve(store.buffers)
     kernels = select_kernels(graph, store) + emit(sched, ups, store, target, memo)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()

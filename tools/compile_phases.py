@@ -12,7 +12,8 @@ same planned again within the sample's MAX_MEMORY, emit, pack, and the rest of l
 validation), the initial values (a reset: drawn by the GPU, lowered and run as a program of
 their own, or drawn on the host where that cannot be; all of it counted there), their upload,
 pipeline creation (the native backend's cache emptied before each compile, as on a first
-start) and the rest of the engine's set-up (buffers, bind groups). The first device
+start) and the rest of the engine's set-up (bind groups; the buffers, which the native
+device creates on a thread while the kernels are emitted: native.reserve). The first device
 creation of the process is timed once, apart. The reference backend does not lower.
 Indented rows are passes inside the stage above them (fusion and rematerialization in
 schedule, the planner in assign_buffers). set-up: the total less the initial values and

@@ -93,6 +93,17 @@ def prewarm(program: Program | None, backend: str) -> bool:
     return browser.prewarm(program)
 
 
+def reserver(backend: str):
+    """What lower() hands a training step's planned buffers to, so that the device creates
+    them while Python goes on (lower's `reserve`): native.reserve; None elsewhere (the
+    browser's worker creates them as it instantiates the Program)."""
+    if backend != "native":
+        return None
+    from . import native
+
+    return native.reserve
+
+
 def make_engine(graph: Graph | None, program: Program | None, backend: str, precision: str, share=None):
     """The engine of one graph on one backend: a GPU backend runs `program` (the graph
     lowered with lowering_for(backend); the graph itself may be None there, as for a

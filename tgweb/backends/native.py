@@ -15,6 +15,8 @@ import array
 import contextlib
 import os
 import re
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -59,6 +61,8 @@ def forget_device() -> None:
     its Runtimes' claims on them (closing one of those later frees nothing of the new)."""
     global _DEVICE, _ADAPTER, _GENERATION
     _DEVICE = _ADAPTER = None
+    while _RESERVED:  # buffers of the old device, made for Programs not instantiated yet
+        _RESERVED.pop()[2].add_done_callback(_destroy_reserved)
     _PIPELINES.clear()
     _PIPELINE_USERS.clear()
     _GENERATION += 1
@@ -349,6 +353,72 @@ def create_pipelines(kernels) -> None:
         raise
 
 
+# A Program's buffers created ahead, on a thread, while Python goes on with it (lowering
+# emits its kernels, the trainer plans its initial values): [(its buffer list, future of
+# {buffer id: GPU buffer})]. NVIDIA's driver takes about 26 us a MB to create a buffer
+# (benchmarks/RESULTS.md): 90 ms for the 12-layer GPT's 3.6 GB.
+_RESERVED: list = []
+_RESERVING = {"threads": 0, "interval": None}  # reservations running; the switch interval they replaced
+_RESERVE_LOCK = threading.Lock()
+_RESERVE_SWITCH_S = 0.0002  # Python's thread switch interval while one runs (default 0.005)
+
+
+def reserve(buffers) -> None:
+    """Start creating the buffers of a Program being lowered (lower's `reserve`), on a
+    thread; the Runtime made from it takes them (_allocate). The thread releases Python's
+    lock inside each driver call but needs it between them: while it runs, the thread
+    switch interval is short, or a thread waits 5 ms for every buffer while Python lowers.
+    Where the device cannot be opened nothing is reserved (the Runtime says why)."""
+    try:
+        dev = _device()
+    except NativeError:
+        return
+    import wgpu
+
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    wanted = [(b.id, b.size, b.label[:60]) for b in buffers]
+
+    def create():
+        try:
+            return {i: dev.create_buffer(size=size, usage=usage, label=label) for i, size, label in wanted}
+        finally:
+            with _RESERVE_LOCK:
+                _RESERVING["threads"] -= 1
+                if not _RESERVING["threads"]:
+                    sys.setswitchinterval(_RESERVING["interval"])
+
+    with _RESERVE_LOCK:
+        if not _RESERVING["threads"]:
+            _RESERVING["interval"] = sys.getswitchinterval()
+            sys.setswitchinterval(min(_RESERVING["interval"], _RESERVE_SWITCH_S))
+        _RESERVING["threads"] += 1
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tgweb-buffers")
+    _RESERVED.append((buffers, dev, pool.submit(create)))
+    pool.shutdown(wait=False)
+    while len(_RESERVED) > 2:  # a Program never instantiated: its buffers go
+        _RESERVED.pop(0)[2].add_done_callback(_destroy_reserved)
+
+
+def _destroy_reserved(future) -> None:
+    if future.exception() is None:
+        for buf in future.result().values():
+            with contextlib.suppress(Exception):  # (on a lost device)
+                buf.destroy()
+
+
+def _reserved(buffers, device) -> dict:
+    """{buffer id: GPU buffer} that reserve() created for this buffer list on this device,
+    or {} (none, or their creation failed: the Runtime creates them and says why)."""
+    for k, (listed, dev, future) in enumerate(_RESERVED):
+        if listed is buffers and dev is device:
+            del _RESERVED[k]
+            try:
+                return future.result()
+            except Exception:
+                return {}
+    return {}
+
+
 class Runtime(base.Runtime):
     """One Program instantiated on the wgpu-py device."""
 
@@ -383,14 +453,22 @@ class Runtime(base.Runtime):
         param_buf = {s.buffer: n for d in (program.params, program.states) for n, s in d.items()}
         self.buffers = []
         self._owned = []
+        ahead = dict(_reserved(program.buffers, self.device))  # created while it was lowered (reserve)
         for b in program.buffers:
             n = param_buf.get(b.id)
+            made = ahead.pop(b.id, None)
             if n is not None and n in shared:
                 self.buffers.append(shared[n])
+                if made is not None:
+                    made.destroy()
                 continue
-            buf = self.device.create_buffer(size=b.size, usage=usage, label=b.label[:60])
+            buf = made if made is not None and made.size == b.size else None
+            if buf is None:
+                buf = self.device.create_buffer(size=b.size, usage=usage, label=b.label[:60])
             self.buffers.append(buf)
             self._owned.append(buf)
+        for buf in ahead.values():  # (none: a reservation is of this Program's buffers)
+            buf.destroy()
         for n, s in program.constants.items():  # data constants: uploaded once, never written again
             self.device.queue.write_buffer(self.buffers[s.buffer], s.offset, program.constant_bytes(n))
         layout = program.layout
