@@ -145,11 +145,37 @@ def test_the_buffers_created_while_lowering_are_the_runtimes(monkeypatch):
     for _ in range(3):
         a, b = tr.step(x=x, y=y), ref.step(x=x, y=y)
         assert abs(a.loss - b.loss) <= 1e-5 * abs(b.loss) and a.loss > 0
-    # buffers reserved for Programs never instantiated: the two latest are kept, older go
+    # buffers reserved for a Program never instantiated go when another is reserved
     for _ in range(3):
         native.reserve(list(rt.program.buffers))
-    assert len(native._RESERVED) == 2
-    native._RESERVED.clear()
+    [(_, _, last)] = native._RESERVED
+    buf = next(iter(last.result().values()))
+    native._device().queue.write_buffer(buf, 0, b"\0" * 4)  # a live buffer takes a write
+    native.cancel_reserved()
+    assert not native._RESERVED
+    import wgpu
+
+    with pytest.raises(wgpu.GPUValidationError, match="(?i)destroyed"):
+        native._device().queue.write_buffer(buf, 0, b"\0" * 4)
+
+
+def test_a_lowering_that_fails_lets_its_reserved_buffers_go(monkeypatch):
+    """The buffers reserved as a step was planned go when its kernels then fail to be
+    emitted: compile raises the error and nothing stays reserved."""
+    import importlib
+
+    from tgweb.backends import native
+
+    lower_mod = importlib.import_module("tgweb.lower")
+
+    def broken(*a, **k):
+        raise RuntimeError("no kernels today")
+
+    monkeypatch.setattr(lower_mod, "select_kernels", broken)
+    kw = dict(inputs={"x": (16, 3), "y": (16, 2)}, seed=3, optimizer=tg.optim.Adam(1e-2))
+    with pytest.raises(RuntimeError, match="no kernels today"):
+        tg.compile(MLP(), loss_fn, backend="native", **kw)
+    assert not native._RESERVED
 
 
 def _train(name: str, backend: str, steps: int, jitter: int | None = None):

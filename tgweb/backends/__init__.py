@@ -94,14 +94,15 @@ def prewarm(program: Program | None, backend: str) -> bool:
 
 
 def reserver(backend: str):
-    """What lower() hands a training step's planned buffers to, so that the device creates
-    them while Python goes on (lower's `reserve`): native.reserve; None elsewhere (the
-    browser's worker creates them as it instantiates the Program)."""
+    """(reserve, cancel): what lower() hands a training step's planned buffers to, so that
+    the device creates them while Python goes on (lower's `reserve`), and what lets them go
+    where the lowering fails: native.reserve and native.cancel_reserved; None elsewhere
+    (the browser's worker creates them as it instantiates the Program)."""
     if backend != "native":
         return None
     from . import native
 
-    return native.reserve
+    return native.reserve, native.cancel_reserved
 
 
 def make_engine(graph: Graph | None, program: Program | None, backend: str, precision: str, share=None):

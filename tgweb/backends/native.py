@@ -61,8 +61,7 @@ def forget_device() -> None:
     its Runtimes' claims on them (closing one of those later frees nothing of the new)."""
     global _DEVICE, _ADAPTER, _GENERATION
     _DEVICE = _ADAPTER = None
-    while _RESERVED:  # buffers of the old device, made for Programs not instantiated yet
-        _RESERVED.pop()[2].add_done_callback(_destroy_reserved)
+    cancel_reserved()  # the old device's
     _PIPELINES.clear()
     _PIPELINE_USERS.clear()
     _GENERATION += 1
@@ -387,16 +386,30 @@ def reserve(buffers) -> None:
                 if not _RESERVING["threads"]:
                     sys.setswitchinterval(_RESERVING["interval"])
 
+    cancel_reserved()  # a Program lowered before and never instantiated: its buffers go
     with _RESERVE_LOCK:
         if not _RESERVING["threads"]:
             _RESERVING["interval"] = sys.getswitchinterval()
             sys.setswitchinterval(min(_RESERVING["interval"], _RESERVE_SWITCH_S))
         _RESERVING["threads"] += 1
     pool = ThreadPoolExecutor(1, thread_name_prefix="tgweb-buffers")
-    _RESERVED.append((buffers, dev, pool.submit(create)))
-    pool.shutdown(wait=False)
-    while len(_RESERVED) > 2:  # a Program never instantiated: its buffers go
-        _RESERVED.pop(0)[2].add_done_callback(_destroy_reserved)
+    try:
+        _RESERVED.append((buffers, dev, pool.submit(create)))
+    except BaseException:  # no thread could start: nothing reserved
+        with _RESERVE_LOCK:
+            _RESERVING["threads"] -= 1
+            if not _RESERVING["threads"]:
+                sys.setswitchinterval(_RESERVING["interval"])
+        raise
+    finally:
+        pool.shutdown(wait=False)
+
+
+def cancel_reserved() -> None:
+    """Destroy the buffers reserved for a Program no Runtime took (its lowering failed, or
+    another compile came first), once they are made."""
+    while _RESERVED:
+        _RESERVED.pop()[2].add_done_callback(_destroy_reserved)
 
 
 def _destroy_reserved(future) -> None:
