@@ -199,7 +199,7 @@ def _planned(graph: Graph, device: dict | None, budget: int | None, backend: str
     plans = device is not None or budget is not None
     if not plans:
         return None, index_bounds(graph)
-    reserve, cancel = (reserver(backend) if device is not None else None) or (None, None)
+    reserve, cancel = reserver(backend) if device is not None else (None, None)
     try:
         program = lower(graph, name="step", max_memory=budget, reserve=reserve, **(device or {}))
     except BaseException:

@@ -327,7 +327,6 @@ export function markBoot(name) {
   times[name] = epochNow();
 }
 
-
 /** Start reading the kept snapshot's file, if there is one: by a worker of its own (the
  *  page's, where `port` is the promise of a MessagePort to one it started as it loaded,
  *  else one started now), or on this thread where none can start (a browser without

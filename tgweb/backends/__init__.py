@@ -96,10 +96,10 @@ def prewarm(program: Program | None, backend: str) -> bool:
 def reserver(backend: str):
     """(reserve, cancel): what lower() hands a training step's planned buffers to, so that
     the device creates them while Python goes on (lower's `reserve`), and what lets them go
-    where the lowering fails: native.reserve and native.cancel_reserved; None elsewhere
-    (the browser's worker creates them as it instantiates the Program)."""
+    where the lowering fails: native.reserve and native.cancel_reserved; (None, None)
+    elsewhere (the browser's worker creates them as it instantiates the Program)."""
     if backend != "native":
-        return None
+        return None, None
     from . import native
 
     return native.reserve, native.cancel_reserved

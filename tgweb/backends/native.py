@@ -372,19 +372,13 @@ def reserve(buffers) -> None:
         dev = _device()
     except NativeError:
         return
-    import wgpu
-
-    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-    wanted = [(b.id, b.size, b.label[:60]) for b in buffers]
+    wanted = list(buffers)
 
     def create():
         try:
-            return {i: dev.create_buffer(size=size, usage=usage, label=label) for i, size, label in wanted}
+            return {b.id: _storage_buffer(dev, b) for b in wanted}
         finally:
-            with _RESERVE_LOCK:
-                _RESERVING["threads"] -= 1
-                if not _RESERVING["threads"]:
-                    sys.setswitchinterval(_RESERVING["interval"])
+            _reservation_ended()
 
     cancel_reserved()  # a Program lowered before and never instantiated: its buffers go
     with _RESERVE_LOCK:
@@ -396,13 +390,26 @@ def reserve(buffers) -> None:
     try:
         _RESERVED.append((buffers, dev, pool.submit(create)))
     except BaseException:  # no thread could start: nothing reserved
-        with _RESERVE_LOCK:
-            _RESERVING["threads"] -= 1
-            if not _RESERVING["threads"]:
-                sys.setswitchinterval(_RESERVING["interval"])
+        _reservation_ended()
         raise
     finally:
         pool.shutdown(wait=False)
+
+
+def _reservation_ended() -> None:
+    """The thread switch interval as it was, once no reservation runs."""
+    with _RESERVE_LOCK:
+        _RESERVING["threads"] -= 1
+        if not _RESERVING["threads"]:
+            sys.setswitchinterval(_RESERVING["interval"])
+
+
+def _storage_buffer(dev, b):
+    """A GPU buffer for the Program's buffer b: storage, copied from and to."""
+    import wgpu
+
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    return dev.create_buffer(size=b.size, usage=usage, label=b.label[:60])
 
 
 def cancel_reserved() -> None:
@@ -461,7 +468,6 @@ class Runtime(base.Runtime):
         it is) and every kernel's offsets in one uniform buffer, in the slices of the
         Program's layout; _owned lists what close() destroys."""
         wgpu, program = self._wgpu, self.program
-        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         # params, and the module buffers an inference program reads (graph states)
         param_buf = {s.buffer: n for d in (program.params, program.states) for n, s in d.items()}
         self.buffers = []
@@ -475,9 +481,7 @@ class Runtime(base.Runtime):
                 if made is not None:
                     made.destroy()
                 continue
-            buf = made if made is not None and made.size == b.size else None
-            if buf is None:
-                buf = self.device.create_buffer(size=b.size, usage=usage, label=b.label[:60])
+            buf = made if made is not None and made.size == b.size else _storage_buffer(self.device, b)
             self.buffers.append(buf)
             self._owned.append(buf)
         for buf in ahead.values():  # (none: a reservation is of this Program's buffers)
