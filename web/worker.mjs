@@ -249,11 +249,62 @@ function fetchAhead(base, since) {
   return compiled;
 }
 
-// where the site's files are, and Pyodide's loader from there (files: serveFiles' first)
+// where the site's files are, and Pyodide's loader from there (files: serveFiles' first),
+// which shares its small modules while it runs
 async function pyodideLoader(files) {
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
-  const loadPyodide = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
+  const load = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
+  const loadPyodide = async (opts) => {
+    const sharing = shareSmallModules();
+    try {
+      return await load(opts);
+    } finally {
+      timings.small_modules = sharing.end();
+    }
+  };
   return { base, loadPyodide, indexURL: new URL("pyodide/", base).href };
+}
+
+// Where WebAssembly.Function is missing (Chromium), Emscripten wraps each JS function that
+// Pyodide puts in its function table in a wasm function of a module of its own, compiled
+// from a few dozen bytes that depend only on the signature (convertJsFunctionToWasm): about
+// 260 compiles while Python starts, of some 30 distinct modules, each a compile and a
+// code-cache lookup on the worker's thread. Until end(), a module of at most SMALL_MODULE
+// bytes is compiled once for each distinct content and the same WebAssembly.Module given
+// again (a module is instantiated any number of times); larger ones, and every other use
+// of the constructor, are the original's. end() puts the original back and returns
+// {compiled, shared}: the distinct small modules, and how many times one was given again.
+const SMALL_MODULE = 64;
+
+function shareSmallModules() {
+  const Original = WebAssembly.Module;
+  const made = new Map();
+  let shared = 0;
+  function Module(bytes, ...more) {
+    if (new.target === Module && !more.length && bytes instanceof Uint8Array && bytes.length <= SMALL_MODULE) {
+      const key = String.fromCharCode(...bytes);
+      const known = made.get(key);
+      if (known) {
+        shared += 1;
+        return known;
+      }
+      const module = new Original(bytes);
+      made.set(key, module);
+      return module;
+    }
+    // called without new it throws as the original does
+    return new.target ? Reflect.construct(Original, [bytes, ...more], new.target === Module ? Original : new.target)
+      : Original(bytes, ...more);
+  }
+  Module.prototype = Original.prototype; // instanceof holds for every module
+  Object.setPrototypeOf(Module, Original); // and Module.exports, imports, customSections are there
+  WebAssembly.Module = Module;
+  return {
+    end() {
+      if (WebAssembly.Module === Module) WebAssembly.Module = Original;
+      return { compiled: made.size, shared };
+    },
+  };
 }
 
 async function setupPython(files, cache) {

@@ -392,10 +392,24 @@ def test_the_snapshot_is_kept_once_the_page_says_so(browser, site_url):
         assert page.evaluate("window.app.tg.info.timings.wasm") > 0
         assert len(asked) == 2, asked
         assert _app_py(page, _PRELOADED) == [1, True, True]
+        # Emscripten's wrappers of JS functions, a tiny module each, were compiled once for
+        # each distinct module while Python restored; the constructor is the original after
+        small = page.evaluate("window.app.tg.info.timings.small_modules")
+        assert small["shared"] > small["compiled"] > 0, small
+        assert _app_py(page, _SMALL_MODULES_AFTER) == [True, False], "WebAssembly.Module is still shared"
         open_sample(page, "sin")
         train_app(page, 2)
     finally:
         ctx.close()
+
+
+# in the worker, once Python runs: the constructor is the browser's own, and each module new
+_SMALL_MODULES_AFTER = """
+from js import Uint8Array, WebAssembly
+from pyodide.ffi import to_js
+empty = Uint8Array.new(to_js([0, 97, 115, 109, 1, 0, 0, 0]))
+["[native code]" in str(WebAssembly.Module), WebAssembly.Module.new(empty) == WebAssembly.Module.new(empty)]
+"""
 
 
 _UNZIP = """async (b64) => {
