@@ -1,7 +1,8 @@
 """A visit's worker, traced (issue 38): the trainer page opened N times in one browser
 profile (the first visit, then repeat visits), each under Chromium's own tracing, and
 what held the tgweb worker's thread while Python started: when Pyodide's wasm arrived,
-whether V8 took it from its code cache, the worker thread's long tasks.
+whether V8 took it from its code cache, Pyodide's module scripts (compiled afresh or taken
+from V8's cache), the worker thread's long tasks.
 
     python3 build.py bundle && .venv/bin/python tools/trace_visit.py [--site DIR]
         [--visits N] [--linger S] [--out DIR] [SAMPLE]
@@ -84,7 +85,17 @@ def wasm_timeline(events: list[dict], long_ms: float) -> dict:
         and e["name"] in TASKS
         and e.get("dur", 0) >= long_ms * 1000
     ]
+    # Pyodide's module scripts compiled on that thread, and the code V8 took from its cache
+    scripts = [
+        (ms(e), round(e.get("dur", 0) / 1000, 1), url.rsplit("/", 1)[-1], data.get("consumedCacheSize", 0))
+        for e in events
+        if e.get("tid") == tid and e["name"] == "v8.compileModule"
+        for data in [e.get("args", {}).get("data", {})]
+        for url in [data.get("url", "")]
+        if "/pyodide/" in url
+    ]
     return {
+        "scripts": sorted(scripts),
         "stream": ms(starts[0]),
         "bytes": (chunks[0], chunks[-1]) if chunks else None,
         "code_cache": any(name == "wasm.Deserialize" for _, _, name in steps),
@@ -198,6 +209,9 @@ def _print(r: dict, v: int) -> None:
         f"  wasm: stream at {r['stream']}, bytes {b[0]}-{b[1]}" if b else f"  wasm: stream at {r['stream']}"
     )
     print(f"  V8's code cache: {'used' if r['code_cache'] else 'not used'}")
+    for at, dur, name, cached in r["scripts"]:
+        took = f"{cached} bytes of code from the cache" if cached else "compiled afresh"
+        print(f"  {at:8.1f} {dur:6.1f}  {name} ({took})")
     for at, dur, name in r["steps"]:
         print(f"  {at:8.1f} {dur:6.1f}  {name}")
     print("  the worker thread's long tasks:")
