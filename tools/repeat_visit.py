@@ -4,11 +4,14 @@ the repeat visit after it (the same profile: the HTTP cache, V8's code cache and
 IndexedDB, the compiled Programs and the Pyodide snapshot included, kept).
 
     python3 build.py bundle && .venv/bin/python tools/repeat_visit.py [--runs N]
-        [--site DIR --site DIR2 ...] [--linger S] [SAMPLE ...]
+        [--site DIR --site DIR2 ...] [--linger S] [--visits V] [SAMPLE ...]
 
 Each run opens /?autostart#SAMPLE twice in one new profile. The first visit stays open until
 the page says it kept its Python snapshot for the next visit (a visitor's tab stays open
-longer than the first step), then closes; the repeat visit follows in the same profile. For
+longer than the first step), then closes; the repeat visit follows in the same profile
+(--visits 3 or more: more repeat visits after it, "repeat 2" and on: Chromium keeps a
+script's compiled code from its second compile on, so the first repeat visit compiles
+Pyodide's module script again and later ones take it from V8's cache). For
 each visit it prints the time from navigation to the first loss on the page, the worker's
 start-up phases (Ready, the wasm, Python's restore) and the sample's compile (its source run:
 tracing and lowering, or the cached Programs of the trainer and what it attaches). Samples:
@@ -70,7 +73,11 @@ def visit(ctx, url: str, sample: str, keep: bool = False, linger: float = 0.0) -
         page.close()
 
 
-def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0) -> None:
+def _names(visits: int) -> list[str]:
+    return ["first", "repeat"] + [f"repeat {k}" for k in range(2, visits)]
+
+
+def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0, visits: int = 2) -> None:
     from playwright.sync_api import sync_playwright
 
     build = _build()
@@ -84,7 +91,7 @@ def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0) 
             f"http://127.0.0.1:{srv.server_address[1]}"
         )
     exe, args = build.chromium()  # a real GPU's where launch.sh exported GPU_CHROMIUM
-    got: dict = {(s, smp, v): [] for s in urls for smp in samples for v in ("first", "repeat")}
+    got: dict = {(s, smp, v): [] for s in urls for smp in samples for v in _names(visits)}
     with sync_playwright() as p:
         for _ in range(runs):
             for sample in samples:
@@ -94,7 +101,7 @@ def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0) 
                             profile, executable_path=exe, args=args, headless=True
                         )
                         try:
-                            for v in ("first", "repeat"):
+                            for v in _names(visits):
                                 r = visit(ctx, url, sample, keep=v == "first", linger=linger)
                                 got[(site, sample, v)].append(r)
                                 print(f"{site} {sample} {v} {json.dumps(r)}", flush=True)
@@ -110,10 +117,10 @@ def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0) 
         py = statistics.median(r["timings"].get("pyodide", float("nan")) for r in rs) / 1000
         each = ", ".join(f"{r['first_step_s']:.2f}" for r in rs)
         print(
-            f"{site[-15:]:15s} {sample:10s} {v:7s} {med['first_step_s']:10.2f}{'':12s}{med['ready_s']:6.2f}"
+            f"{site[-15:]:15s} {sample:10s} {v:9s}{med['first_step_s']:9.2f}{'':12s}{med['ready_s']:6.2f}"
             f"{wasm:6.2f}{py:8.2f}{med['compile_s']:9.2f}   {each}"
         )
-    snaps = {r["timings"].get("snapshot") for (_, _, v), rs in got.items() if v == "repeat" for r in rs}
+    snaps = {r["timings"].get("snapshot") for (_, _, v), rs in got.items() if v != "first" for r in rs}
     print(f"repeat visits' Python: {', '.join(sorted(map(str, snaps)))} (restored: from the kept snapshot)")
 
 
@@ -128,6 +135,12 @@ if __name__ == "__main__":
         metavar="S",
         help="seconds the first visit stays open after keeping its snapshot (default 0)",
     )
+    ap.add_argument(
+        "--visits", type=int, default=2, help="visits in each profile: the first, then repeats (default 2)"
+    )
     ap.add_argument("samples", nargs="*", default=["sin", "addition"])
     a = ap.parse_args()
-    main(a.runs, a.samples, [s.resolve() for s in a.site] if a.site else [_build().SITE], a.linger)
+    if a.visits < 2:
+        ap.error("--visits must be at least 2 (a first visit and a repeat)")
+    sites = [s.resolve() for s in a.site] if a.site else [_build().SITE]
+    main(a.runs, a.samples, sites, a.linger, a.visits)
