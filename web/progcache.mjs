@@ -509,10 +509,12 @@ async function restorePython(loadPyodide, { indexURL, size, fill, wheel }) {
     times.wanted = epochNow();
     try {
       const [, files] = await Promise.all([filled, unzipped]);
+      const dirs = new Set(); // each folder made once (a lookup of every part of its path)
       for (const [name, data] of files) {
-        const path = `${sitePackages}/${name}`;
-        FS.mkdirTree(path.slice(0, path.lastIndexOf("/")));
-        FS.writeFile(path, data);
+        const path = `${sitePackages}/${name}`, dir = path.slice(0, path.lastIndexOf("/"));
+        if (!dirs.has(dir)) FS.mkdirTree(dir);
+        dirs.add(dir);
+        FS.writeFile(path, data, { canOwn: true }); // the unzipped bytes are the file's own
       }
       times.unpacked = epochNow();
     } catch (e) {

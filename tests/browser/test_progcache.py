@@ -397,10 +397,31 @@ def test_the_snapshot_is_kept_once_the_page_says_so(browser, site_url):
         small = page.evaluate("window.app.tg.info.timings.small_modules")
         assert small["shared"] > small["compiled"] > 0, small
         assert _app_py(page, _SMALL_MODULES_AFTER) == [True, False], "WebAssembly.Module is still shared"
+        # the wheel's files, written by the restore's file system hook: each as its RECORD says
+        count, bad = _app_py(page, _WHEEL_FILES)
+        assert count > 100 and bad == [], (count, bad)
         open_sample(page, "sin")
         train_app(page, 2)
     finally:
         ctx.close()
+
+
+# every file the installed tgweb wheel's RECORD names, against the hash it gives there (read
+# as written: importlib.metadata.files leaves out the files that are missing)
+_WHEEL_FILES = """
+import base64, csv, hashlib
+from importlib import metadata
+dist = metadata.distribution("tgweb")
+rows = [r for r in csv.reader(dist.read_text("RECORD").splitlines()) if r and r[1]]
+def wrong(path, hashed):
+    try:
+        data = dist.locate_file(path).read_bytes()
+    except OSError:
+        return True
+    mode, _, value = hashed.partition("=")
+    return base64.urlsafe_b64encode(hashlib.new(mode, data).digest()).rstrip(b"=").decode() != value
+[len(rows), [path for path, hashed, *_ in rows if wrong(path, hashed)]]
+"""
 
 
 # in the worker, once Python runs: the constructor is the browser's own, and each module new
