@@ -33,7 +33,7 @@ import sys
 from typing import Any, Callable
 
 from . import ops, progcache
-from .backends import chosen_reason, lowering_for, require, reserver
+from .backends import chosen_reason, kernel_asker, lowering_for, require, reserver
 from .grad import append_grad
 from .ir import PRECISIONS, REGISTRY, Graph, Tensor, gc_paused, root, tracing, user_site
 from .lower import lower
@@ -195,13 +195,15 @@ def _check_limits(recover_every, max_memory) -> None:
 def _planned(graph: Graph, device: dict | None, budget: int | None, backend: str):
     """(the Program of a new training graph, or None, and its inputs' index bounds): the
     reference backend runs the graph itself, and plans only to hold a budget to account.
-    The native device creates the buffers while the kernels are emitted (reserver)."""
+    The native device creates the buffers while the kernels are emitted (reserver); the
+    browser's compiles each kernel's pipeline as it is emitted (kernel_asker)."""
     plans = device is not None or budget is not None
     if not plans:
         return None, index_bounds(graph)
     reserve, cancel = reserver(backend) if device is not None else (None, None)
+    ask = kernel_asker(backend) if device is not None else None
     try:
-        program = lower(graph, name="step", max_memory=budget, reserve=reserve, **(device or {}))
+        program = lower(graph, name="step", max_memory=budget, reserve=reserve, ask=ask, **(device or {}))
     except BaseException:
         if cancel is not None:
             cancel()

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from . import progcache
 from .arrays import InputError
-from .backends import lowering_for, make_engine
+from .backends import kernel_asker, lowering_for, make_engine
 from .ir import Graph, Tensor, TraceError, current_graph
 from .lower import lower
 from .ops.random import seed_word
@@ -63,7 +63,8 @@ class Inference:
         else:
             graph = self.traced()
             self._bounds = index_bounds(graph)
-            program = None if device is None else lower(graph, name="forward", **device)
+            ask = None if device is None else kernel_asker(trainer.backend)
+            program = None if device is None else lower(graph, name="forward", ask=ask, **device)
             if cache is not None:
                 cache.save(graph, self._bounds, program, single=self._single)
         self.graph = graph

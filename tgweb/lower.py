@@ -53,13 +53,16 @@ def lower(
     max_memory: int | None = None,
     memo: KernelMemo | None = None,
     reserve: Callable | None = None,
+    ask: Callable | None = None,
 ) -> Program:
     """Compile a graph (with its outputs, captures and updates) to a Program, its
     kernels tuned for target (tgweb.codegen.target; default: the CPU class).
     max_memory: the most bytes its buffers may hold together (fit_memory); None: no bound.
     memo: the texts' reuse (tgweb.codegen.reuse), given to count what it emitted.
     reserve: called with the Program's buffers (a list) once they are planned, before its
-    kernels are emitted (the native backend starts creating them: native.reserve)."""
+    kernels are emitted (the native backend starts creating them: native.reserve).
+    ask: called with each kernel as it is emitted (the browser's GPU process starts
+    compiling its pipeline while Python emits the rest: backends.kernel_asker)."""
     lim = limits_of(limits)
     target = target or Target()
     if target.workgroup_bytes != lim["maxComputeWorkgroupStorageSize"]:  # what its kernels may declare
@@ -74,7 +77,10 @@ def lower(
         sched, ups, store = fit_memory(graph, sched, ups, store, lim, scalars_id, ids, max_memory)
     if reserve is not None:
         reserve(store.buffers)
-    kernels = select_kernels(graph, store) + emit(sched, ups, store, target, memo)
+    selected = select_kernels(graph, store)
+    for k in selected if ask is not None else ():
+        ask(k)
+    kernels = selected + emit(sched, ups, store, target, memo, ask)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
     prog.meta["features"] = wgsl_features(prog.kernels)  # what the device must have been created with
@@ -497,20 +503,30 @@ def _over_budget(store: Storage, budget: int, chosen: list) -> None:
 
 
 def emit(
-    sched: KernelOrder, ups: Updates, store: Storage, target: Target, memo: KernelMemo | None = None
+    sched: KernelOrder,
+    ups: Updates,
+    store: Storage,
+    target: Target,
+    memo: KernelMemo | None = None,
+    ask: Callable | None = None,
 ) -> list[Kernel]:
     """The WGSL of every kernel: the scheduled groups (a repeated layer's kernels emitted
-    once: tgweb.codegen.reuse), then the copied updates."""
+    once: tgweb.codegen.reuse), then the copied updates; each handed to ask (if given) as
+    soon as it is made."""
     memo = memo or KernelMemo()
-    kernels = [
-        memo.kernel(g, k, sched, store.where, lambda g=g, k=k: _emit_group(g, k, sched, store, target))
-        for k, g in enumerate(sched.groups)
-    ]
+    kernels: list[Kernel] = []
+    for k, g in enumerate(sched.groups):
+        made = memo.kernel(g, k, sched, store.where, lambda g=g, k=k: _emit_group(g, k, sched, store, target))
+        kernels.append(made)
+        if ask is not None:
+            ask(made)
     for leaf, u in ups.copies:
         kc = KernelCtx(store.where)
         kc.ops, kc.site = ["copy"], u.site
         body, disp = emit_copy(kc, leaf, u)
         kernels.append(kc.kernel(f"k{len(kernels)}_copy", body, 256, disp))
+        if ask is not None:
+            ask(kernels[-1])
     return kernels
 
 

@@ -261,6 +261,12 @@ def _with_texts(d: dict) -> dict:
     return dict(d, kernels=kernels)
 
 
+def kernels_json(kernels: list["Kernel"]) -> str:
+    """Kernels as a JSON array, each as a Program's JSON has it but with its text in place
+    (gpu.mjs's prewarm takes such an array)."""
+    return json.dumps([_fields_of(k) for k in kernels], separators=(",", ":"), default=_fields_of)
+
+
 def _fields_of(obj) -> dict:
     """A dataclass (Kernel, Binding, Slot, ...) for json.dumps: its fields, in order."""
     names = _FIELD_NAMES.get(type(obj))

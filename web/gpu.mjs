@@ -72,9 +72,9 @@ async function createPipeline(device, kernels, layout, times) {
 // A pipeline is one per WGSL text and binding accesses; its bind group layout follows them.
 const pipelineKey = (k) => k.bindings.map((b) => (b.access === "read" ? "r" : "w")).join("") + "\n" + k.wgsl;
 
-function kernelGroups(program) {
+function kernelGroups(kernels) {
   const groups = new Map();
-  for (const k of program.kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
+  for (const k of kernels) groups.set(pipelineKey(k), [...(groups.get(pipelineKey(k)) || []), k]);
   return groups;
 }
 
@@ -122,13 +122,16 @@ function release(device, entries) {
 
 /** Ask the device for the pipelines of program's kernels now, so that an instantiate of a
  *  Program with the same kernels later finds them made (the worker does this for the Programs
- *  of the last visit, while Python starts). Nothing here reports an error: a kernel that fails
- *  is made again by instantiate, which throws why. Returns how many pipelines were asked for. */
+ *  of the last visit, while Python starts). program: a Program (its JSON text or object), or
+ *  an array of kernels as a Program has them (with their texts): those a compile has emitted
+ *  so far (tgweb.lower's `ask`). Nothing here reports an error: a kernel that fails is made
+ *  again by instantiate, which throws why. Returns how many pipelines were asked for. */
 export function prewarm(device, program) {
-  program = parseProgram(program);
+  if (typeof program === "string") program = JSON.parse(program);
+  const kernels = Array.isArray(program) ? program : parseProgram(program).kernels;
   const mine = pipelinesOf(device);
   let n = 0;
-  for (const [key, ks] of kernelGroups(program)) {
+  for (const [key, ks] of kernelGroups(kernels)) {
     if (mine.has(key)) continue;
     keep(mine, key, makePipeline(device, ks));
     n += 1;
@@ -180,7 +183,7 @@ export async function instantiate(device, program, { shared = {} } = {}) {
   const taken = []; // the pipelines this instance uses (entries of pipelinesOf(device))
   try {
     if (allocError) throw new ProgramError(`allocating the Program's buffers failed: ${allocError.message}`);
-    const groups = kernelGroups(program), mine = pipelinesOf(device);
+    const groups = kernelGroups(program.kernels), mine = pipelinesOf(device);
     const layouts = new Map(), pipelines = new Map(), times = [];
     const t1 = performance.now();
     let prewarmed = 0;

@@ -496,6 +496,39 @@ out
         assert kernel and chars > 100 and 0 < asked <= checked <= made, rows
 
 
+def test_a_lowering_in_the_worker_asks_for_each_kernel_as_it_emits_it(page):
+    """lower(ask=backends.kernel_asker("browser")), as tg.compile lowers a step in the
+    worker: each kernel goes to the GPU as it is emitted (the GPU process checks the texts
+    one after another, so the first start before the Program is whole), each distinct one
+    once, so that a prewarm of the Program then asks for nothing more; a Program lowered
+    without it still has its pipelines to ask for."""
+    src = """
+from tgweb import worker
+from tgweb.backends import kernel_asker, lowering_for
+from tgweb.compile import build_training_graph
+from tgweb.lower import lower
+from tgweb.optim.optimizers import from_spec
+from tgweb.samples import addition, sin
+
+def step(sample):
+    return build_training_graph(sample.Model(), sample.loss_fn, sample.INPUTS, from_spec(sample.OPTIMIZER)[0])
+
+h, device = worker.hooks(), lowering_for("browser")
+ask, seen = kernel_asker("browser"), []
+def counted(kernel):
+    seen.append(kernel.name)
+    ask(kernel)
+asked = lower(step(sin), ask=counted, **device)
+plain = lower(step(addition), **device)
+texts = len({(tuple(b.access for b in k.bindings), k.wgsl) for k in asked.kernels})
+[seen == [k.name for k in asked.kernels], texts, h.gpu.prewarm(h.device, asked.to_json()),
+ h.gpu.prewarm(h.device, plain.to_json()), kernel_asker("native") is None]
+"""
+    in_order, texts, again, plain, native = py(page, src)
+    assert in_order and texts > 1
+    assert again == 0 and plain > 0 and native
+
+
 def test_runtimes_share_the_pipelines_of_a_kernel_until_the_last_is_destroyed(page):
     """A Runtime takes the pipelines another made for the same kernels (a trainer's step and
     the programs attached to it share many), and runs as well; once every Runtime using them

@@ -93,6 +93,18 @@ def prewarm(program: Program | None, backend: str) -> bool:
     return browser.prewarm(program)
 
 
+def kernel_asker(backend: str):
+    """What lower() hands each kernel to as it emits it (lower's `ask`), where the device
+    compiles pipelines beside Python (the browser: Chromium's GPU process, which checks the
+    texts one after another): each distinct one is asked for at once, before the rest of the
+    Program is emitted; None elsewhere (and outside tgweb's worker)."""
+    if backend != "browser":
+        return None
+    from . import browser
+
+    return browser.kernel_asker()
+
+
 def reserver(backend: str):
     """(reserve, cancel): what lower() hands a training step's planned buffers to, so that
     the device creates them while Python goes on (lower's `reserve`), and what lets them go

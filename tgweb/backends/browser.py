@@ -25,7 +25,7 @@ from .. import jsbridge, worker
 from ..arrays import TYPECODE
 from ..codegen.target import Target, classify
 from ..ir import prod
-from ..program import LIMITS, Program
+from ..program import LIMITS, Program, kernels_json
 from ..step_data import ScalarWords
 from . import base
 
@@ -79,6 +79,24 @@ def prewarm(program: Program) -> bool:
     while len(_texts) > 2:  # a trainer's step and initial values; one never instantiated goes
         del _texts[next(iter(_texts))]
     return True
+
+
+def kernel_asker():
+    """In tgweb's worker: a function that asks the GPU for a kernel's pipeline (gpu.mjs's
+    prewarm) the first time a kernel of that text and those bindings comes, as lower() emits
+    them; None where nothing would be asked (prewarm's rule)."""
+    h = worker.hooks()
+    if h is None or not available():
+        return None
+    asked: set = set()
+
+    def ask(kernel) -> None:
+        key = (tuple(b.access for b in kernel.bindings), kernel.wgsl)
+        if key not in asked:
+            asked.add(key)
+            h.gpu.prewarm(h.device, kernels_json([kernel]))
+
+    return ask
 
 
 # the JSON texts prewarm made, by id of the Program (kept with it, so that the id stays its
