@@ -1,6 +1,7 @@
 """tools/trace_visit.py's reading of a trace: the wasm's stream and V8's steps with it
-on the thread that streamed it (the tgweb worker's), its long tasks, in ms since the
-page's navigation; other threads, short tasks and later navigations left out."""
+on the thread that streamed it (the tgweb worker's), Pyodide's module scripts compiled
+there (and the code taken from V8's cache), its long tasks, in ms since the page's
+navigation; other threads, short tasks and later navigations left out."""
 
 import importlib.util
 import sys
@@ -13,11 +14,16 @@ trace_visit = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(trace_visit)
 
 
-def ev(name, ts_ms, tid=7, dur_ms=None, ph="X"):
+def ev(name, ts_ms, tid=7, dur_ms=None, ph="X", data=None):
     e = {"name": name, "ts": 1000 * ts_ms, "tid": tid, "ph": ph}
     if dur_ms is not None:
         e["dur"] = 1000 * dur_ms
+    if data is not None:
+        e["args"] = {"data": data}
     return e
+
+
+ASM = "http://127.0.0.1:8000/pyodide/pyodide.asm.mjs"
 
 
 def test_the_worker_threads_wasm_and_long_tasks():
@@ -29,6 +35,9 @@ def test_the_worker_threads_wasm_and_long_tasks():
         ev("wasm.OnBytesReceived", 125, tid=9),  # another thread's module
         ev("wasm.OnBytesReceived", 310),
         ev("v8.compileModule", 150, dur_ms=30),
+        ev("v8.compileModule", 160, dur_ms=1, data={"url": ASM, "consumedCacheSize": 685816}),
+        ev("v8.compileModule", 165, dur_ms=1, data={"url": "http://127.0.0.1:8000/app.mjs"}),  # not Pyodide's
+        ev("v8.compileModule", 170, tid=9, dur_ms=40, data={"url": ASM}),  # another thread's
         ev("v8.callFunction", 200, dur_ms=2),  # short: left out
         ev("v8.callFunction", 205, tid=9, dur_ms=50),  # another thread: left out
         ev("wasm.FinishStreaming", 311, dur_ms=20),
@@ -40,6 +49,7 @@ def test_the_worker_threads_wasm_and_long_tasks():
     ]
     got = trace_visit.wasm_timeline(events, long_ms=8)
     assert got == {
+        "scripts": [(150.0, 1.0, "pyodide.asm.mjs", 685816)],
         "stream": 100.0,
         "bytes": (110.0, 300.0),
         "code_cache": True,
