@@ -201,7 +201,7 @@ def _planned(graph: Graph, device: dict | None, budget: int | None, backend: str
     if not plans:
         return None, index_bounds(graph)
     reserve, cancel = reserver(backend) if device is not None else (None, None)
-    ask = kernel_asker(backend) if device is not None else None
+    ask = kernel_asker(backend)  # None but in the browser's worker
     try:
         program = lower(graph, name="step", max_memory=budget, reserve=reserve, ask=ask, **(device or {}))
     except BaseException:

@@ -63,7 +63,7 @@ class Inference:
         else:
             graph = self.traced()
             self._bounds = index_bounds(graph)
-            ask = None if device is None else kernel_asker(trainer.backend)
+            ask = kernel_asker(trainer.backend)  # None but in the browser's worker
             program = None if device is None else lower(graph, name="forward", ask=ask, **device)
             if cache is not None:
                 cache.save(graph, self._bounds, program, single=self._single)

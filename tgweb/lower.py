@@ -78,8 +78,9 @@ def lower(
     if reserve is not None:
         reserve(store.buffers)
     selected = select_kernels(graph, store)
-    for k in selected if ask is not None else ():
-        ask(k)
+    for k in selected:
+        if ask is not None:
+            ask(k)
     kernels = selected + emit(sched, ups, store, target, memo, ask)
     prog = pack(graph, store, kernels, name)
     prog.meta["target"] = target.to_meta()
