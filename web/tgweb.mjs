@@ -56,7 +56,8 @@ export class TgwebError extends Error {
  *   autosave: true or {store, details}: keep the runs that Python's tgweb.worker.autosave()
  *             sends in tg.store (store.mjs; default: openStore()), under their name, with
  *             details(event)'s fields added; each save then emits "autosaved" (the saved
- *             run's pointer) or "autosave-error" (an Error: quota exceeded, private mode).
+ *             run's pointer) or "autosave-error" (an Error: quota exceeded, private mode);
+ *             tg.saving counts the saves not yet answered (0: every save has settled).
  *   prelude:  {source, filename}: Python (source: a string or a promise of one) run first,
  *             as the worker is ready: a page's own helpers. Sent with the start, it runs
  *             without waiting for the page to hear that the worker is ready; start() resolves
@@ -172,12 +173,17 @@ class Tgweb {
    *  keep the runs Python's tgweb.worker.autosave() sends in store (default: openStore()). */
   async keepRuns({ store, details } = {}) {
     this.store = store || (await openStore());
+    this.saving = 0;
     this.on("autosave", async (a) => {
       const { bytes, name, ...info } = a;
+      this.saving++;
       try {
         const extra = details ? await details(a) : {};
-        this._emit("autosaved", await this.store.saveRun(name, { ...info, ...extra, bytes }));
+        const pointer = await this.store.saveRun(name, { ...info, ...extra, bytes });
+        this.saving--;
+        this._emit("autosaved", pointer);
       } catch (e) {
+        this.saving--;
         this._emit("autosave-error", e);
       }
     });
