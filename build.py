@@ -342,6 +342,7 @@ def bundle_site() -> Path:
     tmp = ROOT / "build" / "site.tmp"
     files = _assemble_site(tmp)
     _site_snapshot(tmp)
+    _ship_programs(tmp)
     _precompress(tmp)
     old = ROOT / "build" / "site.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -381,6 +382,28 @@ def _site_snapshot(site: Path) -> None:
     manifest["files"][snap["file"]] = {"size": path.stat().st_size, "sha256": _sha256(path)}
     manifest["snapshot"] = snap
     (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def _ship_programs(site: Path) -> None:
+    """Add the samples' compiled Programs for the adapters of tools/adapters.json
+    (tools/ship_programs.py) to the site, and "programs" to its manifest: a first visit on
+    one of those adapters then finds its sample's Programs (web/progcache.mjs)."""
+    import json
+
+    tool = ROOT / "tools" / "ship_programs.py"
+    out = subprocess.run([sys.executable, tool, site], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        sys.exit(f"tools/ship_programs.py failed:\n{out.stdout}{out.stderr}")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if got["entries"]:
+        manifest = json.loads((site / "manifest.json").read_text())
+        manifest["programs"] = "programs/"
+        (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    print(
+        f"the site ships {got['entries']} compiled Programs ({got['bytes'] / 1e6:.1f} MB) for "
+        f"{len(got['adapters'])} adapters, made in {got['seconds']} s",
+        flush=True,
+    )
 
 
 # what the site serves gzip-compressed (make_server) from a NAME.gz beside each file; .zip is

@@ -191,3 +191,24 @@ def test_wheel_installs_into_a_fresh_venv_and_trains(wheel, tmp_path):
 
     assert r.stdout.startswith(f"tgweb {tgweb.__version__} (Python ")
     assert f"default backend: {out['backend']}" in r.stdout
+
+
+def test_the_wheels_build_id_is_the_checkouts(wheel, tmp_path):
+    # the Programs a site ships are keyed in the checkout (tools/ship_programs.py) and looked
+    # up by the wheel's tgweb in the page: both must hash the same files the same way
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(tmp_path)
+    code = "from tgweb import progcache; print(progcache.__file__); print(progcache.build_id())"
+    got = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    from tgweb import progcache
+
+    assert (tmp_path / "tgweb" / "_gpu.mjs").exists() and not (tmp_path / "web").exists()
+    where, built = got.stdout.split()
+    assert Path(where).is_relative_to(tmp_path) and built == progcache.build_id()

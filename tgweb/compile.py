@@ -33,7 +33,7 @@ import sys
 from typing import Any, Callable
 
 from . import ops, progcache
-from .backends import chosen_reason, kernel_asker, lowering_for, require, reserver
+from .backends import chosen_reason, kernel_asker, lowering_for, planned, require, reserver
 from .grad import append_grad
 from .ir import PRECISIONS, REGISTRY, Graph, Tensor, gc_paused, root, tracing, user_site
 from .lower import lower
@@ -52,7 +52,7 @@ _NO_DECAY_INITS = ("zeros", "ones", "constant")
 
 
 def default_backend() -> str:
-    if sys.platform == "emscripten":
+    if sys.platform == "emscripten" or planned.active():  # planned: as the browser would
         return "browser"
     try:
         native = importlib.import_module("tgweb.backends.native")

@@ -21,7 +21,10 @@ An entry is text: a format line, the SHA-256 of the body, the body (JSON). An en
 whose checksum, JSON, Program or key does not hold is discarded and rebuilt, never run.
 Stores: the browser worker's IndexedDB (web/progcache.mjs, reached through
 tgweb.worker.hooks()), or a DirStore / MemoryStore set with use(); none in CPython unless
-set. `last` records what the latest lookup did ("hit", "miss", "corrupt: ...").
+set. `last` records what the latest lookup did ("hit", "shipped", "miss", "corrupt: ...").
+A served site may ship entries for its samples on the adapters it was built for
+(tools/ship_programs.py, made in CPython by tgweb.backends.planned): the browser's store
+answers a key it lacks from there, checked as any entry, and keeps it.
 """
 
 from __future__ import annotations
@@ -125,14 +128,23 @@ def keyed(source: str, label: str = ""):
         _scope.reset(token)
 
 
+# the JavaScript tgweb runs (tgweb.export.js_files: web/'s in a checkout, the wheel's copies)
+BUILD_JS = ("bulk.mjs", "device.mjs", "gpu.mjs")
+
+
 @functools.cache
 def build_id() -> str:
-    """SHA-256 of tgweb's own files (Python and JS), so that any change of tgweb misses."""
+    """SHA-256 of tgweb's own files (its Python, and the JavaScript it runs: the same from a
+    checkout as from the wheel, which carries copies), so that any change of tgweb misses."""
+    from .export import js_files
+
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.suffix in (".py", ".mjs") and "__pycache__" not in p.parts:
+    for p in sorted(root.rglob("*.py")):
+        if "__pycache__" not in p.parts:
             h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    for name, p in zip(BUILD_JS, js_files(BUILD_JS)):
+        h.update(f"_{name}".encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -238,7 +250,9 @@ class Lookup:
         return cls(store, _digest(desc), scope["label"] if scope else "", params, kind="initial")
 
     def load(self, target) -> tuple[Skeleton, Program] | None:
-        """The entry's (Skeleton, Program), or None on a miss; a corrupt entry is deleted."""
+        """The entry's (Skeleton, Program), or None on a miss; a corrupt entry is deleted.
+        Outcomes: "hit", "shipped" (a hit on the site's shipped entry, now kept in the
+        store), "miss", "corrupt: ..." ."""
         text = self.store.get(self.key)
         if text is None:
             return self._outcome("miss")
@@ -248,7 +262,10 @@ class Lookup:
             self.store.delete(self.key)
             return self._outcome(f"corrupt: {e}")
         program.meta["target"] = target.to_meta()  # this adapter's name, the same class
-        self._outcome("hit")
+        shipped = self.key in getattr(self.store, "from_site", ())
+        if shipped:  # kept in this origin's cache, as a compile's own entry is
+            self.store.put(self.key, text, self._info(program))
+        self._outcome("shipped" if shipped else "hit")
         return skeleton, program
 
     def _parse(self, text: str) -> tuple[Skeleton, Program]:
@@ -283,9 +300,10 @@ class Lookup:
         body = {"key": self.key, "program": program.to_json(), "skeleton": Skeleton.describe(graph, bounds)}
         body = json.dumps({**body, "extra": extra}, separators=(",", ":"))
         text = f"{FORMAT}\n{hashlib.sha256(body.encode()).hexdigest()}\n{body}"
-        self.store.put(
-            self.key, text, {"label": self.label, "kernels": len(program.kernels), "kind": self.kind}
-        )
+        self.store.put(self.key, text, self._info(program))
+
+    def _info(self, program: Program) -> dict:
+        return {"label": self.label, "kernels": len(program.kernels), "kind": self.kind}
 
     def _outcome(self, what: str) -> None:
         if self.kind == "initial":  # a compile's own outcome is what `last` tells
@@ -329,16 +347,22 @@ class DirStore:
 
 class BrowserStore:
     """The page's IndexedDB cache (web/progcache.mjs) through the worker's hooks: get
-    waits (run_sync); put goes on in the background, so the first step need not wait."""
+    waits (run_sync), and asks the site's shipped entries for a key the cache lacks; put
+    goes on in the background, so the first step need not wait."""
 
     def __init__(self, js) -> None:
         self.js = js
+        self.from_site: set[str] = set()  # keys whose text came from the site's shipped ones
 
     def get(self, key: str) -> str | None:
         from pyodide.ffi import run_sync
 
         got = run_sync(self.js.get(key))
-        return got if isinstance(got, str) else None  # JS null arrives as jsnull
+        if not isinstance(got, str) and hasattr(self.js, "shipped"):  # JS null arrives as jsnull
+            got = run_sync(self.js.shipped(key))
+            if isinstance(got, str):
+                self.from_site.add(key)
+        return got if isinstance(got, str) else None
 
     def put(self, key: str, text: str, info: dict) -> None:
         from pyodide.ffi import to_js

@@ -330,7 +330,7 @@ async function ensureCompiled(s, show = true) {
   s.compiled = s.source;
   s.losses = [];
   s.rate = null;
-  const cached = s.info.cache === "hit" ? ", from the compiled programs" : "";
+  const cached = { hit: ", from the compiled programs", shipped: ", from the programs the site ships" }[s.info.cache] || "";
   log(`${s.title}: compiled in ${s.info.compile_s.toFixed(2)} s (${s.info.kernels ?? "?"} kernels, ` +
     `${s.info.params} parameters${cached})`);
   if (programs) programs.refresh().catch(() => {});

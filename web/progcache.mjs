@@ -9,6 +9,10 @@
 //   await cache.remove(key);
 //   await cache.clear();
 //
+// A served site may ship entries of its own (its samples' Programs for the adapters it was
+// built for: tools/ship_programs.py, manifest.json's "programs"): a key the cache lacks is
+// asked of the site (shipped), and Python keeps what it finds here.
+//
 // An entry's text carries its own checksum, which Python checks before it uses one: a
 // damaged or truncated entry is removed and compiled again, never run.
 //
@@ -84,6 +88,9 @@ class ProgramCache {
     // the texts recentPrograms read (for the pipelines made ahead): the first get of each
     // answers from here, without a transaction (then it is let go)
     this.read = new Map();
+    // where the site's shipped Programs are (tools/ship_programs.py: KEY.txt each), when it
+    // ships some: shipped(key) answers a key this cache lacks from there
+    this.site = null;
     // the snapshots' records, read as the cache opens: the first snapshotInfo (a repeat
     // visit's, once the site's manifest gave the key) answers from them, later ones read anew
     this._infos = this._snapshotInfos();
@@ -131,6 +138,18 @@ class ProgramCache {
       return req;
     }, METAS);
     return rec.text;
+  }
+
+  /** The site's shipped entry of key (its text, which Python checks as any), or null: what a
+   *  first visit on an adapter the site was built for finds (its sample unedited). */
+  async shipped(key) {
+    if (!this.site || !/^[0-9a-f]{64}$/.test(key)) return null;
+    try {
+      const r = await fetch(new URL(`${key}.txt`, this.site));
+      return r.ok ? await r.text() : null;
+    } catch {
+      return null; // unreachable: compiled instead
+    }
   }
 
   /** Keep text under key; info: {label, kernels, kind}. Then the least recently used

@@ -331,6 +331,9 @@ async function setupPython(files, cache) {
   const module = timeWasm(s, compiled);
   const manifest = await manifestReady;
   markBoot("manifest");
+  // the Programs the site ships (its samples' on the adapters it was built for): asked for
+  // by key where this origin's cache lacks one
+  if (manifest.programs) cache.then((c) => { if (c) c.site = new URL(manifest.programs, base); });
   const key = await snapshotKey(manifest);
   markBoot("key");
   // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while

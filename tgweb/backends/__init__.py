@@ -78,8 +78,19 @@ def lowering_for(backend: str) -> dict | None:
     runs the graph itself."""
     if backend == "reference":
         return None
-    mod = importlib.import_module(f"tgweb.backends.{backend}")
+    mod = _module(backend)
     return {"limits": mod.device_limits(), "target": mod.device_target()}
+
+
+def _module(backend: str):
+    """A GPU backend's module: the browser's is tgweb.backends.planned inside its planning()."""
+    from . import planned
+
+    return (
+        planned
+        if backend == "browser" and planned.active()
+        else importlib.import_module(f"tgweb.backends.{backend}")
+    )
 
 
 def prewarm(program: Program | None, backend: str) -> bool:
@@ -136,7 +147,7 @@ class RuntimeEngine:
     data as array.array."""
 
     def __init__(self, program: Program, backend: str, share=None) -> None:
-        mod = importlib.import_module(f"tgweb.backends.{backend}")
+        mod = _module(backend)
         self.program = program
         shared = None
         if share is not None:

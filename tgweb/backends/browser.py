@@ -124,6 +124,12 @@ def adapter_info() -> dict[str, str]:
     return _hooks().adapterInfo.to_py()
 
 
+def describe() -> dict:
+    """This page's adapter as tgweb.backends.planned plans for it ({"info", "limits"}): what
+    tools/adapters.json records of a real adapter, for the Programs a site ships."""
+    return {"info": adapter_info(), "limits": device_limits()}
+
+
 @functools.cache
 def _ffi():
     """pyodide.ffi, imported once (an import statement in _await costs each step)."""

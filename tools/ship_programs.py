@@ -1,0 +1,132 @@
+"""The compiled Programs a served site ships for the trainer page's samples, so that a first
+visit on a described adapter finds its sample's Programs as a repeat visit does (issue 38).
+
+    .venv/bin/python tools/ship_programs.py SITE_DIR [--adapters FILE] [--samples a,b]
+    .venv/bin/python tools/ship_programs.py --describe NAME   # this Chromium's adapter
+
+For each adapter of FILE (default: tools/adapters.json, adapters as the page's worker sees
+them, each taken from a real one: `tg.run("from tgweb.backends import browser;
+browser.describe()")`) it runs each sample's page source as the page's Start does
+(web/page/harness.py's page_exec, inside tgweb.backends.planned.planning: the "browser"
+backend on that adapter, planned without it) and writes each cache entry it makes to
+SITE_DIR/programs/KEY.txt, the key being the one that visit computes (tgweb's build, the
+sample's source, the adapter's class). The page's worker asks the site for a key its own
+cache lacks (web/progcache.mjs); an entry is checked as any cached one is, and an edited
+source, another tgweb or another adapter class has other keys: those compile as before.
+Prints one JSON line: {"entries", "bytes", "seconds", "adapters": {name: entries}}.
+--describe NAME prints the record of the adapter the trainer page gets in this machine's
+Chromium (build.py's: a real GPU's where launch.sh exported GPU_CHROMIUM), for adapters.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tgweb import progcache  # noqa: E402
+from tgweb.backends import planned  # noqa: E402
+
+ADAPTERS = ROOT / "tools" / "adapters.json"
+SAMPLES = ROOT / "web" / "page" / "samples"
+
+
+def _harness():
+    spec = importlib.util.spec_from_file_location("tgweb_page_harness", ROOT / "web" / "page" / "harness.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def entries(adapter: dict, samples: list[str]) -> dict[str, str]:
+    """Each cache entry (key -> text) the samples' page sources make on `adapter`."""
+    harness = _harness()
+    store = progcache.MemoryStore()
+    progcache.use(store)
+    try:
+        with planned.planning(adapter):
+            for name in samples:
+                source = (SAMPLES / f"{name}.py").read_text()
+                harness.page_exec(name, source, f"{name}.py", show=False)
+                harness._spaces.pop(name, None)
+    finally:
+        progcache.use(None)
+    return dict(store)
+
+
+def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
+    t0 = time.perf_counter()
+    out = site / "programs"
+    made: dict[str, str] = {}
+    counts = {}
+    for a in adapters:
+        got = entries(a, samples)
+        counts[a["name"]] = len(got)
+        made.update(got)
+    for key, text in made.items():
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{key}.txt").write_text(text)
+    return {
+        "entries": len(made),
+        "bytes": sum(len(t) for t in made.values()),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "adapters": counts,
+    }
+
+
+def describe(name: str) -> dict:
+    """The adapter the trainer page's worker gets in this machine's Chromium, named."""
+    import tempfile
+    import threading
+
+    from playwright.sync_api import sync_playwright
+
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    if not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    srv = build.make_server(build.SITE, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    exe, args = build.chromium()
+    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=exe, args=args, headless=True)
+        try:
+            page = ctx.new_page()
+            page.goto(f"http://127.0.0.1:{srv.server_address[1]}/")
+            page.wait_for_function("window.app && window.app.ready", timeout=300_000)
+            got = page.evaluate(
+                "window.app.tg.run('from tgweb.backends import browser\\nbrowser.describe()')"
+            )
+        finally:
+            ctx.close()
+            srv.shutdown()
+    return {"name": name, **got}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("site", type=Path, nargs="?")
+    ap.add_argument("--describe", metavar="NAME", help="print this Chromium's adapter for adapters.json")
+    ap.add_argument("--adapters", type=Path, default=ADAPTERS)
+    ap.add_argument("--samples", default="", help="comma-separated sample names (default: every sample)")
+    a = ap.parse_args(argv)
+    if a.describe:
+        print(json.dumps(describe(a.describe), indent=1))
+        return 0
+    if a.site is None:
+        ap.error("name the site's folder (or --describe NAME)")
+    adapters = json.loads(a.adapters.read_text())
+    samples = a.samples.split(",") if a.samples else sorted(p.stem for p in SAMPLES.glob("*.py"))
+    print(json.dumps(ship(a.site, adapters, samples)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
