@@ -28,7 +28,10 @@ _KEPT = """async (label) => {
     return out;
 }"""
 # the kept entries' kinds of a label, once the worker's puts are in
-_KINDS = "(label) => window.app.programs.refresh().then((l) => l.filter((e) => e.label === label).map((e) => e.kind).sort())"
+_KINDS = (
+    "(label) => window.app.programs.refresh()"
+    ".then((l) => l.filter((e) => e.label === label).map((e) => e.kind).sort())"
+)
 
 
 def _tool():
