@@ -2,7 +2,7 @@
 visit on a described adapter finds its sample's Programs as a repeat visit does (issue 38).
 
     .venv/bin/python tools/ship_programs.py SITE_DIR [--adapters FILE] [--samples a,b]
-    .venv/bin/python tools/ship_programs.py --describe NAME   # this Chromium's adapter
+    .venv/bin/python tools/ship_programs.py --describe NAME [SITE_DIR]   # this Chromium's adapter
 
 For each adapter of FILE (default: tools/adapters.json, adapters as the page's worker sees
 them, each taken from a real one: `tg.run("from tgweb.backends import browser;
@@ -80,8 +80,9 @@ def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
     }
 
 
-def describe(name: str) -> dict:
-    """The adapter the trainer page's worker gets in this machine's Chromium, named."""
+def describe(name: str, site: Path | None = None) -> dict:
+    """The adapter the trainer page's worker gets in this machine's Chromium, named (the
+    page served from site, default: site/, bundled if it is not there)."""
     import tempfile
     import threading
 
@@ -90,9 +91,9 @@ def describe(name: str) -> dict:
     spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
-    if not (build.SITE / "manifest.json").exists():
+    if site is None and not (build.SITE / "manifest.json").exists():
         build.bundle_site()
-    srv = build.make_server(build.SITE, 0)
+    srv = build.make_server(site or build.SITE, 0)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     exe, args = build.chromium()
     with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
@@ -118,7 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", default="", help="comma-separated sample names (default: every sample)")
     a = ap.parse_args(argv)
     if a.describe:
-        print(json.dumps(describe(a.describe), indent=1))
+        print(json.dumps(describe(a.describe, a.site), indent=1))
         return 0
     if a.site is None:
         ap.error("name the site's folder (or --describe NAME)")
