@@ -13,7 +13,8 @@ SITE_DIR/programs/KEY.txt, the key being the one that visit computes (tgweb's bu
 sample's source, the adapter's class). The page's worker asks the site for a key its own
 cache lacks (web/progcache.mjs); an entry is checked as any cached one is, and an edited
 source, another tgweb or another adapter class has other keys: those compile as before.
-Prints one JSON line: {"entries", "bytes", "seconds", "adapters": {name: entries}}.
+Prints one JSON line: {"keys", "entries", "bytes", "seconds", "adapters": {name: entries}}
+(build.py lists the keys in the site's manifest: the worker asks only for those).
 --describe NAME prints the record of the adapter the trainer page gets in this machine's
 Chromium (build.py's: a real GPU's where launch.sh exported GPU_CHROMIUM), for adapters.json.
 """
@@ -73,6 +74,7 @@ def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{key}.txt").write_text(text)
     return {
+        "keys": sorted(made),
         "entries": len(made),
         "bytes": sum(len(t) for t in made.values()),
         "seconds": round(time.perf_counter() - t0, 2),

@@ -88,9 +88,10 @@ class ProgramCache {
     // the texts recentPrograms read (for the pipelines made ahead): the first get of each
     // answers from here, without a transaction (then it is let go)
     this.read = new Map();
-    // where the site's shipped Programs are (tools/ship_programs.py: KEY.txt each), when it
-    // ships some: shipped(key) answers a key this cache lacks from there
+    // the site's shipped Programs (tools/ship_programs.py: KEY.txt each in a folder), when it
+    // ships some (ships()): shipped(key) answers a key this cache lacks from there
     this.site = null;
+    this.siteKeys = new Set();
     // the snapshots' records, read as the cache opens: the first snapshotInfo (a repeat
     // visit's, once the site's manifest gave the key) answers from them, later ones read anew
     this._infos = this._snapshotInfos();
@@ -140,10 +141,16 @@ class ProgramCache {
     return rec.text;
   }
 
+  /** The site ships entries: the keys listed (its manifest's), each as dir/KEY.txt. */
+  ships(dir, keys) {
+    this.site = dir;
+    this.siteKeys = new Set(keys);
+  }
+
   /** The site's shipped entry of key (its text, which Python checks as any), or null: what a
    *  first visit on an adapter the site was built for finds (its sample unedited). */
   async shipped(key) {
-    if (!this.site || !/^[0-9a-f]{64}$/.test(key)) return null;
+    if (!this.site || !this.siteKeys.has(key)) return null;
     try {
       const r = await fetch(new URL(`${key}.txt`, this.site));
       return r.ok ? await r.text() : null;

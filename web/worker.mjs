@@ -333,7 +333,9 @@ async function setupPython(files, cache) {
   markBoot("manifest");
   // the Programs the site ships (its samples' on the adapters it was built for): asked for
   // by key where this origin's cache lacks one
-  if (manifest.programs) cache.then((c) => { if (c) c.site = new URL(manifest.programs, base); });
+  if (manifest.programs) {
+    cache.then((c) => { if (c) c.ships(new URL(manifest.programs.dir, base), manifest.programs.keys); });
+  }
   const key = await snapshotKey(manifest);
   markBoot("key");
   // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while

@@ -58,7 +58,8 @@ def _shipped_site(tmp: Path, adapter: dict, samples: list[str]) -> Path:
     got = _tool().ship(out, [adapter], samples)
     assert got["entries"] > 0, got
     manifest = json.loads((site / "manifest.json").read_text())
-    (out / "manifest.json").write_text(json.dumps({**manifest, "programs": "programs/"}))
+    programs = {"dir": "programs/", "keys": got["keys"]}
+    (out / "manifest.json").write_text(json.dumps({**manifest, "programs": programs}))
     return out
 
 
