@@ -391,7 +391,7 @@ def _ship_programs(site: Path) -> None:
     import json
 
     tool = ROOT / "tools" / "ship_programs.py"
-    out = subprocess.run([sys.executable, tool, site], capture_output=True, text=True, check=False)
+    out = subprocess.run([PY, tool, site], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         sys.exit(f"tools/ship_programs.py failed:\n{out.stdout}{out.stderr}")
     got = json.loads(out.stdout.strip().splitlines()[-1])
