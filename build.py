@@ -397,11 +397,11 @@ def _ship_programs(site: Path) -> None:
     got = json.loads(out.stdout.strip().splitlines()[-1])
     if got["entries"]:
         manifest = json.loads((site / "manifest.json").read_text())
-        manifest["programs"] = {"dir": "programs/", "keys": got["keys"]}
+        manifest["programs"] = {"dir": "programs/", "keys": got["keys"], "adapters": got["adapters"]}
         (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
     print(
         f"the site ships {got['entries']} compiled Programs ({got['bytes'] / 1e6:.1f} MB) for "
-        f"{len(got['adapters'])} adapters, made in {got['seconds']} s",
+        f"{len(got['adapters'])} adapter(s), made in {got['seconds']} s",
         flush=True,
     )
 

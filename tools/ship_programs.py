@@ -13,8 +13,10 @@ SITE_DIR/programs/KEY.txt, the key being the one that visit computes (tgweb's bu
 sample's source, the adapter's class). The page's worker asks the site for a key its own
 cache lacks (web/progcache.mjs); an entry is checked as any cached one is, and an edited
 source, another tgweb or another adapter class has other keys: those compile as before.
-Prints one JSON line: {"keys", "entries", "bytes", "seconds", "adapters": {name: entries}}
-(build.py lists the keys in the site's manifest: the worker asks only for those).
+Prints one JSON line: {"keys", "adapters", "entries", "bytes", "seconds"} (build.py lists
+the keys and the adapters, each with its keys by sample, in the site's manifest: the worker
+asks only for those keys, and asks the GPU for the pipelines of the samples the page opens
+with while Python starts, on an adapter that matches one listed).
 --describe NAME prints the record of the adapter the trainer page gets in this machine's
 Chromium (build.py's: a real GPU's where launch.sh exported GPU_CHROMIUM), for adapters.json.
 """
@@ -45,10 +47,23 @@ def _harness():
     return mod
 
 
-def entries(adapter: dict, samples: list[str]) -> dict[str, str]:
-    """Each cache entry (key -> text) the samples' page sources make on `adapter`."""
+class _Store(progcache.MemoryStore):
+    """A MemoryStore that also keeps which label (sample) each entry is of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.labels: dict[str, list[str]] = {}
+
+    def put(self, key: str, text: str, info: dict) -> None:
+        super().put(key, text, info)
+        self.labels.setdefault(info["label"], []).append(key)
+
+
+def planned_entries(adapter: dict, samples: list[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """Each cache entry (key -> text) the samples' page sources make on `adapter`, and the
+    keys of each sample, in the order its run made them."""
     harness = _harness()
-    store = progcache.MemoryStore()
+    store = _Store()
     progcache.use(store)
     try:
         with planned.planning(adapter):
@@ -58,27 +73,35 @@ def entries(adapter: dict, samples: list[str]) -> dict[str, str]:
                 harness._spaces.pop(name, None)
     finally:
         progcache.use(None)
-    return dict(store)
+    return dict(store), store.labels
+
+
+def entries(adapter: dict, samples: list[str]) -> dict[str, str]:
+    """Each cache entry (key -> text) the samples' page sources make on `adapter`."""
+    return planned_entries(adapter, samples)[0]
 
 
 def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
+    """Write the entries to site/programs/; returns what the site's manifest lists of them
+    ("keys"; "adapters": each adapter's description and its keys by sample, with which
+    the worker asks for a sample's pipelines while Python starts) and figures."""
     t0 = time.perf_counter()
     out = site / "programs"
     made: dict[str, str] = {}
-    counts = {}
+    listed = []
     for a in adapters:
-        got = entries(a, samples)
-        counts[a["name"]] = len(got)
+        got, labels = planned_entries(a, samples)
+        listed.append({**planned.check(a), "name": a["name"], "labels": labels})
         made.update(got)
     for key, text in made.items():
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{key}.txt").write_text(text)
     return {
         "keys": sorted(made),
+        "adapters": listed,
         "entries": len(made),
         "bytes": sum(len(t) for t in made.values()),
         "seconds": round(time.perf_counter() - t0, 2),
-        "adapters": counts,
     }
 
 

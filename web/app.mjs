@@ -565,7 +565,8 @@ async function boot() {
   phases.begin("Starting: ", "downloading Pyodide");
   // the page's Python (harness.py) runs as the worker is ready, before start() resolves
   const harness = { source: fetchText("page/harness.py"), filename: "harness.py" };
-  const starting = start({ prelude: harness, on: {
+  // the sample the page opens with: the site's shipped Programs of it readied as Python starts
+  const starting = start({ prelude: harness, shipped: [current], on: {
     log: (l) => log(l.text, l.level === "error" || l.stream === "stderr" ? "err" : ""),
     startup: (p) => {
       app.startup.push(p.text);

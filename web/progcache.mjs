@@ -42,6 +42,12 @@ const done = (req) => new Promise((resolve, reject) => {
 
 const LIMITS = { maxEntries: 200, maxBytes: 48 << 20 };
 
+/** An entry's Program (its JSON text): the entry is its format line, its checksum, then
+ *  {"program": Program JSON, ...}. Throws where the text is not an entry. */
+export function entryProgram(text) {
+  return JSON.parse(text.slice(text.indexOf("\n", text.indexOf("\n") + 1) + 1)).program;
+}
+
 /** Open (or create) the cache; rejects where the browser has no IndexedDB for this page.
  *  limits: {maxEntries, maxBytes} (defaults LIMITS). */
 export async function openProgramCache(limits = {}) {
@@ -92,6 +98,7 @@ class ProgramCache {
     // ships some (ships()): shipped(key) answers a key this cache lacks from there
     this.site = null;
     this.siteKeys = new Set();
+    this.siteRead = new Map(); // key -> its text's promise, fetched ahead (fetchShipped)
     // the snapshots' records, read as the cache opens: the first snapshotInfo (a repeat
     // visit's, once the site's manifest gave the key) answers from them, later ones read anew
     this._infos = this._snapshotInfos();
@@ -148,9 +155,30 @@ class ProgramCache {
   }
 
   /** The site's shipped entry of key (its text, which Python checks as any), or null: what a
-   *  first visit on an adapter the site was built for finds (its sample unedited). */
-  async shipped(key) {
-    if (!this.site || !this.siteKeys.has(key)) return null;
+   *  first visit on an adapter the site was built for finds (its sample unedited). A text
+   *  fetched ahead answers the first ask of it. */
+  shipped(key) {
+    if (!this.site || !this.siteKeys.has(key)) return Promise.resolve(null);
+    const ahead = this.siteRead.get(key);
+    this.siteRead.delete(key);
+    return ahead || this._fetchShipped(key);
+  }
+
+  /** Fetch the site's shipped entries of keys now (the worker: those whose pipelines it asks
+   *  for while Python starts), each handed to then(text) as it comes, before Python's ask of
+   *  it is answered. Returns how many it asked for. */
+  fetchShipped(keys, then) {
+    const mine = keys.filter((k) => this.site && this.siteKeys.has(k));
+    for (const k of mine) {
+      this.siteRead.set(k, this._fetchShipped(k).then((text) => {
+        if (text) then(text);
+        return text;
+      }));
+    }
+    return mine.length;
+  }
+
+  async _fetchShipped(key) {
     try {
       const r = await fetch(new URL(`${key}.txt`, this.site));
       return r.ok ? await r.text() : null;
@@ -213,9 +241,8 @@ class ProgramCache {
     const out = [];
     for (const rec of recs) {
       if (rec) this.read.set(rec.key, rec.text);
-      try { // the entry: its format line, its checksum, then {"program": Program JSON, ...}
-        const text = rec.text;
-        out.push(JSON.parse(text.slice(text.indexOf("\n", text.indexOf("\n") + 1) + 1)).program);
+      try {
+        out.push(entryProgram(rec.text));
       } catch { /* not an entry */ }
     }
     return out;

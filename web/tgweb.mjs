@@ -58,6 +58,10 @@ export class TgwebError extends Error {
  *             details(event)'s fields added; each save then emits "autosaved" (the saved
  *             run's pointer) or "autosave-error" (an Error: quota exceeded, private mode);
  *             tg.saving counts the saves not yet answered (0: every save has settled).
+ *   shipped:  [label, ...]: a served site that ships compiled Programs for this adapter
+ *             (tools/ship_programs.py) has their pipelines made for these labels (the trainer
+ *             page: the sample it opens with) while Python starts, where this origin's cache
+ *             lacks them.
  *   prelude:  {source, filename}: Python (source: a string or a promise of one) run first,
  *             as the worker is ready: a page's own helpers. Sent with the start, it runs
  *             without waiting for the page to hear that the worker is ready; start() resolves
@@ -165,6 +169,7 @@ class Tgweb {
         interrupt: !!options.interrupt,
         powerPreference: options.powerPreference || null,
         files: this.files,
+        shipped: Array.isArray(options.shipped) ? options.shipped.map(String) : null,
       } });
     });
   }

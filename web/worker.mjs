@@ -29,7 +29,7 @@
 import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
-import { bootPython, bundledSnapshot, makeSnapshot, markBoot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
+import { bootPython, bundledSnapshot, entryProgram, makeSnapshot, markBoot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
 import { WITH_READER } from "./snapread.mjs";
 
 const post = (m) => self.postMessage(m);
@@ -48,6 +48,7 @@ let fatal = null;
 let hooks = null; // what Python sees as the module tgweb_js
 let deviceReady = null; // after a loss: the promise of the replacement device
 let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_data)
+let siteManifest = Promise.resolve(null); // the site's manifest.json, as soon as it is asked for
 // the Pyodide memory snapshot, when this visit has none to restore: made by a worker of its
 // own (this script, named SNAPSHOT_WORKER) once the first loss exists or the worker idles
 const SNAPSHOT_WORKER = "tgweb-snapshot";
@@ -139,6 +140,34 @@ async function setupGpu(options) {
   made = made || await newDevice(options);
   ({ adapter, device } = made);
   mark("gpu", s);
+}
+
+// What of an adapter the Programs a site ships for it were planned for (tools/adapters.json:
+// the worker's adapterInfo less its name and device id, and the device's limits): equal, the
+// keys Python computes are those the site lists (Python checks each entry all the same).
+const PLANNED_FOR = ["vendor", "architecture", "isFallbackAdapter", "features", "subgroupMinSize",
+  "subgroupMaxSize", "subgroupMatrixConfigs"];
+
+function plannedFor(listed, info, limits) {
+  return PLANNED_FOR.every((k) => JSON.stringify(listed.info[k]) === JSON.stringify(info[k])) &&
+    Object.entries(listed.limits).every(([name, value]) => limits[name] === value);
+}
+
+// The shipped Programs of `labels` on this adapter that the origin's cache lacks (a repeat
+// visit's come from it), fetched now, each one's pipelines asked for as it comes, before its
+// text answers Python's ask. Resolves, once they are asked of the site, to how many.
+async function warmShipped(manifest, cache, labels) {
+  const listed = manifest && manifest.programs && manifest.programs.adapters;
+  if (!cache || !Array.isArray(listed) || !Array.isArray(labels) || !labels.length) return 0;
+  const mine = listed.find((a) => plannedFor(a, adapterInfo(adapter), device.limits));
+  if (!mine) return 0;
+  const have = new Set((await cache.list()).map((e) => e.key));
+  const keys = labels.flatMap((l) => mine.labels[l] || []).filter((k) => !have.has(k));
+  return cache.fetchShipped(keys, (text) => {
+    try {
+      timings.shipped_prewarmed = (timings.shipped_prewarmed || 0) + gpu.prewarm(device, entryProgram(text));
+    } catch { /* not an entry: Python refuses it and compiles */ }
+  });
 }
 
 // A device with the adapter's maxima of the compute limits, so that every Program this
@@ -324,6 +353,7 @@ async function setupPython(files, cache) {
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
+  siteManifest = manifestReady;
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
   wheelReady.catch(() => {}); // reported where it is awaited
   const { loadPyodide, indexURL } = await pyodideLoader(files);
@@ -463,6 +493,11 @@ async function init(options) {
   // the GPU, Python and the Program cache come up concurrently
   const { cache, python } = options.files || !early ? startPython(options.files) : early;
   const gpuReady = setupGpu(options);
+  // a first visit of a site that ships its samples' Programs for this adapter: the pipelines
+  // of those the page opens with (options.shipped: their labels), asked for while Python starts
+  const shippedWarm = Promise.all([siteManifest, cache, gpuReady])
+    .then(([m, c]) => warmShipped(m, c, options.shipped))
+    .catch(() => 0);
   // the pipelines of the last visit's Programs (read while the device comes), made while Python
   // starts: their instantiate takes them
   const recent = cache.then((c) => (c ? c.recentPrograms() : []));
@@ -471,6 +506,7 @@ async function init(options) {
     .catch(() => 0);
   const [, manifest] = await Promise.all([gpuReady, python]);
   timings.prewarmed = await prewarmed; // how many pipelines were asked for ahead
+  timings.shipped_fetched = await shippedWarm; // how many of the site's shipped entries were fetched ahead
   let s2 = performance.now();
   hooks = {
     emit: (event, json) => {

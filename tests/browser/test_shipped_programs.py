@@ -4,7 +4,8 @@ tgweb.backends.planned), in real Chromium + Pyodide on SwiftShader.
 The site is shipped for this Chromium's own adapter (as tools/adapters.json records a real
 one): its entries for addition are the very keys and texts a first visit's compile keeps,
 byte for byte; a first visit of the shipped site takes its trainer's, its initial values'
-and its attached program's Programs from the site (outcome "shipped"), keeps them in the
+and its attached program's Programs from the site (outcome "shipped"; their pipelines asked
+for while Python started, the page having opened at that sample), keeps them in the
 origin's cache, and trains and predicts exactly as the compiled visit; a damaged shipped
 entry is refused and compiled again.
 """
@@ -58,7 +59,7 @@ def _shipped_site(tmp: Path, adapter: dict, samples: list[str]) -> Path:
     got = _tool().ship(out, [adapter], samples)
     assert got["entries"] > 0, got
     manifest = json.loads((site / "manifest.json").read_text())
-    programs = {"dir": "programs/", "keys": got["keys"]}
+    programs = {"dir": "programs/", "keys": got["keys"], "adapters": got["adapters"]}
     (out / "manifest.json").write_text(json.dumps({**manifest, "programs": programs}))
     return out
 
@@ -94,6 +95,12 @@ def test_a_first_visit_takes_the_programs_the_site_ships(browser, site_url, tmp_
             assert drawn == 0  # the shipped initial values' program drew them on the GPU
             assert again == first_losses and predicted_again == predicted
             assert "from the programs the site ships" in page.text_content("#log")
+            # the page opened at #addition: the worker asked for those Programs' pipelines while
+            # Python started, and the trainer's Runtime found every one of them asked for
+            runtime = "_r = _spaces['addition']['trainer'].engine.rt._rt\n[_r.prewarmed, _r.pipelineCount]"
+            made, count = _app_py(page, runtime)
+            assert made == count > 0, (made, count)
+            assert page.evaluate("window.app.tg.info.timings.shipped_fetched") == len(kept) == 3
             # kept in the origin's own cache, as a compile's entries are
             assert _kept(page, "addition") == kept
             assert not page.problems, page.problems
