@@ -74,3 +74,27 @@ def test_inside_planning_the_browser_backend_is_the_described_adapter():
         device = lowering_for("browser")
         assert device["limits"] == planned.check(a)["limits"] and device["target"].cls == "gpu"
         assert device["target"].subgroup_sizes == (32, 32)
+
+
+def test_a_planned_runtime_keeps_its_program_and_runs_nothing():
+    import array
+
+    from tgweb.samples import sin
+
+    with planned.planning(ADAPTERS[0]):
+        tr = sin_trainer(sin)
+        rt = tr.engine.rt
+        assert isinstance(rt, planned.Runtime) and rt.program is tr.program
+        name, slot = next(iter(tr.program.params.items()))
+        n = 1
+        for d in slot.shape:
+            n *= d
+        with pytest.raises(ValueError, match=f"params {name!r}: {n + 1} values for a slot of {n}"):
+            rt.write("params", name, array.array("f", [0.0] * (n + 1)))
+        assert rt.read("params", name) == array.array("f", [0.0] * n)  # nothing ran: zeros
+
+
+def sin_trainer(sin):
+    import tgweb as tg
+
+    return tg.compile(sin.Model(), sin.loss_fn, inputs=sin.INPUTS, optimizer=sin.OPTIMIZER)
