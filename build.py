@@ -399,6 +399,8 @@ def _ship_programs(site: Path) -> None:
         manifest = json.loads((site / "manifest.json").read_text())
         manifest["programs"] = {"dir": "programs/", "keys": got["keys"], "adapters": got["adapters"]}
         (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    for adapter, errors in got["failed"].items():
+        print(f"warning: the site ships no Programs for {sorted(errors)} on {adapter}: {errors}", flush=True)
     print(
         f"the site ships {got['entries']} compiled Programs ({got['bytes'] / 1e6:.1f} MB) for "
         f"{len(got['adapters'])} adapter(s), made in {got['seconds']} s",

@@ -49,6 +49,16 @@ def test_a_bad_adapter_description_is_refused_naming_what(bad, says):
     assert not planned.active()
 
 
+def test_every_sample_is_planned_for_every_recorded_adapter():
+    tool = _tool()
+    samples = sorted(p.stem for p in tool.SAMPLES.glob("*.py"))
+    for a in ADAPTERS:
+        got, labels, failed = tool.planned_entries(a, samples)
+        assert failed == {}, failed
+        # every sample whose trainer the cache keeps (torchgpt's optimizer keeps host state)
+        assert set(labels) == set(samples) - {"torchgpt"} and sum(map(len, labels.values())) == len(got)
+
+
 def test_samples_are_planned_for_the_adapter_and_nothing_stays_planned():
     nvidia = ADAPTERS[0]
     got = _tool().entries(nvidia, ["sin"])

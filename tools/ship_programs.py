@@ -13,7 +13,9 @@ SITE_DIR/programs/KEY.txt, the key being the one that visit computes (tgweb's bu
 sample's source, the adapter's class). The page's worker asks the site for a key its own
 cache lacks (web/progcache.mjs); an entry is checked as any cached one is, and an edited
 source, another tgweb or another adapter class has other keys: those compile as before.
-Prints one JSON line: {"keys", "adapters", "entries", "bytes", "seconds"} (build.py lists
+Prints one JSON line: {"keys", "adapters", "failed" (by adapter, the samples whose page
+source failed to run there, with the error: their Programs compile in the tab as before),
+"entries", "bytes", "seconds"} (build.py lists
 the keys and the adapters, each with its keys by sample, in the site's manifest: the worker
 asks only for those keys, and asks the GPU for the pipelines of the samples the page opens
 with while Python starts, on an adapter that matches one listed).
@@ -59,26 +61,36 @@ class _Store(progcache.MemoryStore):
         self.labels.setdefault(info["label"], []).append(key)
 
 
-def planned_entries(adapter: dict, samples: list[str]) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """Each cache entry (key -> text) the samples' page sources make on `adapter`, and the
-    keys of each sample, in the order its run made them."""
+def planned_entries(adapter: dict, samples: list[str]) -> tuple[dict[str, str], dict[str, list[str]], dict]:
+    """Each cache entry (key -> text) the samples' page sources make on `adapter`, the keys
+    of each sample in the order its run made them, and the error of each sample whose run
+    failed (its entries made before the error are kept: each is whole, and a visit compiles
+    the rest)."""
     harness = _harness()
     store = _Store()
+    failed = {}
     progcache.use(store)
     try:
         with planned.planning(adapter):
             for name in samples:
                 source = (SAMPLES / f"{name}.py").read_text()
-                harness.page_exec(name, source, f"{name}.py", show=False)
+                try:
+                    harness.page_exec(name, source, f"{name}.py", show=False)
+                except Exception as e:
+                    failed[name] = f"{type(e).__name__}: {e}"
                 harness._spaces.pop(name, None)
     finally:
         progcache.use(None)
-    return dict(store), store.labels
+    return dict(store), store.labels, failed
 
 
 def entries(adapter: dict, samples: list[str]) -> dict[str, str]:
-    """Each cache entry (key -> text) the samples' page sources make on `adapter`."""
-    return planned_entries(adapter, samples)[0]
+    """Each cache entry (key -> text) the samples' page sources make on `adapter`; raises
+    RuntimeError naming a sample whose run failed."""
+    got, _, failed = planned_entries(adapter, samples)
+    if failed:
+        raise RuntimeError(f"planning failed for {failed}")
+    return got
 
 
 def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
@@ -88,17 +100,20 @@ def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
     t0 = time.perf_counter()
     out = site / "programs"
     made: dict[str, str] = {}
-    listed = []
+    listed, failed = [], {}
     for a in adapters:
-        got, labels = planned_entries(a, samples)
+        got, labels, errors = planned_entries(a, samples)
         listed.append({**planned.check(a), "name": a["name"], "labels": labels})
         made.update(got)
+        if errors:
+            failed[a["name"]] = errors
     for key, text in made.items():
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{key}.txt").write_text(text)
     return {
         "keys": sorted(made),
         "adapters": listed,
+        "failed": failed,
         "entries": len(made),
         "bytes": sum(len(t) for t in made.values()),
         "seconds": round(time.perf_counter() - t0, 2),
