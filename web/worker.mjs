@@ -49,6 +49,7 @@ let hooks = null; // what Python sees as the module tgweb_js
 let deviceReady = null; // after a loss: the promise of the replacement device
 let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_data)
 let siteManifest = Promise.resolve(null); // the site's manifest.json, as soon as it is asked for
+let siteBase = null; // the URL of the site's folder
 // the Pyodide memory snapshot, when this visit has none to restore: made by a worker of its
 // own (this script, named SNAPSHOT_WORKER) once the first loss exists or the worker idles
 const SNAPSHOT_WORKER = "tgweb-snapshot";
@@ -153,6 +154,12 @@ function plannedFor(listed, info, limits) {
     Object.entries(listed.limits).every(([name, value]) => limits[name] === value);
 }
 
+// Tell the cache where the site's shipped Programs are, and which (the manifest's list).
+function shipsFrom(manifest, cache) {
+  const p = manifest && manifest.programs;
+  if (cache && p && typeof p.dir === "string" && Array.isArray(p.keys)) cache.ships(new URL(p.dir, siteBase), p.keys);
+}
+
 // The shipped Programs of `labels` on this adapter that the origin's cache lacks (a repeat
 // visit's come from it), fetched now, each one's pipelines asked for as it comes, before its
 // text answers Python's ask. Resolves, once they are asked of the site, to how many.
@@ -161,6 +168,7 @@ async function warmShipped(manifest, cache, labels) {
   if (!cache || !Array.isArray(listed) || !Array.isArray(labels) || !labels.length) return 0;
   const mine = listed.find((a) => plannedFor(a, adapterInfo(adapter), device.limits));
   if (!mine) return 0;
+  shipsFrom(manifest, cache); // (setupPython tells it too, maybe not yet)
   const have = new Set((await cache.list()).map((e) => e.key));
   const keys = labels.flatMap((l) => mine.labels[l] || []).filter((k) => !have.has(k));
   return cache.fetchShipped(keys, (text) => {
@@ -354,6 +362,7 @@ async function setupPython(files, cache) {
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
   const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
   siteManifest = manifestReady;
+  siteBase = base;
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
   wheelReady.catch(() => {}); // reported where it is awaited
   const { loadPyodide, indexURL } = await pyodideLoader(files);
@@ -363,9 +372,7 @@ async function setupPython(files, cache) {
   markBoot("manifest");
   // the Programs the site ships (its samples' on the adapters it was built for): asked for
   // by key where this origin's cache lacks one
-  if (manifest.programs) {
-    cache.then((c) => { if (c) c.ships(new URL(manifest.programs.dir, base), manifest.programs.keys); });
-  }
+  cache.then((c) => shipsFrom(manifest, c));
   const key = await snapshotKey(manifest);
   markBoot("key");
   // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while
