@@ -15,10 +15,10 @@ cache lacks (web/progcache.mjs); an entry is checked as any cached one is, and a
 source, another tgweb or another adapter class has other keys: those compile as before.
 Prints one JSON line: {"keys", "adapters", "failed" (by adapter, the samples whose page
 source failed to run there, with the error: their Programs compile in the tab as before),
-"entries", "bytes", "seconds"} (build.py lists
-the keys and the adapters, each with its keys by sample, in the site's manifest: the worker
-asks only for those keys, and asks the GPU for the pipelines of the samples the page opens
-with while Python starts, on an adapter that matches one listed).
+"entries", "bytes", "seconds"}. build.py lists the keys and the adapters (each with its keys
+by sample) in the site's manifest: the worker asks only for those keys, and on an adapter
+that matches one listed asks the GPU for the pipelines of the samples the page opens with
+while Python starts.
 --describe NAME prints the record of the adapter the trainer page gets in this machine's
 Chromium (build.py's: a real GPU's where launch.sh exported GPU_CHROMIUM), for adapters.json.
 """
