@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
 from tgweb import progcache  # noqa: E402
 from tgweb.backends import planned  # noqa: E402
@@ -107,8 +108,9 @@ def ship(site: Path, adapters: list[dict], samples: list[str]) -> dict:
         made.update(got)
         if errors:
             failed[a["name"]] = errors
-    for key, text in made.items():
+    if made:
         out.mkdir(parents=True, exist_ok=True)
+    for key, text in made.items():
         (out / f"{key}.txt").write_text(text)
     return {
         "keys": sorted(made),
@@ -127,10 +129,9 @@ def describe(name: str, site: Path | None = None) -> dict:
     import threading
 
     from playwright.sync_api import sync_playwright
+    from repeat_visit import _build
 
-    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = _build()
     if site is None and not (build.SITE / "manifest.json").exists():
         build.bundle_site()
     srv = build.make_server(site or build.SITE, 0)

@@ -168,7 +168,6 @@ async function warmShipped(manifest, cache, labels) {
   if (!cache || !Array.isArray(listed) || !Array.isArray(labels) || !labels.length) return 0;
   const mine = listed.find((a) => plannedFor(a, adapterInfo(adapter), device.limits));
   if (!mine) return 0;
-  shipsFrom(manifest, cache); // (setupPython tells it too, maybe not yet)
   const have = new Set((await cache.list()).map((e) => e.key));
   const keys = labels.flatMap((l) => mine.labels[l] || []).filter((k) => !have.has(k));
   return cache.fetchShipped(keys, (text) => {
@@ -370,9 +369,6 @@ async function setupPython(files, cache) {
   const module = timeWasm(s, compiled);
   const manifest = await manifestReady;
   markBoot("manifest");
-  // the Programs the site ships (its samples' on the adapters it was built for): asked for
-  // by key where this origin's cache lacks one
-  cache.then((c) => shipsFrom(manifest, c));
   const key = await snapshotKey(manifest);
   markBoot("key");
   // restored from the memory snapshot after importing tgweb: the site's own (fetched now, while
@@ -502,8 +498,10 @@ async function init(options) {
   const gpuReady = setupGpu(options);
   // a first visit of a site that ships its samples' Programs for this adapter: the pipelines
   // of those the page opens with (options.shipped: their labels), asked for while Python starts
+  // (the cache told of the site's shipped Programs first: Python asks for them by key where
+  // this origin's cache lacks one, once Ready, which waits for this)
   const shippedWarm = Promise.all([siteManifest, cache, gpuReady])
-    .then(([m, c]) => warmShipped(m, c, options.shipped))
+    .then(([m, c]) => { shipsFrom(m, c); return warmShipped(m, c, options.shipped); })
     .catch(() => 0);
   // the pipelines of the last visit's Programs (read while the device comes), made while Python
   // starts: their instantiate takes them

@@ -1,5 +1,5 @@
 """The browser backend planned in CPython for an adapter described, without one: what a
-served site's shipped Programs are made with (tgweb.progcache.ship, build.py's bundle).
+served site's shipped Programs are made with (tools/ship_programs.py, build.py's bundle).
 
 An adapter is described as the browser's worker sees it: {"info": its adapter info (the
 worker's adapterInfo: vendor, architecture, the optional features offered, subgroup sizes),
