@@ -343,6 +343,7 @@ def bundle_site() -> Path:
     files = _assemble_site(tmp)
     _site_snapshot(tmp)
     _ship_programs(tmp)
+    _version_site(tmp)
     _precompress(tmp)
     old = ROOT / "build" / "site.old"
     shutil.rmtree(old, ignore_errors=True)
@@ -406,6 +407,66 @@ def _ship_programs(site: Path) -> None:
         f"{len(got['adapters'])} adapter(s), made in {got['seconds']} s",
         flush=True,
     )
+
+
+# The site's version in its URLs (web/versioned.mjs): the page's two scripts and every import of
+# one of the site's own modules by another (static, re-exported or dynamic, either quote) name
+# it as ?v=VERSION, and the modules add it to the URLs they make; Pyodide's own files have a
+# version of their own (PYODIDE_MARK in versioned.mjs). So a browser may keep every file but
+# the page for good: make_server says so (IMMUTABLE) for a request of the right version.
+SITE_IMPORT = re.compile(r"""(\b(?:from|import)\s*\(?\s*)(["'])(\.{1,2}/[^"'?#]+\.mjs)\2""")
+PAGE_SCRIPTS = ('href="app.css"', 'src="disk-loader.js"')
+PYODIDE_MARK = "const PYODIDE = null;"
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+def _site_modules(site: Path) -> list[Path]:
+    """The site's own modules (web/'s): not Pyodide's, PyScript's or JupyterLite's."""
+    return sorted(f for f in site.rglob("*.mjs") if f.parent == site or (site / "page") in f.parents)
+
+
+def _files_version(site: Path, files: list[Path], seed: str = "") -> str:
+    """A hash of seed and of the files' names (from site) and contents, 16 hex digits."""
+    import hashlib
+
+    h = hashlib.sha256(seed.encode())
+    for f in sorted(files):
+        h.update(f"{f.relative_to(site).as_posix()}\0".encode() + bytes.fromhex(_sha256(f)))
+    return h.hexdigest()[:16]
+
+
+def _version_site(site: Path) -> dict:
+    """Name the site's versions in its URLs and in its manifest ("version", and "pyodide_files":
+    {version, files}); returns the manifest. Pyodide's own files (pyodide/ less the site's
+    snapshot) have a version of their own, written into versioned.mjs; the site's is a hash of
+    every other file but index.html (which names it) and of the manifest less the time it was
+    built. A change to a file gives its version anew; Pyodide's stays while Pyodide does."""
+    import json
+
+    manifest = json.loads((site / "manifest.json").read_text())
+    own = sorted({*PYODIDE_FILES, "pyodide-lock.json", *(f.name for f in (site / "pyodide").glob("*.whl"))})
+    pyodide_files = [site / "pyodide" / name for name in own]
+    pyodide = {"version": _files_version(site, pyodide_files), "files": own}
+    module = (site / "versioned.mjs").read_text()
+    if module.count(PYODIDE_MARK) != 1:
+        sys.exit(f"web/versioned.mjs no longer has {PYODIDE_MARK!r} once: update build.py's PYODIDE_MARK")
+    (site / "versioned.mjs").write_text(
+        module.replace(PYODIDE_MARK, f"const PYODIDE = {json.dumps(pyodide)};")
+    )
+    skip = {*pyodide_files, site / "index.html", site / "manifest.json"}
+    rest = [f for f in site.rglob("*") if f.is_file() and f not in skip]
+    version = _files_version(site, rest, json.dumps({**manifest, "built": None}, sort_keys=True))
+    for f in _site_modules(site):
+        f.write_text(SITE_IMPORT.sub(rf"\1\2\3?v={version}\2", f.read_text()))
+    page = (site / "index.html").read_text()
+    for ref in PAGE_SCRIPTS:
+        if page.count(ref) != 1:
+            sys.exit(f"web/index.html no longer has {ref!r} once: update build.py's PAGE_SCRIPTS")
+        page = page.replace(ref, f'{ref[:-1]}?v={version}"')
+    (site / "index.html").write_text(page)
+    manifest.update(version=version, pyodide_files=pyodide)
+    (site / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
 
 
 # what the site serves gzip-compressed (make_server) from a NAME.gz beside each file; .zip is
@@ -744,23 +805,46 @@ def accepts_gzip(accept_encoding: str) -> bool:
 LITE_PATH = "/lite/"
 
 
-def make_server(directory: Path, port: int = 0):
+def make_server(directory: Path, port: int = 0, latency: float = 0.0):
     """An HTTP server for the site on 127.0.0.1 (a secure context, so WebGPU works):
-    right MIME types, no caching, and cross-origin isolation (not under LITE_PATH) so
-    that the page can share memory with the worker (used to interrupt running Python). A file with a
-    NAME.gz beside it (_precompress) goes gzip-compressed to a client that accepts it,
-    with Content-Encoding and Vary: Accept-Encoding; others get the file itself."""
+    right MIME types, and cross-origin isolation (not under LITE_PATH) so that the page can
+    share memory with the worker (used to interrupt running Python). A file asked for at its
+    version (?v=, _version_site: as the site's manifest said when the server started) may be
+    kept for good (IMMUTABLE); anything else must be asked again (no-cache). A file
+    with a NAME.gz beside it (_precompress) goes gzip-compressed to a client that accepts it,
+    with Content-Encoding and Vary: Accept-Encoding; others get the file itself. latency:
+    seconds each request waits before its answer (a visitor far from the server, for
+    tools/repeat_visit.py)."""
     import http.server
+    import json
+    import time
+    import urllib.parse
+
+    try:
+        manifest = json.loads((Path(directory) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        manifest = {}
+    # each file's version: Pyodide's own files by path, the others' (None) the site's
+    versions = {None: manifest.get("version")}
+    pyodide = manifest.get("pyodide_files") or {}
+    versions.update({f"/pyodide/{name}": pyodide.get("version") for name in pyodide.get("files", ())})
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME}
         encoding = None  # "gzip" while the request is answered from NAME.gz
         vary = False  # the answer depends on Accept-Encoding
+        immutable = False  # a file asked for at its version, and found
 
         def __init__(self, *a, **kw):
             super().__init__(*a, directory=str(directory), **kw)
 
         def send_head(self):
+            if latency:
+                time.sleep(latency)
+            url = urllib.parse.urlsplit(self.path)
+            v = urllib.parse.parse_qs(url.query).get("v")
+            want = versions.get(url.path, versions[None])
+            self.immutable = isinstance(want, str) and v == [want]
             plain = super().translate_path(self.path)
             self.vary = os.path.isfile(plain) and os.path.isfile(plain + ".gz")
             takes = accepts_gzip(self.headers.get("Accept-Encoding", ""))
@@ -777,6 +861,8 @@ def make_server(directory: Path, port: int = 0):
         def send_response(self, code, message=None):
             if code != 200:  # a 304 or an error carries no body to decode
                 self.encoding = None
+            if code not in (200, 304):  # an error is not kept
+                self.immutable = False
             super().send_response(code, message)
 
         def end_headers(self):
@@ -784,7 +870,7 @@ def make_server(directory: Path, port: int = 0):
                 self.send_header("Content-Encoding", self.encoding)
             if self.vary:
                 self.send_header("Vary", "Accept-Encoding")
-            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Cache-Control", IMMUTABLE if self.immutable else "no-cache")
             if not self.path.startswith(LITE_PATH):
                 self.send_header("Cross-Origin-Opener-Policy", "same-origin")
                 self.send_header("Cross-Origin-Embedder-Policy", "require-corp")

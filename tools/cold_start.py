@@ -205,7 +205,7 @@ def _timed(request, origin: float) -> dict:
     except Exception:  # a request the browser answered from its cache has no sizes
         size = -1
     return {
-        "name": request.url.split("/", 3)[-1] or "/",
+        "name": request.url.split("?")[0].split("/", 3)[-1] or "/",  # less the site's version
         "start": start,
         "first byte": start + t["responseStart"] if t["responseStart"] >= 0 else float("nan"),
         "end": start + t["responseEnd"] if t["responseEnd"] >= 0 else float("nan"),

@@ -4,7 +4,7 @@ the repeat visit after it (the same profile: the HTTP cache, V8's code cache and
 IndexedDB, the compiled Programs and the Pyodide snapshot included, kept).
 
     python3 build.py bundle && .venv/bin/python tools/repeat_visit.py [--runs N]
-        [--site DIR --site DIR2 ...] [--linger S] [--visits V] [SAMPLE ...]
+        [--site DIR --site DIR2 ...] [--linger S] [--visits V] [--latency MS] [SAMPLE ...]
 
 Each run opens /?autostart#SAMPLE twice in one new profile. The first visit stays open until
 the page says it kept its Python snapshot for the next visit (a visitor's tab stays open
@@ -18,7 +18,9 @@ tracing and lowering, or the cached Programs of the trainer and what it attaches
 sin and addition unless named. With several --site (bundled sites, e.g. a copy of site/ from
 before a change) the runs alternate between them (the machine's load drifts) and each site
 gets its column. Run it on the H200 machine for the issue's targets (launch.sh exports
-GPU_CHROMIUM; the adapter is printed).
+GPU_CHROMIUM; the adapter is printed). --latency MS: each request waits that long at the
+server, as for a visitor far from it (a repeat visit asks the server for the page alone:
+build.py's make_server lets the browser keep the site's versioned files).
 """
 
 from __future__ import annotations
@@ -77,7 +79,14 @@ def _names(visits: int) -> list[str]:
     return ["first", "repeat"] + [f"repeat {k}" for k in range(2, visits)]
 
 
-def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0, visits: int = 2) -> None:
+def main(
+    runs: int,
+    samples: list[str],
+    sites: list[Path],
+    linger: float = 0.0,
+    visits: int = 2,
+    latency_ms: float = 0.0,
+) -> None:
     from playwright.sync_api import sync_playwright
 
     build = _build()
@@ -85,7 +94,7 @@ def main(runs: int, samples: list[str], sites: list[Path], linger: float = 0.0, 
         build.bundle_site()
     urls = {}
     for site in sites:
-        srv = build.make_server(site, 0)
+        srv = build.make_server(site, 0, latency=latency_ms / 1000)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         urls[site.name if site.name != "site" else site.parent.name] = (
             f"http://127.0.0.1:{srv.server_address[1]}"
@@ -138,9 +147,16 @@ if __name__ == "__main__":
     ap.add_argument(
         "--visits", type=int, default=2, help="visits in each profile: the first, then repeats (default 2)"
     )
+    ap.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="each request's wait at the server (default 0)",
+    )
     ap.add_argument("samples", nargs="*", default=["sin", "addition"])
     a = ap.parse_args()
     if a.visits < 2:
         ap.error("--visits must be at least 2 (a first visit and a repeat)")
     sites = [s.resolve() for s in a.site] if a.site else [_build().SITE]
-    main(a.runs, a.samples, sites, a.linger, a.visits)
+    main(a.runs, a.samples, sites, a.linger, a.visits, a.latency)

@@ -87,7 +87,12 @@ def wasm_timeline(events: list[dict], long_ms: float) -> dict:
     ]
     # Pyodide's module scripts compiled on that thread, and the code V8 took from its cache
     scripts = [
-        (ms(e), round(e.get("dur", 0) / 1000, 1), url.rsplit("/", 1)[-1], data.get("consumedCacheSize", 0))
+        (
+            ms(e),
+            round(e.get("dur", 0) / 1000, 1),
+            url.split("?")[0].rsplit("/", 1)[-1],
+            data.get("consumedCacheSize", 0),
+        )
         for e in events
         if e.get("tid") == tid and e["name"] == "v8.compileModule"
         for data in [e.get("args", {}).get("data", {})]

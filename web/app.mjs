@@ -12,6 +12,7 @@ import { ProgramsPanel } from "./page/programs.mjs";
 import { openProgramCache } from "./progcache.mjs";
 import { renderFigures as renderViewFigures, renderParts } from "./page/view.mjs";
 import { CorruptRun, openStore } from "./store.mjs";
+import { versioned } from "./versioned.mjs";
 
 
 const $ = (id) => document.getElementById(id);
@@ -286,7 +287,7 @@ function select(name) {
 async function fetchText(path) {
   // opened from disk or as the single file: no fetch there; disk-loader.js holds the files
   if (globalThis.tgwebDisk && globalThis.tgwebDisk.files) return globalThis.tgwebDisk.text(path);
-  const r = await fetch(path);
+  const r = await fetch(versioned(path, import.meta.url));
   if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
   return r.text();
 }

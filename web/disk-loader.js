@@ -19,16 +19,23 @@
     // start() takes it. The reader of the Python snapshot a visit kept starts beside it
     // (snapread.mjs's readerFor): its bytes come sooner than from a reader the worker would
     // start once its own modules are in.
+    // (at the version of the site this script's URL names, as web/versioned.mjs does)
+    const src = document.currentScript.src;
+    const version = new URL(src).searchParams.get("v");
+    const at = (name) => {
+      const url = new URL(name, src);
+      if (version) url.searchParams.set("v", version);
+      return url;
+    };
     if (navigator.gpu) {
-      const src = document.currentScript.src;
-      const worker = new Worker(new URL("worker.mjs", src), { type: "module", name: "tgweb+reader" });
-      import(new URL("snapread.mjs", src).href).then((m) => m.readerFor(worker, new URL("snapread.mjs?reader", src)),
+      const worker = new Worker(at("worker.mjs"), { type: "module", name: "tgweb+reader" });
+      import(at("snapread.mjs").href).then((m) => m.readerFor(worker, at("snapread.mjs?reader")),
         (e) => worker.postMessage({ type: "reader", failed: String(e) }));
       globalThis.tgwebWorker = worker;
     }
     const app = document.createElement("script");
     app.type = "module";
-    app.src = new URL("app.mjs", document.currentScript.src).href;
+    app.src = at("app.mjs").href;
     document.head.append(app);
     return;
   }

@@ -29,6 +29,7 @@
 // "snapshot"): its first visit restores that one and keeps its bytes here for the next.
 
 import { epochNow, READER, readSnapshotFile, sha256, SNAPSHOT_FILE, snapshotDir } from "./snapread.mjs";
+import { versioned } from "./versioned.mjs";
 
 const NAME = "tgweb-programs", VERSION = 2, STORE = "programs", METAS = "metas", SNAPSHOTS = "snapshots";
 const INFO = "size "; // what is kept of a snapshot (its size, checksum, file) is under this and its key
@@ -180,7 +181,7 @@ class ProgramCache {
 
   async _fetchShipped(key) {
     try {
-      const r = await fetch(new URL(`${key}.txt`, this.site));
+      const r = await fetch(versioned(`${key}.txt`, this.site));
       return r.ok ? await r.text() : null;
     } catch {
       return null; // unreachable: compiled instead
@@ -397,7 +398,7 @@ export function readSnapshotAhead(port = null) {
 }
 
 async function readInWorker() { // async: a Worker that cannot be made rejects
-  const w = new Worker(new URL("./snapread.mjs", import.meta.url), { type: "module", name: READER });
+  const w = new Worker(versioned("./snapread.mjs", import.meta.url), { type: "module", name: READER });
   const got = answers(w, () => w.terminate());
   w.postMessage(null);
   return got;

@@ -23,6 +23,7 @@
 import { noWebGPU } from "./device.mjs";
 import { openStore } from "./store.mjs";
 import { readerFor, WITH_READER } from "./snapread.mjs";
+import { versioned } from "./versioned.mjs";
 
 export { CorruptRun, openStore } from "./store.mjs";
 export { openProgramCache } from "./progcache.mjs"; // the compiled Programs: list(), remove(key), clear()
@@ -108,16 +109,18 @@ function moduleWorker(options) {
     return early;
   }
   const base = new URL(options.base || "./", options.base ? location.href : import.meta.url);
+  // this build's files where they are this module's own site (another base: as they are there)
+  const at = (name) => (options.base ? new URL(name, base) : versioned(name, base));
   // a worker must be same-origin with the page: loading tgweb from another origin (a
   // static host, with CORS), the worker is a same-origin module that imports it
-  const worker = new URL("worker.mjs", base);
+  const worker = at("worker.mjs");
   if (worker.origin !== location.origin) { // (such a worker starts its snapshot's reader itself)
     const url = URL.createObjectURL(new Blob([`import ${JSON.stringify(worker.href)};`], { type: "text/javascript" }));
     return new Worker(url, { type: "module", name: "tgweb" });
   }
   // the snapshot's reader starts beside it, as the trainer page's does (disk-loader.js)
   const w = new Worker(worker, { type: "module", name: WITH_READER });
-  readerFor(w, new URL("snapread.mjs?reader", base));
+  readerFor(w, at("snapread.mjs?reader"));
   return w;
 }
 

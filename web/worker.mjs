@@ -31,6 +31,7 @@ import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice 
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
 import { bootPython, bundledSnapshot, entryProgram, makeSnapshot, markBoot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
 import { WITH_READER } from "./snapread.mjs";
+import { versioned } from "./versioned.mjs";
 
 const post = (m) => self.postMessage(m);
 const timings = {};
@@ -263,8 +264,8 @@ function fetchAhead(base, since) {
   const netFetch = self.fetch;
   const ahead = new Map();
   for (const name of ["pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip", "pyodide/pyodide-lock.json"]) {
-    const url = new URL(name, base).href;
-    const response = netFetch.call(self, url);
+    const url = new URL(name, base).href; // as Pyodide asks for it; fetched at this build's URL
+    const response = netFetch.call(self, versioned(url));
     response.catch(() => {}); // Pyodide's own fetch reports it
     ahead.set(url, response);
   }
@@ -273,7 +274,7 @@ function fetchAhead(base, since) {
   compiled.then(() => mark("wasm", since), () => {}); // failed: Pyodide fetches and compiles it itself
   // what Pyodide's own fetch of the wasm gets: nothing to read where it was compiled here
   // (instantiateWasm below takes the module), else the file afresh
-  ahead.set(wasm, compiled.then(() => new Response(null), () => netFetch.call(self, wasm)));
+  ahead.set(wasm, compiled.then(() => new Response(null), () => netFetch.call(self, versioned(wasm))));
   self.fetch = (req, init) => {
     const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
     const response = ahead.get(href);
@@ -289,7 +290,7 @@ function fetchAhead(base, since) {
 // which shares its small modules while it runs
 async function pyodideLoader(files) {
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
-  const load = files ? await filesPyodide(files) : (await import("./pyodide/pyodide.mjs")).loadPyodide;
+  const load = files ? await filesPyodide(files) : await servedPyodide(base);
   const loadPyodide = async (opts) => {
     const sharing = shareSmallModules();
     try {
@@ -299,6 +300,17 @@ async function pyodideLoader(files) {
     }
   };
   return { base, loadPyodide, indexURL: new URL("pyodide/", base).href };
+}
+
+// Pyodide's module script (1.2 MB) at this build's URL, which Pyodide's own import would
+// ask for without the version: imported here (setupPython, as early as it can) and handed to
+// loadPyodide
+const asmModule = (base) => import(versioned("pyodide/pyodide.asm.mjs", base).href);
+
+async function servedPyodide(base) {
+  const asm = asmModule(base);
+  const { loadPyodide } = await import(versioned("pyodide/pyodide.mjs", base).href);
+  return async (opts) => loadPyodide({ ...opts, createPyodideModule: (await asm).default });
 }
 
 // Where WebAssembly.Function is missing (Chromium), Emscripten wraps each JS function that
@@ -350,16 +362,16 @@ async function setupPython(files, cache) {
   const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
   const compiled = files ? null : fetchAhead(base, s);
   if (!files) {
-    // Pyodide's module script (1.2 MB), imported now rather than once pyodide.mjs and the
-    // lock file are in: loadPyodide's own import of it then finds it loaded
-    import(new URL("pyodide/pyodide.asm.mjs", base).href).then(() => markBoot("asm"), () => {}); // loadPyodide reports it
+    // Pyodide's module script, imported now rather than once pyodide.mjs and the lock file
+    // are in: loadPyodide gets it (servedPyodide) loaded
+    asmModule(base).then(() => markBoot("asm"), () => {}); // loadPyodide reports it
     // the kept snapshot's file, read while those come (a page opened from disk keeps it in
     // IndexedDB), by the reader the page started where it did
     readSnapshotAhead(pageReader);
   }
   dataBase = new URL("data/", base);
   // the manifest and then the tgweb wheel load while Pyodide's module loads and boots
-  const manifestReady = fetch(new URL("manifest.json", base)).then((r) => r.json());
+  const manifestReady = fetch(versioned("manifest.json", base)).then((r) => r.json());
   siteManifest = manifestReady;
   siteBase = base;
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
@@ -391,8 +403,9 @@ async function setupPython(files, cache) {
   return manifest;
 }
 
+// a file of the site (at this build's URL)
 async function fetchBytes(url) {
-  const r = await fetch(url);
+  const r = await fetch(versioned(url));
   if (!r.ok) throw new Error(`${url.pathname.split("/").pop()}: HTTP ${r.status}`);
   return new Uint8Array(await r.arrayBuffer());
 }

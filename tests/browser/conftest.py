@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -153,6 +154,12 @@ def _site_is_stale(site: Path) -> bool:
     return False
 
 
+def site_file(path: str) -> re.Pattern:
+    """A route's pattern for the site's file at path at whatever version its URL names (the
+    bundled site asks for its files at ?v=VERSION, build.py's _version_site), or none."""
+    return re.compile(rf"^[^?#]*/{re.escape(path)}([?#].*)?$")
+
+
 def without_site_snapshot(page):
     """Serve page the site's manifest.json without its "snapshot" (as a site bundled without
     a Node.js with JSPI is): a visit then boots Python and keeps a snapshot of its own."""
@@ -162,7 +169,7 @@ def without_site_snapshot(page):
         manifest.pop("snapshot", None)
         route.fulfill(status=200, content_type="application/json", body=json.dumps(manifest))
 
-    page.route("**/manifest.json", strip)
+    page.route(site_file("manifest.json"), strip)
 
 
 def open_app(browser, site_url, sample: str = "", site_snapshot: bool = True):

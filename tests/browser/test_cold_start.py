@@ -5,12 +5,15 @@ big data files, which the worker fetches when a sample first reads them."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import threading
 import zipfile
 
 from .conftest import _build, open_app, py, run_py
 
 SHAKESPEARE = "tinyshakespeare.txt"
+FIRST_LOSS = "window.app && window.app.state.sin && window.app.state.sin.losses.length > 0"
 STARTUP = [
     "downloading Pyodide",
     "compiling Pyodide (WebAssembly, as it arrives)",
@@ -68,7 +71,7 @@ def test_the_sites_wheel_leaves_the_text_out():
 
 FETCHED = """
 from pyodide.code import run_js
-list(run_js("performance.getEntriesByType('resource').map((e) => e.name.split('/').pop())"
+list(run_js("performance.getEntriesByType('resource').map((e) => e.name.split('?')[0].split('/').pop())"
             ".filter((n) => n.endsWith('.txt'))"))
 """
 
@@ -202,3 +205,44 @@ def test_trace_visit_follows_a_repeat_visits_worker(browser, site_url):
         # code only from its second compile on: a first visit's is compiled afresh)
         assert [n for _, _, n, _ in r["scripts"]].count("pyodide.asm.mjs") == 1, r["scripts"]
     assert all(cached == 0 for _, _, name, cached in first["scripts"]), first["scripts"]
+
+
+def test_a_repeat_visit_asks_the_server_for_the_page_alone(browser):
+    """The bundled site asks for each of its files at its version (build.py's _version_site,
+    web/versioned.mjs) and the server lets the browser keep those for good: a repeat visit
+    asks the server for the page alone (no revalidation of the site's files, which a visitor
+    far from the server waits for, one round trip after another), restores the kept
+    snapshot, takes the cached Programs and trains. The first visit asked for every file at
+    its version: Pyodide's own at Pyodide's, the others at the site's."""
+    build = _build()
+    manifest = json.loads((build.SITE / "manifest.json").read_text())
+    versions = {"site": manifest["version"], "pyodide": manifest["pyodide_files"]["version"]}
+    srv = build.make_server(build.SITE, 0)
+    asked: list[str] = []
+    srv.RequestHandlerClass.log_request = lambda handler, *a: asked.append(handler.path)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}/?autostart#sin"
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.goto(url)
+        page.wait_for_function("window.app && window.app.snapshot", timeout=120000)
+        page.close()
+        first, asked[:] = list(asked), []
+        page = ctx.new_page()
+        page.goto(url)
+        page.wait_for_function(FIRST_LOSS, timeout=120000)
+        assert asked == ["/?autostart"], asked
+        t = page.evaluate("window.app.tg.info.timings")
+        assert t["snapshot"] == "restored", t
+        assert page.evaluate("window.app.state.sin.info.cache") == "hit"
+        assert page.evaluate("window.app.state.sin.losses.length") > 0
+    finally:
+        ctx.close()
+        srv.shutdown()
+        srv.server_close()
+    assert first[0] == "/?autostart" and len(first) > 30, first
+    for path in first[1:]:
+        name, _, query = path.partition("?")
+        pyodide = name.removeprefix("/pyodide/") in manifest["pyodide_files"]["files"]
+        assert query.endswith(f"v={versions['pyodide' if pyodide else 'site']}"), path

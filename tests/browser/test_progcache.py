@@ -21,10 +21,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import urllib.request
 import zipfile
 
-from .conftest import losses, open_app, open_harness, open_sample, py, train_app
+from .conftest import losses, open_app, open_harness, open_sample, py, site_file, train_app
 
 SETUP = """
 import tgweb as tg
@@ -377,7 +378,8 @@ def test_the_snapshot_is_kept_once_the_page_says_so(browser, site_url):
     ctx = browser.new_context()
     try:
         asked = []
-        ctx.on("request", lambda r: r.url.endswith("/pyodide.asm.wasm") and asked.append(r.url))
+        wasm = site_file("pyodide/pyodide.asm.wasm")
+        ctx.on("request", lambda r: wasm.match(r.url) and asked.append(r.url))
         page = ctx.new_page()
         page.goto(f"{site_url}/?autostart#sin")
         page.wait_for_function("window.app && window.app.snapshot", timeout=120000)
@@ -490,7 +492,7 @@ def test_a_damaged_site_snapshot_is_refused(browser, site_url):
         body[len(body) // 2] ^= 1
         route.fulfill(status=200, content_type="application/octet-stream", body=bytes(body))
 
-    page.route("**/tgweb.snapshot", damage)
+    page.route(site_file("pyodide/tgweb.snapshot"), damage)
     try:
         page.goto(f"{site_url}/#sin")
         page.wait_for_function("window.app && (window.app.ready || window.app.startError)", timeout=120000)
@@ -781,7 +783,7 @@ def test_a_page_whose_snapshot_reader_does_not_start_restores_all_the_same(brows
     page = open_app(browser, site_url, "sin", site_snapshot=False)
     try:
         assert page.evaluate(_SNAPSHOT_KEPT), "no snapshot was kept"
-        page.route("**/snapread.mjs?reader", lambda route: route.abort())
+        page.route(re.compile(r"/snapread\.mjs\?reader"), lambda route: route.abort())
         _reload(page)
         assert page.evaluate("window.app.tg.info.timings.snapshot") == "restored"
         assert page.evaluate("window.app.tg.info.timings.snapshot_read") == "here"

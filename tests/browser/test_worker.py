@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .conftest import COLD_START, open_harness, py, run_py
+from .conftest import COLD_START, open_harness, py, run_py, site_file
 
 
 def test_pyodide_and_tgweb_load(page):
@@ -154,7 +154,7 @@ def test_no_adapter_in_worker_gives_a_clear_error(browser, site_url):
                 },
             )
 
-        p.route("**/worker.mjs", worker)
+        p.route(site_file("worker.mjs"), worker)
         r = p.evaluate("""async () => {
             try { await tgweb.start({timeout: 60000}); return ['started']; }
             catch (e) { return [e.name, e.message, e.fatal]; } }""")
