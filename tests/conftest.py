@@ -10,6 +10,7 @@ without a Vulkan driver cannot pass the suite by skipping every kernel test.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,11 +19,21 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 REQUIRE_GPU = "TGWEB_REQUIRE_GPU"
 NO_ADAPTER = (
     "no WebGPU adapter found; CI needs lavapipe (mesa-vulkan-drivers, which `python3 build.py "
     "setup` installs) so that the kernel tests run"
 )
+
+
+@functools.cache
+def load_build():
+    """build.py as a module (it is a script, not a package's)."""
+    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def gpu_required() -> bool:

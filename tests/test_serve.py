@@ -8,23 +8,16 @@ from __future__ import annotations
 import email.utils
 import gzip
 import http.client
-import importlib.util
 import threading
 from pathlib import Path
 
 import pytest
+from conftest import load_build
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _build():
-    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-build = _build()
+build = load_build()
 WASM = bytes(range(256)) * 64 + b"\0" * 20000  # compresses well
 SMALL = b"export const x = 1;\n"
 

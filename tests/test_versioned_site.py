@@ -6,24 +6,17 @@ keep a file asked for at its version for good, and nothing else."""
 from __future__ import annotations
 
 import http.client
-import importlib.util
 import json
 import threading
 from pathlib import Path
 
 import pytest
+from conftest import load_build
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _build():
-    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-build = _build()
+build = load_build()
 
 APP = """import { a } from "./a.mjs";
 import * as b from '../b.mjs';

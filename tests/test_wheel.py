@@ -21,6 +21,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from conftest import load_build
 from packaging.requirements import Requirement
 
 from tgweb import export
@@ -29,16 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PYODIDE_ENV = {"sys_platform": "emscripten", "platform_system": "Emscripten"}
 
 
-def _build():
-    spec = importlib.util.spec_from_file_location("tgweb_build", ROOT / "build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    return _build().wheel(tmp_path_factory.mktemp("dist"))
+    return load_build().wheel(tmp_path_factory.mktemp("dist"))
 
 
 def _metadata(whl: Path):
@@ -60,7 +54,7 @@ def _required(whl: Path, env: dict | None = None, extra: str = "") -> dict[str, 
 def test_wheel_name_contents_and_version(wheel):
     import tgweb
 
-    build = _build()
+    build = load_build()
     version = build._tgweb_version()
     assert version == tgweb.__version__
     assert wheel.name == f"tgweb-{version}-py3-none-any.whl"  # pure Python: pip and micropip alike
