@@ -10,7 +10,7 @@ import re
 import threading
 import zipfile
 
-from .conftest import _build, open_app, py, run_py
+from .conftest import ARGS, CHROMIUM, _build, open_app, py, run_py
 
 SHAKESPEARE = "tinyshakespeare.txt"
 FIRST_LOSS = "window.app && window.app.state.sin && window.app.state.sin.losses.length > 0"
@@ -207,13 +207,14 @@ def test_trace_visit_follows_a_repeat_visits_worker(browser, site_url):
     assert all(cached == 0 for _, _, name, cached in first["scripts"]), first["scripts"]
 
 
-def test_a_repeat_visit_asks_the_server_for_the_page_alone(browser):
+def test_a_repeat_visit_asks_the_server_for_the_page_alone(browser, tmp_path):
     """The bundled site asks for each of its files at its version (build.py's _version_site,
     web/versioned.mjs) and the server lets the browser keep those for good: a repeat visit
     asks the server for the page alone (no revalidation of the site's files, which a visitor
     far from the server waits for, one round trip after another), restores the kept
     snapshot, takes the cached Programs and trains. The first visit asked for every file at
-    its version: Pyodide's own at Pyodide's, the others at the site's."""
+    its version: Pyodide's own at Pyodide's, the others at the site's. (A profile on disk, as
+    a visitor's: an incognito context's cache in memory keeps no file over a few MB.)"""
     build = _build()
     manifest = json.loads((build.SITE / "manifest.json").read_text())
     versions = {"site": manifest["version"], "pyodide": manifest["pyodide_files"]["version"]}
@@ -222,7 +223,9 @@ def test_a_repeat_visit_asks_the_server_for_the_page_alone(browser):
     srv.RequestHandlerClass.log_request = lambda handler, *a: asked.append(handler.path)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}/?autostart#sin"
-    ctx = browser.new_context()
+    ctx = browser.browser_type.launch_persistent_context(
+        tmp_path / "profile", executable_path=CHROMIUM, args=ARGS, headless=True
+    )
     try:
         page = ctx.new_page()
         page.goto(url)
