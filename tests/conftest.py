@@ -9,12 +9,15 @@ without a Vulkan driver cannot pass the suite by skipping every kernel test.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import http.client
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,29 @@ def load_build():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@contextlib.contextmanager
+def serving(site: Path):
+    """build.py's server for site on a free port of 127.0.0.1, while the block runs: its port."""
+    srv = load_build().make_server(site, 0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield srv.server_address[1]
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def http_get(port: int, path: str, method: str = "GET", **headers) -> tuple[int, dict, bytes]:
+    """One request of that server: (status, headers by lower-case name, body)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request(method, path, headers=headers)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
 
 
 def gpu_required() -> bool:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import email.utils
 import gzip
-import http.client
-import threading
 from pathlib import Path
 
 import pytest
-from conftest import load_build
+from conftest import http_get, load_build, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,21 +29,8 @@ def server(tmp_path_factory):
     (site / "data.zip").write_bytes(WASM)  # a kind COMPRESS does not name: never precompressed
     (site / "wheel.whl").write_bytes(WASM)  # the site's wheel, its files stored: gzip on the wire
     build._precompress(site)
-    srv = build.make_server(site, 0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield site, srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
-
-
-def _get(port, path, method="GET", **headers):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        c.request(method, path, headers=headers)
-        r = c.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        c.close()
+    with serving(site) as port:
+        yield site, port
 
 
 def test_the_bundle_carries_gzip_beside_what_compresses(server):
@@ -59,7 +44,7 @@ def test_the_bundle_carries_gzip_beside_what_compresses(server):
 @pytest.mark.parametrize("accept", ["gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.5", "*"])
 def test_a_client_that_accepts_gzip_gets_it(server, accept):
     site, port = server
-    status, h, body = _get(port, "/pyodide/pyodide.asm.wasm", **{"Accept-Encoding": accept})
+    status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", **{"Accept-Encoding": accept})
     assert status == 200
     assert h["content-encoding"] == "gzip" and h["vary"] == "Accept-Encoding"
     assert h["content-type"] == "application/wasm"  # the file's type, not gzip's
@@ -73,10 +58,10 @@ def test_the_jupyterlite_site_is_not_cross_origin_isolated(server):
     site, port = server
     (site / "lite").mkdir(exist_ok=True)
     (site / "lite" / "index.html").write_bytes(b"<!doctype html>")
-    status, h, body = _get(port, "/lite/index.html")
+    status, h, body = http_get(port, "/lite/index.html")
     assert status == 200 and body == b"<!doctype html>" and h["cache-control"] == "no-cache"
     assert "cross-origin-embedder-policy" not in h and "cross-origin-opener-policy" not in h
-    status, h, _ = _get(port, "/small.mjs")
+    status, h, _ = http_get(port, "/small.mjs")
     assert (
         h["cross-origin-embedder-policy"] == "require-corp"
         and h["cross-origin-opener-policy"] == "same-origin"
@@ -87,7 +72,7 @@ def test_the_jupyterlite_site_is_not_cross_origin_isolated(server):
 def test_a_client_that_does_not_accept_gzip_gets_the_plain_file(server, accept):
     _, port = server
     headers = {"Accept-Encoding": accept} if accept else {}
-    status, h, body = _get(port, "/pyodide/pyodide.asm.wasm", **headers)
+    status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", **headers)
     assert status == 200 and body == WASM
     assert "content-encoding" not in h and h["vary"] == "Accept-Encoding"
     assert int(h["content-length"]) == len(WASM) and h["content-type"] == "application/wasm"
@@ -95,20 +80,20 @@ def test_a_client_that_does_not_accept_gzip_gets_the_plain_file(server, accept):
 
 def test_head_revalidation_and_plain_files(server):
     site, port = server
-    status, h, body = _get(port, "/pyodide/pyodide.asm.wasm", "HEAD", **{"Accept-Encoding": "gzip"})
+    status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", "HEAD", **{"Accept-Encoding": "gzip"})
     assert status == 200 and body == b"" and h["content-encoding"] == "gzip"
     assert int(h["content-length"]) == (site / "pyodide" / "pyodide.asm.wasm.gz").stat().st_size
     since = email.utils.formatdate(
         (site / "pyodide" / "pyodide.asm.wasm.gz").stat().st_mtime + 10, usegmt=True
     )
-    status, h, body = _get(
+    status, h, body = http_get(
         port, "/pyodide/pyodide.asm.wasm", **{"Accept-Encoding": "gzip", "If-Modified-Since": since}
     )
     assert status == 304 and body == b"" and "content-encoding" not in h and h["vary"] == "Accept-Encoding"
-    status, h, body = _get(port, "/small.mjs", **{"Accept-Encoding": "gzip"})
+    status, h, body = http_get(port, "/small.mjs", **{"Accept-Encoding": "gzip"})
     assert status == 200 and body == SMALL and "content-encoding" not in h and "vary" not in h
     assert h["content-type"] == "text/javascript"
-    status, h, _ = _get(port, "/nothing.wasm", **{"Accept-Encoding": "gzip"})
+    status, h, _ = http_get(port, "/nothing.wasm", **{"Accept-Encoding": "gzip"})
     assert status == 404 and "content-encoding" not in h
 
 

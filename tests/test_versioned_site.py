@@ -5,13 +5,11 @@ keep a file asked for at its version for good, and nothing else."""
 
 from __future__ import annotations
 
-import http.client
 import json
-import threading
 from pathlib import Path
 
 import pytest
-from conftest import load_build
+from conftest import http_get, load_build, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -112,22 +110,13 @@ def test_a_site_whose_marks_are_gone_is_refused(tmp_path, file, text):
 def served(tmp_path_factory):
     site = _site(tmp_path_factory.mktemp("served"))
     m = build._version_site(site)
-    srv = build.make_server(site, 0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield site, srv.server_address[1], m
-    srv.shutdown()
-    srv.server_close()
+    with serving(site) as port:
+        yield site, port, m
 
 
 def _cache_control(port, path):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        c.request("GET", path)
-        r = c.getresponse()
-        r.read()
-        return r.status, r.getheader("Cache-Control")
-    finally:
-        c.close()
+    status, headers, _ = http_get(port, path)
+    return status, headers["cache-control"]
 
 
 def test_a_file_asked_for_at_its_version_may_be_kept_for_good(served):
@@ -148,11 +137,6 @@ def test_a_file_asked_for_at_its_version_may_be_kept_for_good(served):
 
 def test_a_site_without_versions_is_never_kept(tmp_path):
     site = _site(tmp_path)  # not versioned: its manifest names none
-    srv = build.make_server(site, 0)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with serving(site) as port:
         for path in ["/app.mjs?v=", "/app.mjs?v=None", "/pyodide/pyodide.mjs?v=null"]:
-            assert _cache_control(srv.server_address[1], path) == (200, "no-cache"), path
-    finally:
-        srv.shutdown()
-        srv.server_close()
+            assert _cache_control(port, path) == (200, "no-cache"), path
