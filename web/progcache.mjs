@@ -87,6 +87,10 @@ function copyMetas(tx) {
   };
 }
 
+// the kinds of entries a trainer's first step runs, in the order it runs them
+// (tgweb/progcache.py's kinds: "initial" values, the "step"; "forward" comes after)
+const NEEDED_FIRST = ["initial", "step"];
+
 class ProgramCache {
   constructor(db, limits) {
     this.db = db;
@@ -227,25 +231,30 @@ class ProgramCache {
     return this._req("readonly", (m) => m.getAll(), METAS);
   }
 
-  /** The Programs (JSON texts) of the entries used last: within windowMs of the newest use,
-   *  at most `most` of them, in the order they were used (a trainer's step before the
-   *  programs attached to it, whose first use comes later); read without marking them used.
-   *  For gpu.prewarm: a damaged entry is left out here and refused by Python's checks as ever. */
+  /** The entries used last, as {program, kind}: within windowMs of the newest use, at most
+   *  `most` of them, in the order a trainer's first step needs them: its initial values
+   *  (kind "initial", which run first), then the step's and any other Program of kind
+   *  "step", then the rest (the programs attached to a trainer, kind "forward": used after
+   *  the first step), each group in the order it was used; read without marking them used.
+   *  program: the entry's Program, parsed. For gpu.prewarm: a damaged entry is left out here
+   *  and refused by Python's checks as ever. */
   async recentPrograms(windowMs = 120000, most = 8) {
     const metas = (await this._metas()).sort((a, b) => (b.used || b.time) - (a.used || a.time));
     const last = metas.length ? metas[0].used || metas[0].time : 0;
-    const keys = metas.filter((m) => (m.used || m.time) >= last - windowMs).slice(0, most).map((m) => m.key).reverse();
+    const chosen = metas.filter((m) => (m.used || m.time) >= last - windowMs).slice(0, most).reverse();
+    const need = (m) => NEEDED_FIRST.indexOf(m.kind) + 1 || NEEDED_FIRST.length + 1;
+    chosen.sort((a, b) => need(a) - need(b)); // stable: each group in the order it was used
     // read together, in one transaction: on a repeat visit this thread is busy starting Python,
     // and each answer waits for a turn of it
     const tx = this.db.transaction([STORE]);
-    const recs = await Promise.all(keys.map((key) => done(tx.objectStore(STORE).get(key))));
+    const recs = await Promise.all(chosen.map((m) => done(tx.objectStore(STORE).get(m.key))));
     const out = [];
-    for (const rec of recs) {
+    recs.forEach((rec, i) => {
       if (rec) this.read.set(rec.key, rec.text);
       try {
-        out.push(entryProgram(rec.text));
+        out.push({ program: entryProgram(rec.text), kind: chosen[i].kind || "" });
       } catch { /* not an entry */ }
-    }
+    });
     return out;
   }
 

@@ -47,6 +47,9 @@ let queue = Promise.resolve();
 let ready = null;
 let fatal = null;
 let hooks = null; // what Python sees as the module tgweb_js
+// resolves once Python reports its first metric (a trainer's first loss exists)
+let lossCame = null;
+const firstLoss = new Promise((ok) => { lossCame = ok; });
 let deviceReady = null; // after a loss: the promise of the replacement device
 let dataBase = null; // where the samples' data files are (tgweb.worker.fetch_data)
 let siteManifest = Promise.resolve(null); // the site's manifest.json, as soon as it is asked for
@@ -517,10 +520,23 @@ async function init(options) {
     .then(([m, c]) => { shipsFrom(m, c); return warmShipped(m, c, options.shipped); })
     .catch(() => 0);
   // the pipelines of the last visit's Programs (read while the device comes), made while Python
-  // starts: their instantiate takes them
+  // starts: their instantiate takes them. Those a trainer's first step runs are asked for now;
+  // the rest (the programs attached to it, used later) once the first loss exists, so that
+  // where the GPU's compiler shares a few cores (SwiftShader) they do not delay the first step
   const recent = cache.then((c) => (c ? c.recentPrograms() : []));
+  const ask = (entries) => entries.reduce((n, e) => {
+    try {
+      return n + gpu.prewarm(device, e.program);
+    } catch {
+      return n;
+    }
+  }, 0);
   const prewarmed = Promise.all([recent, gpuReady])
-    .then(([programs]) => programs.reduce((n, p) => { try { return n + gpu.prewarm(device, p); } catch { return n; } }, 0))
+    .then(([entries]) => {
+      const later = entries.filter((e) => e.kind === "forward");
+      if (later.length) firstLoss.then(() => ask(later));
+      return ask(entries.filter((e) => e.kind !== "forward"));
+    })
     .catch(() => 0);
   const [, manifest] = await Promise.all([gpuReady, python]);
   timings.prewarmed = await prewarmed; // how many pipelines were asked for ahead
@@ -529,7 +545,8 @@ async function init(options) {
   hooks = {
     emit: (event, json) => {
       post({ type: "event", event, data: json === undefined ? null : JSON.parse(json) });
-      if (event === "metric" && snapshot) startSnapshot(); // the first loss exists
+      if (event === "metric") lossCame(); // the first loss exists
+      if (event === "metric" && snapshot) startSnapshot();
     },
     // binary data (tgweb.worker.emit_bytes: an autosave's checkpoint) is moved, not copied
     emitBytes: (event, json, bytes) => self.postMessage({ type: "event", event, data: { ...JSON.parse(json), bytes } },

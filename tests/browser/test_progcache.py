@@ -187,14 +187,14 @@ def test_trainer_page_starts_from_its_programs_after_a_reload(browser, site_url)
         assert 0 <= ms["asked"] and ms["wanted"] <= ms["restored"] and 0 < ms["asm"], ms
         # the reader, whichever way this machine went: the file's bytes and their SHA-256
         assert page.evaluate(_READER) == {"bytes": page.evaluate(_SNAPSHOT_FILES)[0][1], "checksum": True}
-        # the last visit's pipelines, asked for while Python restored: the hit's instance takes them
+        # the last visit's pipelines, asked for while Python restored: the hit's step and its
+        # initial values take them (the attached program's are asked once the first loss exists)
         assert page.evaluate("window.app.tg.info.timings.prewarmed") > 0
         open_sample(page, "sin")
         train_app(page, 5)
         assert page.evaluate("window.app.state.sin.info.cache") == "hit"
-        runtime = "_r = _spaces['sin']['trainer'].engine.rt._rt\n[_r.prewarmed, _r.pipelineCount]"
-        made, count = _app_py(page, runtime)
-        assert made == count > 0, (made, count)
+        made, count, made0, count0, _ = _app_py(page, _PREWARMED)
+        assert made == count > 0 and made0 == count0 > 0, (made, count, made0, count0)
         assert "from the compiled programs" in page.text_content("#log")
         entries = page.evaluate("window.app.programs.refresh()")
         want = [("sin", "forward"), ("sin", "initial"), ("sin", "step")]  # newest first
@@ -614,7 +614,7 @@ _READ_AHEAD = """async () => {
     const entry = (name) => "format\\nchecksum\\n" + JSON.stringify({ program: { name } });
     await cache.put("a", entry("a"));
     await cache.put("b", entry("b"));
-    const recent = (await cache.recentPrograms()).map((p) => p.name);
+    const recent = (await cache.recentPrograms()).map((e) => e.program.name);
     await cache.put("b", entry("b2"));  // put again: what was read of it is let go
     const transaction = cache.db.transaction;
     let reads = 0;
@@ -644,6 +644,33 @@ def test_the_last_visits_programs_read_ahead_answer_their_first_get(page):
     assert got["a"] == got["aAgain"] == 'format\nchecksum\n{"program":{"name":"a"}}'
     assert got["readsForA"] == 0 and got["readsForAgain"]
     assert got["b"].endswith('"b2"}}')
+
+
+_NEEDED_FIRST = """async () => {
+    const { openProgramCache } = await import("/progcache.mjs");
+    const cache = await openProgramCache();
+    await cache.clear();
+    const entry = (name) => "format\\nchecksum\\n" + JSON.stringify({ program: { name } });
+    const pause = () => new Promise((r) => setTimeout(r, 5));
+    // used as a trainer uses them: its step compiled, its initial values, its attached
+    // program; then one of a kind this page does not know, and a second trainer's step
+    for (const [key, kind] of [["s1", "step"], ["i1", "initial"], ["f1", "forward"], ["o", "other"], ["s2", "step"]]) {
+        await cache.put(key, entry(key), { label: "m", kernels: 1, kind });
+        await pause();
+    }
+    const got = (await cache.recentPrograms()).map((e) => [e.program.name, e.kind]);
+    await cache.clear();
+    return got;
+}"""
+
+
+def test_the_last_visits_programs_come_in_the_order_a_first_step_needs_them(page):
+    """recentPrograms gives the initial values first (they run first), then the steps, then
+    the rest (attached programs run after the first step; the worker asks for their pipelines
+    once the first loss exists), each group in the order it was used."""
+    assert page.evaluate(_NEEDED_FIRST) == [
+        ["i1", "initial"], ["s1", "step"], ["s2", "step"], ["f1", "forward"], ["o", "other"]
+    ]
 
 
 _SNAPSHOT_RECORDS = """async () => {
@@ -706,13 +733,13 @@ _UPGRADE = """async () => {
     const cache = await openProgramCache();
     const out = {};
     out.listed = (await cache.list()).map((e) => [e.key, e.label, e.size === e.size | 0, "text" in e]);
-    out.recent = (await cache.recentPrograms()).map((p) => p.name);
+    out.recent = (await cache.recentPrograms()).map((e) => e.program.name);
     out.text = await cache.get("stale");
     await new Promise((r) => setTimeout(r, 5));
     await cache.put("new", entry({ name: "new" }), { label: "new" });
     await cache.remove("attached");
     out.after = (await cache.list()).map((e) => [e.key, "text" in e]);
-    out.recentAfter = (await cache.recentPrograms()).map((p) => p.name);
+    out.recentAfter = (await cache.recentPrograms()).map((e) => e.program.name);
     await cache.clear();
     out.cleared = (await cache.list()).length;
     return out;
