@@ -669,7 +669,11 @@ def test_the_last_visits_programs_come_in_the_order_a_first_step_needs_them(page
     the rest (attached programs run after the first step; the worker asks for their pipelines
     once the first loss exists), each group in the order it was used."""
     assert page.evaluate(_NEEDED_FIRST) == [
-        ["i1", "initial"], ["s1", "step"], ["s2", "step"], ["f1", "forward"], ["o", "other"]
+        ["i1", "initial"],
+        ["s1", "step"],
+        ["s2", "step"],
+        ["f1", "forward"],
+        ["o", "other"],
     ]
 
 
