@@ -654,7 +654,8 @@ _NEEDED_FIRST = """async () => {
     const pause = () => new Promise((r) => setTimeout(r, 5));
     // used as a trainer uses them: its step compiled, its initial values, its attached
     // program; then one of a kind this page does not know, and a second trainer's step
-    for (const [key, kind] of [["s1", "step"], ["i1", "initial"], ["f1", "forward"], ["o", "other"], ["s2", "step"]]) {
+    const used = [["s1", "step"], ["i1", "initial"], ["f1", "forward"], ["o", "other"], ["s2", "step"]];
+    for (const [key, kind] of used) {
         await cache.put(key, entry(key), { label: "m", kernels: 1, kind });
         await pause();
     }
