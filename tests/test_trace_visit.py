@@ -63,3 +63,52 @@ def test_the_worker_threads_wasm_and_long_tasks():
     no_cache = [e for e in events if e["name"] != "wasm.Deserialize"]
     assert trace_visit.wasm_timeline(no_cache, long_ms=8)["code_cache"] is False
     assert trace_visit.wasm_timeline([e for e in events if "Streaming" not in e["name"]], 8) == {}
+
+
+def test_the_threads_cpu_time_from_navigation_to_the_first_loss():
+    """thread_cpu: each thread's top-level tasks' thread time within the window (navigation
+    to the first loss; a task across an end in proportion), named by the trace's metadata,
+    busiest first, and the sum; other categories and tasks without a thread time left out."""
+
+    def task(ts_ms, dur_ms, cpu_ms, pid=1, tid=7, cat="toplevel"):
+        return {
+            "name": "RunTask",
+            "cat": cat,
+            "ph": "X",
+            "pid": pid,
+            "tid": tid,
+            "ts": 1000 * ts_ms,
+            "dur": 1000 * dur_ms,
+            "tdur": 1000 * cpu_ms,
+        }
+
+    events = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "Renderer"}},
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 7, "args": {"name": "DedicatedWorker thread"}},
+        {"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "GPU Process"}},
+        {
+            "name": "thread_name",
+            "ph": "M",
+            "pid": 2,
+            "tid": 3,
+            "args": {"name": "ThreadPoolForegroundWorker"},
+        },
+        ev("navigationStart", 10, tid=1, ph="R"),
+        ev("wasm.StartStreamingCompilation", 110, dur_ms=0.1),
+        task(0, 20, 10),  # half of it after the navigation: 5 ms
+        task(50, 30, 30),
+        task(100, 40, 20, pid=2, tid=3),
+        task(200, 100, 100, pid=2, tid=3),  # its first 10 ms before the first loss: 10 ms
+        task(60, 5, 5, cat="v8"),  # not a top-level task
+        {**task(70, 5, 5), "tdur": None},  # no thread time: dropped below
+    ]
+    events[-1].pop("tdur")
+    got = trace_visit.thread_cpu(events, until_ms=200)
+    assert got == {
+        "threads": [
+            ("Renderer", "DedicatedWorker thread", 35.0),
+            ("GPU Process", "ThreadPoolForegroundWorker", 30.0),
+        ],
+        "total": 65.0,
+    }
+    assert trace_visit.thread_cpu([e for e in events if e["name"] != "navigationStart"], 200) == {}

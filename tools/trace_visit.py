@@ -10,13 +10,19 @@ from V8's cache), the worker thread's long tasks.
 For each visit it prints the first loss and the compile (ms since navigation), the
 worker's timings (tgweb.mjs's tg.info.timings), then, in ms since navigation: the
 wasm's stream (its first and last chunk of bytes), V8's hashing of them
-(wasm.FinishStreaming), its code cache (wasm.Deserialize: the compiled code taken from
-an earlier visit) and Pyodide's instantiation, and every task of at least --long ms on the
+(wasm.FinishStreaming), its code cache (the compiled code taken from an earlier visit:
+Chromium's v8.wasm.moduleCacheHit, or V8's wasm.Deserialize) and Pyodide's instantiation, and every task of at least --long ms on the
 worker's thread (compiling and running scripts, messages, garbage collection). The first
 visit stays open until the page has kept its snapshot, then --linger seconds more (V8
 writes the wasm's code cache while a tab stays open). --out keeps each visit's trace
 (Chrome's JSON: chrome://tracing or Perfetto open it). Sample: sin unless named. On the
 H200 machine launch.sh exports GPU_CHROMIUM (the adapter is printed).
+
+Last, each visit's busiest threads of all of Chromium's processes from navigation to the
+first loss: the CPU time of their top-level tasks (the trace's thread time), and the sum
+over every thread. A sum near the number of cores times the first loss's time says the
+visit waits for the CPU, and the threads say whose work it is (on SwiftShader: the GPU
+process's pool compiling pipelines).
 """
 
 from __future__ import annotations
@@ -40,7 +46,11 @@ CATEGORIES = [
     "devtools.timeline",
     "blink.user_timing",
     "disabled-by-default-v8.wasm.detailed",
+    "disabled-by-default-devtools.timeline",  # v8.wasm.moduleCacheHit: V8's code cache taken
+    "toplevel",  # every thread's tasks, with their thread time (thread_cpu)
 ]
+# the threads listed by thread_cpu's table
+BUSIEST = 8
 # the worker thread's tasks worth a line: script compiled or run, a message handled, a GC
 TASKS = {
     "v8.compileModule",
@@ -103,10 +113,42 @@ def wasm_timeline(events: list[dict], long_ms: float) -> dict:
         "scripts": sorted(scripts),
         "stream": ms(starts[0]),
         "bytes": (chunks[0], chunks[-1]) if chunks else None,
-        "code_cache": any(name == "wasm.Deserialize" for _, _, name in steps),
+        # Chromium says so in its own event; wasm.Deserialize is V8's, where it traces it
+        "code_cache": any(name == "wasm.Deserialize" for _, _, name in steps)
+        or any(e["name"] == "v8.wasm.moduleCacheHit" for e in events),
         "steps": sorted(steps),
         "tasks": sorted(tasks),
     }
+
+
+def thread_cpu(events: list[dict], until_ms: float) -> dict:
+    """The CPU time of every thread's top-level tasks (category "toplevel", their thread
+    time "tdur") from the page's navigation (the last before the wasm's stream, as
+    wasm_timeline) until until_ms after it, a task across either end counted in proportion:
+    {"threads": [(process, thread, ms)] busiest first, "total": ms}. Empty without both."""
+    starts = [e["ts"] for e in events if e["name"] == "wasm.StartStreamingCompilation"]
+    navs = [e["ts"] for e in events if e["name"] == "navigationStart" and starts and e["ts"] <= min(starts)]
+    if not navs:
+        return {}
+    t0, t1 = max(navs), max(navs) + until_ms * 1000
+    names: dict = {}
+    for e in events:
+        if e.get("ph") == "M" and e["name"] in ("process_name", "thread_name"):
+            key = e.get("pid") if e["name"] == "process_name" else (e.get("pid"), e.get("tid"))
+            names[key] = e.get("args", {}).get("name", "")
+    busy: dict = {}
+    for e in events:
+        if e.get("cat") != "toplevel" or e.get("ph") != "X" or not e.get("dur") or "tdur" not in e:
+            continue
+        inside = min(e["ts"] + e["dur"], t1) - max(e["ts"], t0)
+        if inside > 0:
+            key = (e.get("pid"), e.get("tid"))
+            busy[key] = busy.get(key, 0.0) + e["tdur"] * inside / e["dur"] / 1000
+    rows = sorted(
+        ((names.get(k[0], str(k[0])), names.get(k, str(k[1])), round(ms, 1)) for k, ms in busy.items()),
+        key=lambda r: -r[2],
+    )
+    return {"threads": rows, "total": round(sum(busy.values()), 1)} if rows else {}
 
 
 def _launch(exe: str, args: list[str], profile: str) -> tuple[subprocess.Popen, str]:
@@ -177,7 +219,9 @@ def main(
                 finally:
                     browser.stop_tracing()
                     page.close()
-                r.update(wasm_timeline(json.loads(path.read_text())["traceEvents"], long_ms))
+                events = json.loads(path.read_text())["traceEvents"]
+                r.update(wasm_timeline(events, long_ms))
+                r["cpu"] = thread_cpu(events, r["first_loss_ms"])
                 if out:
                     out.mkdir(parents=True, exist_ok=True)
                     path.replace(out / f"{sample}-visit{v}.json")
@@ -222,6 +266,11 @@ def _print(r: dict, v: int) -> None:
     print("  the worker thread's long tasks:")
     for at, dur, name in r["tasks"]:
         print(f"  {at:8.1f} {dur:6.1f}  {name}")
+    cpu = r.get("cpu")
+    if cpu:
+        print(f"  CPU time until the first loss: {cpu['total']:.0f} ms in all; the busiest threads:")
+        for process, thread, ms in cpu["threads"][:BUSIEST]:
+            print(f"  {ms:8.1f}  {process} / {thread}")
 
 
 if __name__ == "__main__":

@@ -185,8 +185,8 @@ def test_the_status_line_says_what_the_page_waits_for(browser, site_url):
 def test_trace_visit_follows_a_repeat_visits_worker(browser, site_url):
     """tools/trace_visit.py in this machine's Chromium: a first visit and a repeat visit
     traced in one profile; the repeat restored the kept snapshot, and the trace shows the
-    worker streaming Pyodide's wasm (its bytes in order) and V8 hashing them, and compiling
-    Pyodide's module script."""
+    worker streaming Pyodide's wasm (its bytes in order) and V8 hashing them, compiling
+    Pyodide's module script, and the CPU time of Chromium's threads until the first loss."""
     import sys
 
     sys.path.insert(0, str(_build().ROOT / "tools"))
@@ -201,6 +201,10 @@ def test_trace_visit_follows_a_repeat_visits_worker(browser, site_url):
         assert 0 < r["stream"] <= lo <= hi < r["first_loss_ms"], r
         assert any(name == "wasm.FinishStreaming" and at >= hi for at, _, name in r["steps"]), r["steps"]
         assert isinstance(r["code_cache"], bool) and all(d >= 8 for _, d, _ in r["tasks"]), r
+        # every thread's CPU time until the first loss, the page's worker among them
+        cpu = r["cpu"]
+        assert cpu["total"] >= sum(ms for _, _, ms in cpu["threads"][:3]) > 0, cpu
+        assert any(t.startswith("DedicatedWorker") for _, t, _ in cpu["threads"]), cpu["threads"]
         # Pyodide's module script, compiled on the worker's thread (Chromium keeps a script's
         # code only from its second compile on: a first visit's is compiled afresh)
         assert [n for _, _, n, _ in r["scripts"]].count("pyodide.asm.mjs") == 1, r["scripts"]
