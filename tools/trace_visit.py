@@ -11,12 +11,13 @@ For each visit it prints the first loss and the compile (ms since navigation), t
 worker's timings (tgweb.mjs's tg.info.timings), then, in ms since navigation: the
 wasm's stream (its first and last chunk of bytes), V8's hashing of them
 (wasm.FinishStreaming), its code cache (the compiled code taken from an earlier visit:
-Chromium's v8.wasm.moduleCacheHit, or V8's wasm.Deserialize) and Pyodide's instantiation, and every task of at least --long ms on the
-worker's thread (compiling and running scripts, messages, garbage collection). The first
-visit stays open until the page has kept its snapshot, then --linger seconds more (V8
-writes the wasm's code cache while a tab stays open). --out keeps each visit's trace
-(Chrome's JSON: chrome://tracing or Perfetto open it). Sample: sin unless named. On the
-H200 machine launch.sh exports GPU_CHROMIUM (the adapter is printed).
+Chromium's v8.wasm.moduleCacheHit, or V8's wasm.Deserialize) and Pyodide's instantiation,
+and every task of at least --long ms on the worker's thread (compiling and running
+scripts, messages, garbage collection). The first visit stays open until the page has
+kept its snapshot, then --linger seconds more (V8 writes the wasm's code cache while a tab
+stays open). --out keeps each visit's trace (Chrome's JSON: chrome://tracing or Perfetto
+open it). Sample: sin unless named. On the H200 machine launch.sh exports GPU_CHROMIUM (the
+adapter is printed).
 
 Last, each visit's busiest threads of all of Chromium's processes from navigation to the
 first loss: the CPU time of their top-level tasks (the trace's thread time), and the sum
