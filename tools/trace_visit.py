@@ -63,20 +63,26 @@ TASKS = {
 }
 
 
+def _navigation(events: list[dict]) -> tuple[dict, float] | None:
+    """The first event of the wasm's stream, and the page's navigation (the last one before
+    the worker streamed the wasm, in the trace's microseconds); None without both."""
+    starts = [e for e in events if e["name"] == "wasm.StartStreamingCompilation"]
+    if not starts:
+        return None
+    start = min(starts, key=lambda e: e["ts"])
+    navs = [e["ts"] for e in events if e["name"] == "navigationStart" and e["ts"] <= start["ts"]]
+    return (start, max(navs)) if navs else None
+
+
 def wasm_timeline(events: list[dict], long_ms: float) -> dict:
     """From one visit's trace events: the wasm's stream, V8's steps with it, and the long
     tasks of the thread that streamed it (the tgweb worker's), in ms since navigation.
     Empty where no wasm was streamed (a page that never started tgweb)."""
-    starts = sorted(
-        (e for e in events if e["name"] == "wasm.StartStreamingCompilation"), key=lambda e: e["ts"]
-    )
-    # the page's navigation: the last one before the worker streamed the wasm
-    navs = [
-        e["ts"] for e in events if e["name"] == "navigationStart" and starts and e["ts"] <= starts[0]["ts"]
-    ]
-    if not starts or not navs:
+    found = _navigation(events)
+    if found is None:
         return {}
-    tid, t0 = starts[0]["tid"], max(navs)
+    start, t0 = found
+    tid = start["tid"]
 
     def ms(e, key="ts"):
         return round((e[key] - t0) / 1000, 1)
@@ -112,7 +118,7 @@ def wasm_timeline(events: list[dict], long_ms: float) -> dict:
     ]
     return {
         "scripts": sorted(scripts),
-        "stream": ms(starts[0]),
+        "stream": ms(start),
         "bytes": (chunks[0], chunks[-1]) if chunks else None,
         # Chromium says so in its own event; wasm.Deserialize is V8's, where it traces it
         "code_cache": any(name == "wasm.Deserialize" for _, _, name in steps)
@@ -127,11 +133,11 @@ def thread_cpu(events: list[dict], until_ms: float) -> dict:
     time "tdur") from the page's navigation (the last before the wasm's stream, as
     wasm_timeline) until until_ms after it, a task across either end counted in proportion:
     {"threads": [(process, thread, ms)] busiest first, "total": ms}. Empty without both."""
-    starts = [e["ts"] for e in events if e["name"] == "wasm.StartStreamingCompilation"]
-    navs = [e["ts"] for e in events if e["name"] == "navigationStart" and starts and e["ts"] <= min(starts)]
-    if not navs:
+    found = _navigation(events)
+    if found is None:
         return {}
-    t0, t1 = max(navs), max(navs) + until_ms * 1000
+    t0 = found[1]
+    t1 = t0 + until_ms * 1000
     names: dict = {}
     for e in events:
         if e.get("ph") == "M" and e["name"] in ("process_name", "thread_name"):
