@@ -120,3 +120,17 @@ def test_metric_of_a_step_result_is_sent_in_order_once_read_back():
     assert [s for s, _ in seen] == [1, 2, *range(2, DEPTH + 4)]
     assert seen[2][1] is None  # the skipped step's NaN loss goes out as null
     assert [v for _, v in seen if v is not None] == [r.loss for r in rs if r.ok]
+
+
+def test_the_select_kernel_indexes_each_scalars_consecutive_words_and_refuses_others():
+    from tgweb.codegen.select import select_kernel
+    from tgweb.pipeline import APPLIED_READ, if_applied
+
+    names = ["lr", "step_size"] + [if_applied(n, j) for n in ("lr", "step_size") for j in range(1, DEPTH + 1)]
+    word = {n: i for i, n in enumerate(names + [APPLIED_READ])}
+    wgsl = select_kernel(word, 0, 1, 0).wgsl
+    assert "s[0u] = s[1u + j];" in wgsl and f"s[1u] = s[{1 + DEPTH}u + j];" in wgsl
+    assert "switch" not in wgsl
+    word[if_applied("lr", 2)], word[if_applied("lr", 3)] = word[if_applied("lr", 3)], word[if_applied("lr", 2)]
+    with pytest.raises(AssertionError, match="lr@1"):
+        select_kernel(word, 0, 1, 0)
