@@ -131,6 +131,9 @@ def test_the_select_kernel_indexes_each_scalars_consecutive_words_and_refuses_ot
     wgsl = select_kernel(word, 0, 1, 0).wgsl
     assert "s[0u] = s[1u + j];" in wgsl and f"s[1u] = s[{1 + DEPTH}u + j];" in wgsl
     assert "switch" not in wgsl
-    word[if_applied("lr", 2)], word[if_applied("lr", 3)] = word[if_applied("lr", 3)], word[if_applied("lr", 2)]
+    word[if_applied("lr", 2)], word[if_applied("lr", 3)] = (
+        word[if_applied("lr", 3)],
+        word[if_applied("lr", 2)],
+    )
     with pytest.raises(AssertionError, match="lr@1"):
         select_kernel(word, 0, 1, 0)
