@@ -588,6 +588,8 @@ def _emit_direct(kc: KernelCtx, node, L):
     a, b = node.inputs
     M, N, K, nbatch = L["M"], L["N"], L["K"], L["nbatch"]
     T, U = kc.target.knob("direct_block"), DIRECT_U
+    if K <= 4:  # a few sums per output: the stores bound it, and a big block only costs set-up
+        T = min(T, 4)
     TM, TN = min(T, M), min(T, N)
     mb, nb = ceil_div(M, TM), ceil_div(N, TN)
     total = nbatch * mb * nb
