@@ -25,7 +25,7 @@ TUNING = {
         # `least` workgroups (codegen/matmul.py)
         "tiles": ((128, 128, 8, 8, 8, 256), (64, 64, 16, 4, 4, 0)),
         "serial_max": 1024,  # rows up to this long are reduced by one invocation each
-        "sumsq_workgroup": 16,  # invocations of a workgroup of the global norm (its tree: a barrier per halving)
+        "sumsq_workgroup": 16,  # invocations of the global norm's workgroup (a barrier per halving)
         "sumsq_block": 0,  # elements per workgroup of the global norm (0: one workgroup)
         "split_k_chunk": 0,  # products split along k into slices at least this long (0: never)
         "split_k_tiles": 0,  # ... until they make this many 64 x 64 tiles
