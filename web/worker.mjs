@@ -30,6 +30,7 @@ import * as bulk from "./bulk.mjs";
 import { adapterInfo, COMPUTE_LIMITS, lostReason, requestAdapter, requestDevice } from "./device.mjs";
 import * as gpu from "./gpu.mjs"; // Python's browser backend instantiates Programs through it
 import { bootPython, bundledSnapshot, entryProgram, makeSnapshot, markBoot, openProgramCache, readSnapshotAhead, snapshotKey, snapshotTimes } from "./progcache.mjs";
+import { asmModule, fetchAhead, fetchBytes, FILES_BASE, pyodideLoader, serveFiles, watchWasm } from "./pyodidefiles.mjs";
 import { WITH_READER } from "./snapread.mjs";
 import { versioned } from "./versioned.mjs";
 
@@ -214,156 +215,17 @@ function replaceDevice(message, options) {
   });
 }
 
-// Started with files (a page opened from disk, or the single file; see disk-loader.js):
-// this is a classic worker, fetch is refused on file://, so every file is served from
-// memory under a made-up base (.invalid never resolves), and Pyodide's module script
-// (pyodide.asm.mjs, rewritten by build.py as the classic pyodide.asm.js) runs as a
-// script from a Blob URL. The served site takes the same steps with real URLs.
-const FILES_BASE = "https://tgweb.invalid/";
-
-function serveFiles(files) {
-  const netFetch = self.fetch.bind(self);
-  const types = { wasm: "application/wasm", json: "application/json", js: "text/javascript" };
-  self.fetch = async (req, init) => {
-    const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
-    if (!href.startsWith(FILES_BASE)) return netFetch(req, init);
-    const name = href.slice(FILES_BASE.length).split(/[?#]/)[0];
-    if (!files[name]) return new Response(`${name} is not in the page's bundle`, { status: 404 });
-    const type = types[name.split(".").pop()] || "application/octet-stream";
-    return new Response(fileBody(files[name]), { headers: { "Content-Type": type } });
-  };
-}
-
-function fileBody([kind, data]) {
-  if (kind === "t") return data;
-  const gz = Uint8Array.fromBase64 ? Uint8Array.fromBase64(data) : Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
-  return new Blob([gz]).stream().pipeThrough(new DecompressionStream("gzip"));
-}
-
-async function filesPyodide(files) {
-  // Pyodide refuses classic workers, where it would load its scripts with importScripts;
-  // this one runs them itself, here, and then looks like a module worker to Pyodide
-  const runScript = self.importScripts.bind(self);
-  self.importScripts = () => { throw new TypeError("tgweb's worker loads no scripts by URL"); };
-  for (const name of ["pyodide/pyodide.js", "pyodide/pyodide.asm.js"]) {
-    const text = await new Response(fileBody(files[name])).text();
-    const url = URL.createObjectURL(new Blob([text], { type: "text/javascript" }));
-    try {
-      runScript(url); // pyodide.js defines loadPyodide, pyodide.asm.js _createPyodideModule
-    } finally {
-      URL.revokeObjectURL(url);
-    }
-  }
-  return (opts) => self.loadPyodide({ ...opts, createPyodideModule: self._createPyodideModule });
-}
-
-// Pyodide's big files and its lock file, asked for now: Pyodide asks for them only once
-// pyodide.mjs has come (and the wasm and the standard library once the lock file has), and
-// then takes these responses, already on their way. (Fetched by the page as it parses,
-// they took connections and the server's time from the worker's own modules: slower.) The
-// wasm is compiled as it arrives, from now: Pyodide would start only once its script and a
-// snapshot's bytes are in. Resolves to the compiled module (rejects: Pyodide compiles it).
-function fetchAhead(base, since) {
-  const netFetch = self.fetch;
-  const ahead = new Map();
-  for (const name of ["pyodide/pyodide.asm.wasm", "pyodide/python_stdlib.zip", "pyodide/pyodide-lock.json"]) {
-    const url = new URL(name, base).href; // as Pyodide asks for it; fetched at this build's URL
-    const response = netFetch.call(self, versioned(url));
-    response.catch(() => {}); // Pyodide's own fetch reports it
-    ahead.set(url, response);
-  }
-  const wasm = new URL("pyodide/pyodide.asm.wasm", base).href;
-  const compiled = WebAssembly.compileStreaming(ahead.get(wasm));
-  compiled.then(() => mark("wasm", since), () => {}); // failed: Pyodide fetches and compiles it itself
-  // what Pyodide's own fetch of the wasm gets: nothing to read where it was compiled here
-  // (instantiateWasm below takes the module), else the file afresh
-  ahead.set(wasm, compiled.then(() => new Response(null), () => netFetch.call(self, versioned(wasm))));
-  self.fetch = (req, init) => {
-    const href = typeof req === "string" ? req : req instanceof URL ? req.href : req.url;
-    const response = ahead.get(href);
-    if (!response) return netFetch.call(self, req, init);
-    ahead.delete(href);
-    if (!ahead.size) self.fetch = netFetch;
-    return response;
-  };
-  return compiled;
-}
-
-// where the site's files are, and Pyodide's loader from there (files: serveFiles' first),
-// which shares its small modules while it runs
-async function pyodideLoader(files) {
-  const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
-  const load = files ? await filesPyodide(files) : await servedPyodide(base);
-  const loadPyodide = async (opts) => {
-    const sharing = shareSmallModules();
-    try {
-      return await load(opts);
-    } finally {
-      timings.small_modules = sharing.end();
-    }
-  };
-  return { base, loadPyodide, indexURL: new URL("pyodide/", base).href };
-}
-
-// Pyodide's module script (1.2 MB) at this build's URL, which Pyodide's own import would
-// ask for without the version: imported here (setupPython, as early as it can) and handed to
-// loadPyodide
-const asmModule = (base) => import(versioned("pyodide/pyodide.asm.mjs", base).href);
-
-async function servedPyodide(base) {
-  const asm = asmModule(base);
-  const { loadPyodide } = await import(versioned("pyodide/pyodide.mjs", base).href);
-  return async (opts) => loadPyodide({ ...opts, createPyodideModule: (await asm).default });
-}
-
-// Where WebAssembly.Function is missing (Chromium), Emscripten wraps each JS function that
-// Pyodide puts in its function table in a wasm function of a module of its own, compiled
-// from a few dozen bytes that depend only on the signature (convertJsFunctionToWasm): about
-// 260 compiles while Python starts, of some 30 distinct modules, each a compile and a
-// code-cache lookup on the worker's thread. Until end(), a module of at most SMALL_MODULE
-// bytes is compiled once for each distinct content and the same WebAssembly.Module given
-// again (a module is instantiated any number of times); larger ones, and every other use
-// of the constructor, are the original's. end() puts the original back and returns
-// {compiled, shared}: the distinct small modules, and how many times one was given again.
-const SMALL_MODULE = 64;
-
-function shareSmallModules() {
-  const Original = WebAssembly.Module;
-  const made = new Map();
-  let shared = 0;
-  function Module(bytes, ...more) {
-    if (new.target === Module && !more.length && bytes instanceof Uint8Array && bytes.length <= SMALL_MODULE) {
-      const key = String.fromCharCode(...bytes);
-      const known = made.get(key);
-      if (known) {
-        shared += 1;
-        return known;
-      }
-      const module = new Original(bytes);
-      made.set(key, module);
-      return module;
-    }
-    // called without new it throws as the original does
-    return new.target ? Reflect.construct(Original, [bytes, ...more], new.target === Module ? Original : new.target)
-      : Original(bytes, ...more);
-  }
-  Module.prototype = Original.prototype; // instanceof holds for every module
-  Object.setPrototypeOf(Module, Original); // and Module.exports, imports, customSections are there
-  WebAssembly.Module = Module;
-  return {
-    end() {
-      if (WebAssembly.Module === Module) WebAssembly.Module = Original;
-      return { compiled: made.size, shared };
-    },
-  };
-}
+// the site's folder: this script's, or where serveFiles serves the page's bundle from
+const siteFolder = (files) => new URL(files ? FILES_BASE : new URL("./", import.meta.url));
+const keepSmallModules = (figures) => { timings.small_modules = figures; };
 
 async function setupPython(files, cache) {
   const s = performance.now();
   startup("downloading Pyodide");
   if (files) serveFiles(files);
-  const base = new URL(files ? FILES_BASE : new URL("./", import.meta.url));
-  const compiled = files ? null : fetchAhead(base, s);
+  const base = siteFolder(files);
+  const compiled = files ? null : fetchAhead(base);
+  if (compiled) compiled.then(() => mark("wasm", s), () => {}); // failed: Pyodide fetches and compiles it itself
   if (!files) {
     // Pyodide's module script, imported now rather than once pyodide.mjs and the lock file
     // are in: loadPyodide gets it (servedPyodide) loaded
@@ -379,9 +241,17 @@ async function setupPython(files, cache) {
   siteBase = base;
   const wheelReady = manifestReady.then((m) => fetchBytes(new URL(m.wheel, base)));
   wheelReady.catch(() => {}); // reported where it is awaited
-  const { loadPyodide, indexURL } = await pyodideLoader(files);
+  const { loadPyodide, indexURL } = await pyodideLoader(files, base, keepSmallModules);
   markBoot("loader");
-  const module = timeWasm(s, compiled);
+  // how long Pyodide's wasm takes to arrive and compile (streamed in, by fetchAhead or by loadPyodide)
+  const module = watchWasm(compiled, {
+    compiling: () => startup("compiling Pyodide (WebAssembly, as it arrives)"),
+    instance: () => markBoot("instance"),
+    done: () => {
+      if (!timings.wasm) mark("wasm", s); // compiled by loadPyodide, not by fetchAhead
+      startup("starting Python");
+    },
+  });
   const manifest = await manifestReady;
   markBoot("manifest");
   const key = await snapshotKey(manifest);
@@ -404,37 +274,6 @@ async function setupPython(files, cache) {
   pyodide.setStderr({ batched: (text) => post({ type: "event", event: "log", data: { stream: "stderr", text } }) });
   mark("pyodide", s); // booted or restored, with the tgweb wheel installed and imported
   return manifest;
-}
-
-// a file of the site (at this build's URL)
-async function fetchBytes(url) {
-  const r = await fetch(versioned(url));
-  if (!r.ok) throw new Error(`${url.pathname.split("/").pop()}: HTTP ${r.status}`);
-  return new Uint8Array(await r.arrayBuffer());
-}
-
-// how long Pyodide's wasm takes to arrive and compile (streamed in, by fetchAhead or by
-// loadPyodide); resolves to the compiled module, which the snapshot's worker instantiates
-// again without compiling. compiled: fetchAhead's module (it marks "wasm"), or null.
-function timeWasm(since, compiled) {
-  const streaming = WebAssembly.instantiateStreaming;
-  return new Promise((resolve) => {
-    WebAssembly.instantiateStreaming = async (response, imports) => {
-      startup("compiling Pyodide (WebAssembly, as it arrives)");
-      try {
-        const module = compiled && await compiled.catch(() => null);
-        const out = module ? { module, instance: await WebAssembly.instantiate(module, imports) }
-          : await streaming.call(WebAssembly, response, imports);
-        markBoot("instance");
-        resolve(out.module);
-        return out;
-      } finally {
-        WebAssembly.instantiateStreaming = streaming;
-        if (!timings.wasm) mark("wasm", since); // compiled here, not by fetchAhead
-        startup("starting Python");
-      }
-    };
-  });
 }
 
 // The snapshot, after the first step: the first "metric" event (the first loss exists), or
@@ -482,7 +321,7 @@ async function snapshotJob(m) {
       ({ module: m.module, instance: await WebAssembly.instantiate(m.module, imports) });
   }
   if (m.files) serveFiles(m.files);
-  const { loadPyodide, indexURL } = await pyodideLoader(m.files);
+  const { loadPyodide, indexURL } = await pyodideLoader(m.files, siteFolder(m.files), keepSmallModules);
   return makeSnapshot(loadPyodide, { indexURL, wheel: m.wheel, cache: await openProgramCache(), key: m.key });
 }
 

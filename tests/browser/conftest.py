@@ -94,12 +94,13 @@ def open_harness(browser, site_url, init_script=None, site_snapshot=True):
 @pytest.fixture(scope="session")
 def page(browser, site_url):
     """The shared page: tgweb started (Pyodide + tgweb + GPU device) as window.tg;
-    every event lands in window.events."""
+    every event lands in window.events, and those until it started in window.startEvents."""
     page = open_harness(browser, site_url)
     t0 = time.perf_counter()
     info = page.evaluate("""async () => {
         window.events = [];
         window.tg = await tgweb.start({on: {"*": (event, data) => window.events.push([event, data])}});
+        window.startEvents = [...window.events];  // kept: later tests may empty window.events
         return window.tg.info;
     }""")
     COLD_START.update(info=info, wall_s=time.perf_counter() - t0)

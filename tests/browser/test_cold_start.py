@@ -35,7 +35,7 @@ def test_start_up_phases_are_timed_and_announced(page):
     assert 0 <= at["start_call"] <= at["worker_created"] <= at["worker_started"] < at["ready"], t
     assert at["ready"] <= t["page_load_to_ready"] + 2, t
     assert t["total"] <= t["start_to_ready"], t
-    started = [d for e, d in page.evaluate("window.events") if e == "startup"]
+    started = [d for e, d in page.evaluate("window.startEvents") if e == "startup"]
     assert [d["text"] for d in started] == STARTUP, started
     ats = [d["at"] for d in started]  # epoch ms, in order, within the worker's life
     assert ats == sorted(ats) and t["worker_started_at"] <= ats[0] and ats[-1] <= t["ready_at"], (ats, t)
