@@ -1,7 +1,8 @@
 """`build.py serve`'s server (build.make_server) and the bundle's precompressed files: a file
-with NAME.gz beside it goes gzip-compressed, with Content-Encoding and Vary, to a client
-that accepts gzip; a client that does not (no Accept-Encoding, or gzip;q=0) gets the file
-itself; a revalidation (304) and a file without NAME.gz carry no Content-Encoding."""
+with NAME.zst and NAME.gz beside it goes zstd-compressed, with Content-Encoding and Vary, to a
+client that accepts zstd, else gzip-compressed to one that accepts gzip; a client that takes
+neither (no Accept-Encoding, or each with q=0) gets the file itself; a revalidation (304) and
+a file without them carry no Content-Encoding."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+import zstandard
 from conftest import http_get, load_build, serving
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,23 +35,33 @@ def server(tmp_path_factory):
         yield site, port
 
 
-def test_the_bundle_carries_gzip_beside_what_compresses(server):
+def unzstd(data: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().decompress(data)
+
+
+def test_the_bundle_carries_zstd_and_gzip_beside_what_compresses(server):
     site, _ = server
-    assert gzip.decompress((site / "pyodide" / "pyodide.asm.wasm.gz").read_bytes()) == WASM
-    assert not (site / "small.mjs.gz").exists()  # under 1 KiB: not worth a second file
-    assert not (site / "data.zip.gz").exists()
-    assert gzip.decompress((site / "wheel.whl.gz").read_bytes()) == WASM
+    for name in ("pyodide/pyodide.asm.wasm", "wheel.whl"):
+        assert gzip.decompress((site / f"{name}.gz").read_bytes()) == WASM
+        assert unzstd((site / f"{name}.zst").read_bytes()) == WASM
+    for suffix in (".gz", ".zst"):
+        assert not (site / f"small.mjs{suffix}").exists()  # under 1 KiB: not worth a second file
+        assert not (site / f"data.zip{suffix}").exists()
 
 
-@pytest.mark.parametrize("accept", ["gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.5", "*"])
-def test_a_client_that_accepts_gzip_gets_it(server, accept):
+ZSTD = ["gzip, deflate, br, zstd", "zstd", "*", "gzip;q=0.5, zstd;q=0.5", "gzip;q=0.5, *"]
+GZIP = ["br;q=1.0, gzip;q=0.5", "gzip, zstd;q=0", "GZIP", "gzip, zstd;q=x", "zstd;q=0.1, gzip;q=0.5"]
+
+
+@pytest.mark.parametrize(("accept", "coding"), [(a, "zstd") for a in ZSTD] + [(a, "gzip") for a in GZIP])
+def test_a_client_gets_zstd_where_it_takes_it_else_gzip(server, accept, coding):
     site, port = server
     status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", **{"Accept-Encoding": accept})
     assert status == 200
-    assert h["content-encoding"] == "gzip" and h["vary"] == "Accept-Encoding"
-    assert h["content-type"] == "application/wasm"  # the file's type, not gzip's
+    assert h["content-encoding"] == coding and h["vary"] == "Accept-Encoding"
+    assert h["content-type"] == "application/wasm"  # the file's type, not the coding's
     assert int(h["content-length"]) == len(body) < len(WASM)
-    assert gzip.decompress(body) == WASM
+    assert (unzstd(body) if coding == "zstd" else gzip.decompress(body)) == WASM
     # the cross-origin isolation headers are still there
     assert h["cross-origin-embedder-policy"] == "require-corp" and h["cache-control"] == "no-cache"
 
@@ -68,8 +80,8 @@ def test_the_jupyterlite_site_is_not_cross_origin_isolated(server):
     )
 
 
-@pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "gzip;q=x"])
-def test_a_client_that_does_not_accept_gzip_gets_the_plain_file(server, accept):
+@pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "gzip;q=x", "zstd;q=0, gzip;q=0"])
+def test_a_client_that_takes_neither_gets_the_plain_file(server, accept):
     _, port = server
     headers = {"Accept-Encoding": accept} if accept else {}
     status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", **headers)
@@ -83,6 +95,9 @@ def test_head_revalidation_and_plain_files(server):
     status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", "HEAD", **{"Accept-Encoding": "gzip"})
     assert status == 200 and body == b"" and h["content-encoding"] == "gzip"
     assert int(h["content-length"]) == (site / "pyodide" / "pyodide.asm.wasm.gz").stat().st_size
+    status, h, body = http_get(port, "/pyodide/pyodide.asm.wasm", "HEAD", **{"Accept-Encoding": "zstd"})
+    assert status == 200 and body == b"" and h["content-encoding"] == "zstd"
+    assert int(h["content-length"]) == (site / "pyodide" / "pyodide.asm.wasm.zst").stat().st_size
     since = email.utils.formatdate(
         (site / "pyodide" / "pyodide.asm.wasm.gz").stat().st_mtime + 10, usegmt=True
     )

@@ -52,7 +52,7 @@ def _shipped_site(tmp: Path, adapter: dict, samples: list[str]) -> Path:
     site = _build().SITE
     out = tmp / "site"
     for f in site.rglob("*"):
-        if f.is_file() and f.name not in ("manifest.json", "manifest.json.gz"):
+        if f.is_file() and not f.name.startswith("manifest.json"):  # nor its .gz, .zst
             dst = out / f.relative_to(site)
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.symlink_to(f)
