@@ -17,13 +17,12 @@ import argparse
 import json
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from repeat_visit import FIRST_LOSS, _build  # noqa: E402
+from repeat_visit import FIRST_LOSS, _build, serve_sites  # noqa: E402
 
 LAST_STEP = "(n) => { const l = window.app.state[n].losses; return [l[l.length - 1][0], performance.now()]; }"
 
@@ -51,16 +50,7 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     build = _build()
-    sites = args.site or [build.SITE]
-    if sites == [build.SITE] and not (build.SITE / "manifest.json").exists():
-        build.bundle_site()
-    urls = {}
-    for site in sites:
-        srv = build.make_server(site, 0)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        urls[site.name if site.name != "site" else site.parent.name] = (
-            f"http://127.0.0.1:{srv.server_address[1]}"
-        )
+    urls = serve_sites(build, args.site or [build.SITE])
     exe, launch_args = build.chromium()
     got: dict[str, list[float]] = {name: [] for name in urls}
     with sync_playwright() as p:

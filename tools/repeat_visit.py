@@ -75,6 +75,22 @@ def visit(ctx, url: str, sample: str, keep: bool = False, linger: float = 0.0) -
         page.close()
 
 
+def serve_sites(build, sites: list[Path], latency: float = 0.0) -> dict[str, str]:
+    """Each site served on a port of its own (build.make_server, in a thread), by name (its
+    folder's; the project's for site/): name -> URL. site/ alone is bundled first if it has
+    not been."""
+    if sites == [build.SITE] and not (build.SITE / "manifest.json").exists():
+        build.bundle_site()
+    urls = {}
+    for site in sites:
+        srv = build.make_server(site, 0, latency=latency)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        urls[site.name if site.name != "site" else site.parent.name] = (
+            f"http://127.0.0.1:{srv.server_address[1]}"
+        )
+    return urls
+
+
 def _names(visits: int) -> list[str]:
     return ["first", "repeat"] + [f"repeat {k}" for k in range(2, visits)]
 
@@ -90,15 +106,7 @@ def main(
     from playwright.sync_api import sync_playwright
 
     build = _build()
-    if sites == [build.SITE] and not (build.SITE / "manifest.json").exists():
-        build.bundle_site()
-    urls = {}
-    for site in sites:
-        srv = build.make_server(site, 0, latency=latency_ms / 1000)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        urls[site.name if site.name != "site" else site.parent.name] = (
-            f"http://127.0.0.1:{srv.server_address[1]}"
-        )
+    urls = serve_sites(build, sites, latency_ms / 1000)
     exe, args = build.chromium()  # a real GPU's where launch.sh exported GPU_CHROMIUM
     got: dict = {(s, smp, v): [] for s in urls for smp in samples for v in _names(visits)}
     with sync_playwright() as p:
